@@ -1,0 +1,44 @@
+# capa-py developer entry points. `make run` and `make test` work on a fresh clone on their own:
+# both depend on `setup`, which builds .venv once and is a no-op afterwards.
+
+PYTHON ?= $(shell for p in python3.13 python3.12 python3.11 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' && echo $$p && break; done)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+STATE  ?= .capa/state.db
+PYTEST_ARGS ?=
+
+.PHONY: setup run test lint bench localstack-test e2e clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "capa-py needs Python 3.11 or newer on PATH" >&2; exit 1; }
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: setup
+	$(BIN)/capa --state $(STATE) apply -f examples/aws-cluster.yaml --aws-endpoint local
+	$(BIN)/capa --state $(STATE) resources --aws-endpoint local
+
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(BIN)/ruff check capa_py resources controllers tests benchmarks
+	$(BIN)/mypy
+
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+localstack-test: setup
+	localstack/run-tests.sh
+
+e2e: setup
+	$(BIN)/python -m pytest -q -m slow tests
+
+clean:
+	rm -rf $(VENV) .capa .pytest_cache .mypy_cache .ruff_cache

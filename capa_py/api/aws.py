@@ -1,0 +1,325 @@
+"""Cluster API Provider AWS kinds (``infrastructure.cluster.x-k8s.io/v1beta2``).
+
+Spec fields carry the names Cluster API Provider AWS gives them, so manifests move between the two. The
+status adds what capa-py's strategy engine records: every AWS resource it created (``resources``, keyed by
+role) and the intents it wrote before creates that have no tag, token or natural key (``intents``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from functools import cache
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from capa_py.api.cluster import APIEndpoint, MachineAddress
+from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
+
+INFRA_API_VERSION = "infrastructure.cluster.x-k8s.io/v1beta2"
+AWSCLUSTER_FINALIZER = "awscluster.infrastructure.cluster.x-k8s.io"
+AWSMACHINE_FINALIZER = "awsmachine.infrastructure.cluster.x-k8s.io"
+
+_REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
+_RESERVED_TAG_PREFIX = "aws:"
+
+
+@cache
+def known_regions() -> frozenset[str]:
+    """Every region botocore's endpoint data knows, across partitions (read offline)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    regions: set[str] = set()
+    for partition in session.get_available_partitions():
+        regions.update(session.get_available_regions("ec2", partition_name=partition))
+    return frozenset(regions)
+
+
+def check_cidr(value: str) -> str:
+    try:
+        network = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError("not a valid CIDR") from exc
+    if network.version != 4:
+        raise ValueError("not a valid CIDR: only IPv4 blocks are supported")
+    return value
+
+
+def check_tags(tags: dict[str, str]) -> dict[str, str]:
+    for key, value in tags.items():
+        if not key or len(key) > 128:
+            raise ValueError(f"tag key {key!r} must be 1 to 128 characters")
+        if key.lower().startswith(_RESERVED_TAG_PREFIX):
+            raise ValueError(f"tag key {key!r} uses the reserved prefix 'aws:'")
+        if len(value) > 256:
+            raise ValueError(f"tag value for {key!r} is longer than 256 characters")
+    return tags
+
+
+class VPCSpec(KubeModel):
+    id: str | None = None
+    cidr_block: str | None = None
+    availability_zone_usage_limit: int = Field(default=3, ge=1, le=16)
+    availability_zone_selection: Literal["Ordered", "Random"] = "Ordered"
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
+    _check_tags = field_validator("tags")(check_tags)
+
+
+class SubnetSpec(KubeModel):
+    id: str | None = None
+    cidr_block: str | None = None
+    availability_zone: str | None = None
+    is_public: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
+    _check_tags = field_validator("tags")(check_tags)
+
+
+class NetworkSpec(KubeModel):
+    vpc: VPCSpec = Field(default_factory=VPCSpec)
+    subnets: list[SubnetSpec] = Field(default_factory=list)
+
+
+class AWSLoadBalancerSpec(KubeModel):
+    name: str | None = Field(default=None, max_length=32, pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
+    scheme: Literal["internet-facing", "internal"] = "internet-facing"
+    load_balancer_type: Literal["nlb"] = "nlb"
+    cross_zone_load_balancing: bool = False
+    additional_security_groups: list[str] = Field(default_factory=list)
+
+
+class AWSClusterSpec(KubeModel):
+    region: str
+    ssh_key_name: str | None = None
+    control_plane_endpoint: APIEndpoint = Field(default_factory=APIEndpoint)
+    additional_tags: dict[str, str] = Field(default_factory=dict)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    control_plane_load_balancer: AWSLoadBalancerSpec = Field(default_factory=AWSLoadBalancerSpec)
+
+    @field_validator("region")
+    @classmethod
+    def _check_region(cls, value: str) -> str:
+        if not _REGION.match(value) or value not in known_regions():
+            raise ValueError(f"unknown AWS region {value!r}")
+        return value
+
+    _check_tags = field_validator("additional_tags")(check_tags)
+
+
+class RecordedResource(KubeModel):
+    """An AWS resource the engine created or adopted, recorded right after its create returned."""
+
+    kind: str
+    id: str
+    strategy: str | None = None
+    tags_complete: bool = True
+    created_at: Time | None = None
+
+
+class IntentRecord(KubeModel):
+    """Written before a create that has no tag, token or natural key to find its result again."""
+
+    kind: str
+    started_at: Time
+    fingerprint: str
+    request: dict[str, str] = Field(default_factory=dict)
+
+
+class SubnetStatus(KubeModel):
+    id: str
+    cidr_block: str
+    availability_zone: str
+    is_public: bool
+    route_table_id: str | None = None
+    nat_gateway_id: str | None = None
+
+
+class SecurityGroupStatus(KubeModel):
+    id: str
+    name: str
+
+
+class LoadBalancerStatus(KubeModel):
+    name: str
+    arn: str | None = None
+    dns_name: str | None = None
+    target_group_arn: str | None = None
+    listener_arn: str | None = None
+
+
+class NetworkStatus(KubeModel):
+    vpc_id: str | None = None
+    internet_gateway_id: str | None = None
+    subnets: list[SubnetStatus] = Field(default_factory=list)
+    security_groups: dict[str, SecurityGroupStatus] = Field(default_factory=dict)
+    api_server_load_balancer: LoadBalancerStatus | None = None
+
+
+class AWSClusterStatus(KubeModel):
+    ready: bool = False
+    network: NetworkStatus = Field(default_factory=NetworkStatus)
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    resources: dict[str, RecordedResource] = Field(default_factory=dict)
+    intents: dict[str, IntentRecord] = Field(default_factory=dict)
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b))
+
+
+class AWSCluster(KubeObject):
+    API_VERSION: ClassVar[str] = INFRA_API_VERSION
+    KIND: ClassVar[str] = "AWSCluster"
+    PLURAL: ClassVar[str] = "awsclusters"
+
+    spec: AWSClusterSpec
+    status: AWSClusterStatus = Field(default_factory=AWSClusterStatus)
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        issues: list[FieldIssue] = []
+        vpc = self.spec.network.vpc
+        region = self.spec.region
+        managed_vpc = vpc.id is None
+        if managed_vpc and vpc.cidr_block is None:
+            issues.append(
+                FieldIssue(path="spec.network.vpc.cidrBlock", message="required when vpc.id is not set")
+            )
+        seen: list[tuple[int, str]] = []
+        for index, subnet in enumerate(self.spec.network.subnets):
+            base = f"spec.network.subnets[{index}]"
+            if subnet.id is None:
+                if not managed_vpc:
+                    issues.append(
+                        FieldIssue(
+                            path=f"{base}.id",
+                            message="a bring-your-own VPC needs bring-your-own subnets (set id)",
+                        )
+                    )
+                    continue
+                if subnet.cidr_block is None:
+                    issues.append(FieldIssue(path=f"{base}.cidrBlock", message="required when id is not set"))
+                if subnet.availability_zone is None:
+                    issues.append(
+                        FieldIssue(path=f"{base}.availabilityZone", message="required when id is not set")
+                    )
+            if subnet.availability_zone is not None and not (
+                subnet.availability_zone.startswith(region)
+                and re.fullmatch(r"[a-z]", subnet.availability_zone[len(region) :])
+            ):
+                issues.append(
+                    FieldIssue(
+                        path=f"{base}.availabilityZone",
+                        message=f"unknown availability zone {subnet.availability_zone!r} for region {region}",
+                    )
+                )
+            if subnet.cidr_block is None:
+                continue
+            if (
+                managed_vpc
+                and vpc.cidr_block is not None
+                and not ipaddress.ip_network(subnet.cidr_block).subnet_of(
+                    ipaddress.ip_network(vpc.cidr_block)
+                )
+            ):  # type: ignore[arg-type]
+                issues.append(
+                    FieldIssue(
+                        path=f"{base}.cidrBlock",
+                        message=f"{subnet.cidr_block} is outside the VPC block {vpc.cidr_block}",
+                    )
+                )
+            for other_index, other in seen:
+                if _overlaps(subnet.cidr_block, other):
+                    issues.append(
+                        FieldIssue(
+                            path=f"{base}.cidrBlock",
+                            message=f"{subnet.cidr_block} overlaps spec.network.subnets[{other_index}] ({other})",
+                        )
+                    )
+            seen.append((index, subnet.cidr_block))
+        return issues
+
+
+class AMIReference(KubeModel):
+    id: str | None = None
+
+
+class AWSResourceReference(KubeModel):
+    id: str | None = None
+
+
+class Volume(KubeModel):
+    size: int = Field(default=8, ge=8, le=16384)
+    type: Literal["gp2", "gp3", "io1", "io2", "st1", "sc1", "standard"] = "gp3"
+    iops: int | None = Field(default=None, ge=100)
+    encrypted: bool | None = None
+
+
+class AWSMachineSpec(KubeModel):
+    provider_id: str | None = Field(default=None, alias="providerID")
+    instance_id: str | None = Field(default=None, alias="instanceID")
+    ami: AMIReference = Field(default_factory=AMIReference)
+    instance_type: str
+    additional_tags: dict[str, str] = Field(default_factory=dict)
+    iam_instance_profile: str | None = None
+    public_ip: bool | None = Field(default=None, alias="publicIP")
+    additional_security_groups: list[AWSResourceReference] = Field(default_factory=list)
+    subnet: AWSResourceReference | None = None
+    ssh_key_name: str | None = None
+    root_volume: Volume | None = None
+
+    @field_validator("instance_type")
+    @classmethod
+    def _check_instance_type(cls, value: str) -> str:
+        if not _INSTANCE_TYPE.match(value):
+            raise ValueError(f"not an EC2 instance type: {value!r} (expected family.size, e.g. t3.medium)")
+        return value
+
+    _check_tags = field_validator("additional_tags")(check_tags)
+
+
+InstanceState = Literal["pending", "running", "shutting-down", "terminated", "stopping", "stopped"]
+
+
+class AWSMachineStatus(KubeModel):
+    ready: bool = False
+    instance_id: str | None = Field(default=None, alias="instanceID")
+    provider_id: str | None = Field(default=None, alias="providerID")
+    instance_state: InstanceState | None = None
+    addresses: list[MachineAddress] = Field(default_factory=list)
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+    resources: dict[str, RecordedResource] = Field(default_factory=dict)
+    intents: dict[str, IntentRecord] = Field(default_factory=dict)
+
+
+class AWSMachine(KubeObject):
+    API_VERSION: ClassVar[str] = INFRA_API_VERSION
+    KIND: ClassVar[str] = "AWSMachine"
+    PLURAL: ClassVar[str] = "awsmachines"
+
+    spec: AWSMachineSpec
+    status: AWSMachineStatus = Field(default_factory=AWSMachineStatus)
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        issues: list[FieldIssue] = []
+        if self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
+            issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
+        volume = self.spec.root_volume
+        if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
+            issues.append(
+                FieldIssue(
+                    path="spec.rootVolume.iops", message=f"iops cannot be set for volume type {volume.type}"
+                )
+            )
+        return issues

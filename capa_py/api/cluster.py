@@ -1,0 +1,126 @@
+"""Cluster API core kinds (``cluster.x-k8s.io/v1beta1``): the subset an infrastructure provider needs."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import Field
+
+from capa_py.api.meta import Condition, KubeModel, KubeObject, ObjectReference
+
+CLUSTER_API_VERSION = "cluster.x-k8s.io/v1beta1"
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
+PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+CLUSTER_FINALIZER = "cluster.cluster.x-k8s.io"
+MACHINE_FINALIZER = "machine.cluster.x-k8s.io"
+
+
+class NetworkRanges(KubeModel):
+    cidr_blocks: list[str] = Field(default_factory=list)
+
+
+class ClusterNetwork(KubeModel):
+    api_server_port: int | None = Field(default=None, ge=1, le=65535)
+    services: NetworkRanges | None = None
+    pods: NetworkRanges | None = None
+    service_domain: str | None = None
+
+
+class APIEndpoint(KubeModel):
+    host: str = ""
+    port: int = Field(default=0, ge=0, le=65535)
+
+    @property
+    def is_set(self) -> bool:
+        return bool(self.host) and self.port > 0
+
+
+class ClusterSpec(KubeModel):
+    paused: bool = False
+    cluster_network: ClusterNetwork | None = None
+    control_plane_endpoint: APIEndpoint = Field(default_factory=APIEndpoint)
+    control_plane_ref: ObjectReference | None = None
+    infrastructure_ref: ObjectReference | None = None
+
+
+ClusterPhase = Literal["Pending", "Provisioning", "Provisioned", "Deleting", "Failed", "Unknown"]
+
+
+class ClusterStatus(KubeModel):
+    phase: ClusterPhase | None = None
+    infrastructure_ready: bool = False
+    control_plane_ready: bool = False
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+
+
+class Cluster(KubeObject):
+    API_VERSION: ClassVar[str] = CLUSTER_API_VERSION
+    KIND: ClassVar[str] = "Cluster"
+    PLURAL: ClassVar[str] = "clusters"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("cl",)
+
+    spec: ClusterSpec = Field(default_factory=ClusterSpec)
+    status: ClusterStatus = Field(default_factory=ClusterStatus)
+
+    @property
+    def paused(self) -> bool:
+        return self.spec.paused or PAUSED_ANNOTATION in self.metadata.annotations
+
+
+class Bootstrap(KubeModel):
+    config_ref: ObjectReference | None = None
+    data_secret_name: str | None = None
+
+
+class MachineSpec(KubeModel):
+    cluster_name: str = Field(min_length=1)
+    bootstrap: Bootstrap = Field(default_factory=Bootstrap)
+    infrastructure_ref: ObjectReference
+    version: str | None = None
+    provider_id: str | None = Field(default=None, alias="providerID")
+    failure_domain: str | None = None
+
+
+MachinePhase = Literal[
+    "Pending", "Provisioning", "Provisioned", "Running", "Deleting", "Deleted", "Failed", "Unknown"
+]
+
+
+class MachineAddress(KubeModel):
+    type: Literal["Hostname", "ExternalIP", "InternalIP", "ExternalDNS", "InternalDNS"]
+    address: str
+
+
+class NodeReference(KubeModel):
+    name: str
+    uid: str | None = None
+
+
+class MachineStatus(KubeModel):
+    phase: MachinePhase | None = None
+    bootstrap_ready: bool = False
+    infrastructure_ready: bool = False
+    node_ref: NodeReference | None = None
+    addresses: list[MachineAddress] = Field(default_factory=list)
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    observed_generation: int | None = None
+
+
+class Machine(KubeObject):
+    API_VERSION: ClassVar[str] = CLUSTER_API_VERSION
+    KIND: ClassVar[str] = "Machine"
+    PLURAL: ClassVar[str] = "machines"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ma",)
+
+    spec: MachineSpec
+    status: MachineStatus = Field(default_factory=MachineStatus)
+
+    @property
+    def is_control_plane(self) -> bool:
+        return CONTROL_PLANE_LABEL in self.metadata.labels

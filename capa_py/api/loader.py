@@ -1,0 +1,170 @@
+"""Loading manifests: multi-document YAML or JSON files into validated objects.
+
+Every problem is reported with the file, the document (its position and, when known, its kind and name) and
+the field path, and loading is all-or-nothing: callers get either every object or a :class:`ManifestError`
+listing every problem, so nothing is half-applied.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from capa_py.api.meta import KubeObject
+from capa_py.api.registry import REGISTRY, KindRegistry, UnknownKind
+
+
+@dataclass(frozen=True)
+class ManifestProblem:
+    source: str
+    document: int
+    subject: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}: document {self.document}"
+        if self.subject:
+            where += f" ({self.subject})"
+        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+
+
+class ManifestError(ValueError):
+    """One or more manifest documents are invalid; ``problems`` lists each."""
+
+    def __init__(self, problems: Sequence[ManifestProblem]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(str(p) for p in self.problems))
+
+
+def format_loc(loc: Iterable[int | str]) -> str:
+    """``('spec', 'subnets', 0, 'cidrBlock')`` → ``spec.subnets[0].cidrBlock``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _clean_message(message: str) -> str:
+    for prefix in ("Value error, ", "Assertion failed, "):
+        if message.startswith(prefix):
+            return message[len(prefix) :]
+    if message == "Extra inputs are not permitted":
+        return "unknown field"
+    return message
+
+
+def _subject(doc: dict[str, Any]) -> str:
+    kind = doc.get("kind", "")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    name = meta.get("name", "") if isinstance(meta, dict) else ""
+    namespace = meta.get("namespace", "") if isinstance(meta, dict) else ""
+    if kind and name:
+        return f"{kind} {namespace + '/' if namespace else ''}{name}"
+    return str(kind)
+
+
+def parse_documents(text: str, source: str) -> list[Any]:
+    """Split a YAML stream or a JSON document (object, array or ``List``) into raw documents."""
+    stripped = text.lstrip()
+    try:
+        if stripped.startswith(("{", "[")):
+            loaded: Any = json.loads(text)
+            docs = loaded if isinstance(loaded, list) else [loaded]
+        else:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+        raise ManifestError([ManifestProblem(source, 1, "", "", f"cannot parse: {exc}")]) from exc
+    flattened: list[Any] = []
+    for doc in docs:
+        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+            flattened.extend(doc["items"])
+        else:
+            flattened.append(doc)
+    return flattened
+
+
+def load_objects(
+    docs: Sequence[Any], source: str, registry: KindRegistry = REGISTRY, default_namespace: str = "default"
+) -> list[KubeObject]:
+    objects: list[KubeObject] = []
+    problems: list[ManifestProblem] = []
+    for index, doc in enumerate(docs, start=1):
+        if not isinstance(doc, dict):
+            problems.append(ManifestProblem(source, index, "", "", "a document must be a mapping"))
+            continue
+        subject = _subject(doc)
+        api_version, kind = doc.get("apiVersion"), doc.get("kind")
+        if not isinstance(api_version, str) or not api_version:
+            problems.append(ManifestProblem(source, index, subject, "apiVersion", "required"))
+            continue
+        if not isinstance(kind, str) or not kind:
+            problems.append(ManifestProblem(source, index, subject, "kind", "required"))
+            continue
+        try:
+            model = registry.for_gvk(api_version, kind)
+        except UnknownKind as exc:
+            problems.append(ManifestProblem(source, index, subject, "kind", str(exc)))
+            continue
+        try:
+            obj = model.model_validate(doc)
+        except ValidationError as exc:
+            for error in exc.errors():
+                problems.append(
+                    ManifestProblem(
+                        source, index, subject, format_loc(error["loc"]), _clean_message(error["msg"])
+                    )
+                )
+            continue
+        if not obj.metadata.name:
+            problems.append(ManifestProblem(source, index, subject, "metadata.name", "required"))
+            continue
+        if model.NAMESPACED and not obj.metadata.namespace:
+            obj.metadata.namespace = default_namespace
+        for issue in obj.semantic_issues():
+            problems.append(ManifestProblem(source, index, subject, issue.path, issue.message))
+        objects.append(obj)
+    if problems:
+        raise ManifestError(problems)
+    return objects
+
+
+def load_manifest_text(
+    text: str, source: str = "<stdin>", registry: KindRegistry = REGISTRY
+) -> list[KubeObject]:
+    return load_objects(parse_documents(text, source), source, registry)
+
+
+def load_manifests(paths: Sequence[str | Path], registry: KindRegistry = REGISTRY) -> list[KubeObject]:
+    """Load every document of every file, or raise one :class:`ManifestError` naming all problems."""
+    objects: list[KubeObject] = []
+    problems: list[ManifestProblem] = []
+    for path in paths:
+        source = str(path)
+        try:
+            text = Path(path).read_text() if source != "-" else _read_stdin()
+        except OSError as exc:
+            problems.append(ManifestProblem(source, 0, "", "", f"cannot read: {exc.strerror or exc}"))
+            continue
+        try:
+            objects.extend(load_manifest_text(text, source, registry))
+        except ManifestError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ManifestError(problems)
+    return objects
+
+
+def _read_stdin() -> str:
+    import sys
+
+    return sys.stdin.read()

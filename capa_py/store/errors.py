@@ -1,0 +1,43 @@
+"""Store errors, split by what the caller should do, mirroring the Kubernetes API status reasons.
+
+``StoreError``
+ ├─ ``NotFound``       the object does not exist (404)
+ ├─ ``AlreadyExists``  create of a name that is taken (409)
+ ├─ ``Conflict``       the write was based on a stale ``resourceVersion``: re-read and retry (409)
+ ├─ ``Invalid``        the object fails validation; ``field`` names the path (422)
+ └─ ``Expired``        a watch asked for a ``resourceVersion`` that was compacted away: re-list (410)
+"""
+
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base of every object store error."""
+
+    status = 500
+
+
+class NotFound(StoreError):
+    status = 404
+
+
+class AlreadyExists(StoreError):
+    status = 409
+
+
+class Conflict(StoreError):
+    """The object was modified since it was read; re-read it and apply the change again."""
+
+    status = 409
+
+
+class Invalid(StoreError):
+    status = 422
+
+    def __init__(self, message: str, field: str = "") -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class Expired(StoreError):
+    status = 410

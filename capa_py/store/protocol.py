@@ -1,0 +1,82 @@
+"""The object store protocol every controller uses, whatever holds the objects.
+
+It keeps the Kubernetes API's semantics so that code written against the embedded SQLite store behaves the
+same against a real API server:
+
+* ``metadata.resourceVersion`` changes on every write; a write carrying a stale one raises ``Conflict``
+  (a write without one is unconditional, as a Kubernetes update without a resourceVersion is);
+* ``metadata.generation`` starts at 1 and increments when anything but metadata and status changes;
+* ``update`` never changes status and ``update_status`` never changes anything else;
+* deleting an object with finalizers only sets ``deletionTimestamp``; it disappears when the last
+  finalizer is removed, and then its dependents (objects whose owner references name it) are deleted too
+  (background propagation);
+* ``watch`` streams ADDED/MODIFIED/DELETED events from a resourceVersion, including writes made by other
+  processes.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Generic, Literal, Protocol, TypeVar
+
+from capa_py.api.meta import KubeObject
+
+T = TypeVar("T", bound=KubeObject)
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Propagation = Literal["Background", "Orphan"]
+
+
+class ObjectList(list[T], Generic[T]):
+    """The items of a list call and the resourceVersion to watch from afterwards."""
+
+    def __init__(self, items: list[T], resource_version: str) -> None:
+        super().__init__(items)
+        self.resource_version = resource_version
+
+
+@dataclass(frozen=True)
+class WatchEvent(Generic[T]):
+    type: EventType
+    object: T
+    resource_version: str
+
+
+class ObjectStore(Protocol):
+    def create(self, obj: T) -> T: ...
+
+    def get(self, kind: type[T], name: str, namespace: str | None = None) -> T: ...
+
+    def list(
+        self,
+        kind: type[T],
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList[T]: ...
+
+    def update(self, obj: T) -> T: ...
+
+    def update_status(self, obj: T) -> T: ...
+
+    def delete(
+        self,
+        kind: type[T],
+        name: str,
+        namespace: str | None = None,
+        propagation: Propagation = "Background",
+        resource_version: str | None = None,
+    ) -> T | None: ...
+
+    def watch(
+        self,
+        kind: type[T],
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WatchEvent[T]]: ...
+
+    def close(self) -> None: ...
