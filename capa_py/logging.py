@@ -78,7 +78,8 @@ def configure_logging(fmt: LogFormat = "auto", verbosity: int = 0) -> None:
 
 def get_logger(name: str | None = None, **bound: Any) -> Any:
     """A structlog logger bound to ``component=name`` and any extra context."""
-    logger = structlog.get_logger()
     if name:
         bound = {"component": name, **bound}
-    return logger.bind(**bound) if bound else logger
+    # A lazy proxy: the configuration is read at first use, so module-level loggers follow
+    # configure_logging() even though they are created at import time.
+    return structlog.get_logger(**bound)

@@ -172,6 +172,10 @@ class AWSClusterStatus(KubeModel):
     intents: dict[str, IntentRecord] = Field(default_factory=dict)
 
 
+def _within(inner: str, outer: str) -> bool:
+    return ipaddress.IPv4Network(inner).subnet_of(ipaddress.IPv4Network(outer))
+
+
 def _overlaps(a: str, b: str) -> bool:
     return ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b))
 
@@ -223,13 +227,7 @@ class AWSCluster(KubeObject):
                 )
             if subnet.cidr_block is None:
                 continue
-            if (
-                managed_vpc
-                and vpc.cidr_block is not None
-                and not ipaddress.ip_network(subnet.cidr_block).subnet_of(
-                    ipaddress.ip_network(vpc.cidr_block)
-                )
-            ):  # type: ignore[arg-type]
+            if managed_vpc and vpc.cidr_block is not None and not _within(subnet.cidr_block, vpc.cidr_block):
                 issues.append(
                     FieldIssue(
                         path=f"{base}.cidrBlock",
@@ -241,7 +239,9 @@ class AWSCluster(KubeObject):
                     issues.append(
                         FieldIssue(
                             path=f"{base}.cidrBlock",
-                            message=f"{subnet.cidr_block} overlaps spec.network.subnets[{other_index}] ({other})",
+                            message=(
+                                f"{subnet.cidr_block} overlaps spec.network.subnets[{other_index}] ({other})"
+                            ),
                         )
                     )
             seen.append((index, subnet.cidr_block))

@@ -50,7 +50,7 @@ def set_condition(
     condition = Condition(
         type=condition_type,
         status=status,
-        severity=severity,  # type: ignore[arg-type]
+        severity=severity,
         reason=reason,
         message=message,
         last_transition_time=transition,

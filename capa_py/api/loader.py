@@ -76,11 +76,17 @@ def _subject(doc: dict[str, Any]) -> str:
 def parse_documents(text: str, source: str) -> list[Any]:
     """Split a YAML stream or a JSON document (object, array or ``List``) into raw documents."""
     stripped = text.lstrip()
+    docs: list[Any] | None = None
     try:
         if stripped.startswith(("{", "[")):
-            loaded: Any = json.loads(text)
-            docs = loaded if isinstance(loaded, list) else [loaded]
-        else:
+            try:
+                loaded: Any = json.loads(text)
+                docs = loaded if isinstance(loaded, list) else [loaded]
+            except json.JSONDecodeError:
+                if "\n---" not in text:
+                    raise
+                # Not one JSON document: a YAML stream whose first document is in flow style.
+        if docs is None:
             docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except (yaml.YAMLError, json.JSONDecodeError) as exc:
         raise ManifestError([ManifestProblem(source, 1, "", "", f"cannot parse: {exc}")]) from exc

@@ -20,6 +20,7 @@ from capa_py.ctrlkit.action import (
     action,
     wrap_action,
 )
+from capa_py.ctrlkit.codegen import generate
 from capa_py.ctrlkit.combinators import (
     NOP,
     ActionTimeout,
@@ -35,6 +36,8 @@ from capa_py.ctrlkit.combinators import (
     Timeout,
     optimize,
 )
+from capa_py.ctrlkit.dsl import Document, DSLError, parse, parse_file
+from capa_py.ctrlkit.graph import to_dot, to_mermaid
 from capa_py.ctrlkit.result import (
     ExitWorkflow,
     MultiError,
@@ -87,4 +90,12 @@ __all__ = [
     "requeue_if_error",
     "requeue_immediately",
     "wrap_action",
+    # the DSL, its generator and the workflow renderers
+    "DSLError",
+    "Document",
+    "generate",
+    "parse",
+    "parse_file",
+    "to_dot",
+    "to_mermaid",
 ]

@@ -262,7 +262,7 @@ def optimize(action: Action) -> Action:
             if isinstance(optimized, Nop):
                 continue
             if type(optimized) is type(action) and not isinstance(action, ParallelJoin):
-                members.extend(optimized.actions)  # type: ignore[attr-defined]
+                members.extend(optimized.actions)
             else:
                 members.append(optimized)
         if not members:

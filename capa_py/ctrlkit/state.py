@@ -81,7 +81,9 @@ class StateSpec:
 
 
 def _lookup(value: Any, part: str) -> Any:
-    candidates = [part, part[:1].lower() + part[1:], re.sub(r"(?<!^)(?=[A-Z])", "_", part).lower()]
+    # Go initialisms stay one word: ``UID`` is ``uid`` and ``APIVersion`` is ``api_version``.
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", part).lower()
+    candidates = [part, part[:1].lower() + part[1:], snake]
     for candidate in candidates:
         if isinstance(value, dict) and candidate in value:
             return value[candidate]

@@ -10,6 +10,7 @@ it sees writes made by other processes.
 
 from __future__ import annotations
 
+import builtins
 import json
 import secrets
 import sqlite3
@@ -195,7 +196,7 @@ class SQLiteStore:
 
     def _row_by_uid(self, conn: sqlite3.Connection, uid: str) -> dict[str, Any] | None:
         row = conn.execute("SELECT doc FROM objects WHERE uid=?", (uid,)).fetchone()
-        return None if row is None else json.loads(row[0])  # type: ignore[no-any-return]
+        return None if row is None else json.loads(row[0])
 
     def _put(
         self, conn: sqlite3.Connection, doc: dict[str, Any], event: str, prev: dict[str, Any] | None
@@ -236,7 +237,8 @@ class SQLiteStore:
                 None if prev is None else json.dumps(_labels(prev)),
             ),
         )
-        if rv % 1000 == 0 and rv > self.retain_events:
+        # Compact in batches, but never let the table grow past twice what the caller asked us to keep.
+        if rv % max(1, min(1000, self.retain_events)) == 0 and rv > self.retain_events:
             floor = rv - self.retain_events
             conn.execute("DELETE FROM events WHERE seq <= ?", (floor,))
             conn.execute("UPDATE counters SET value = ? WHERE name = 'compacted'", (floor,))
@@ -500,7 +502,10 @@ class SQLiteStore:
             if since < int(compacted):
                 raise Expired(f"resourceVersion {since} is too old (compacted up to {compacted}); list again")
         deadline = None if timeout is None else time.monotonic() + timeout
-        query = "SELECT seq, type, namespace, doc, prev_labels FROM events WHERE api_version=? AND kind=? AND seq > ?"
+        query = (
+            "SELECT seq, type, namespace, doc, prev_labels FROM events "
+            "WHERE api_version=? AND kind=? AND seq > ?"
+        )
         while True:
             if stop is not None and stop.is_set():
                 return
@@ -508,6 +513,14 @@ class SQLiteStore:
                 rows = conn.execute(
                     query + " ORDER BY seq LIMIT 500", (kind.API_VERSION, kind.KIND, since)
                 ).fetchall()
+                head, compacted = conn.execute(
+                    "SELECT (SELECT value FROM counters WHERE name='rv'), "
+                    "(SELECT value FROM counters WHERE name='compacted')"
+                ).fetchone()
+            if since < int(compacted):
+                # Events this watch had not read yet were compacted away: skipping them would lose
+                # changes silently, so the caller must re-list, as after a 410 from the API server.
+                raise Expired(f"watch fell behind: events after {since} were compacted (up to {compacted})")
             for seq, event_type, event_ns, text, prev_labels in rows:
                 since = int(seq)
                 if namespace is not None and kind.NAMESPACED and event_ns != namespace:
@@ -523,6 +536,10 @@ class SQLiteStore:
                     emitted = "DELETED" if before else None
                 if emitted is not None:
                     yield WatchEvent(emitted, self._to_model(kind, doc), str(seq))  # type: ignore[arg-type]
+            if len(rows) < 500:
+                # The read saw every event of this kind up to ``head``: an idle watch moves along with
+                # the store, so compaction driven by other kinds' writes does not expire it.
+                since = max(since, int(head))
             if rows:
                 continue
             if deadline is not None and time.monotonic() >= deadline:
@@ -541,13 +558,13 @@ class SQLiteStore:
         with self._read() as conn:
             return str(conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0])
 
-    def all_objects(self) -> list[KubeObject]:
+    def all_objects(self) -> builtins.list[KubeObject]:
         """Every stored object, of every registered kind (for dumps and audits)."""
         with self._read() as conn:
             rows = conn.execute(
                 "SELECT api_version, kind, doc FROM objects ORDER BY kind, namespace, name"
             ).fetchall()
-        result: list[KubeObject] = []
+        result: builtins.list[KubeObject] = []
         for api_version, kind, text in rows:
             try:
                 model = self.registry.for_gvk(api_version, kind)

@@ -1,0 +1,289 @@
+"""Sessions and clients: region, profile, credential chain, endpoint override, retries, accounting.
+
+:class:`AWSClients` makes one boto3 client per service with
+
+* botocore's own retries off (``total_max_attempts=1``), so they never multiply with ours;
+* our retries in :meth:`AWSClient.call` (tenacity: exponential backoff with jitter) for throttling and
+  transient errors only;
+* the rate limiter and the call accounting hooked on botocore's ``before-call``/``after-call`` events,
+  so every HTTP call — paginated ones included — is limited and counted;
+* any extra client hooks registered with :func:`register_client_hook` (fault injection, tracing).
+
+The endpoint comes from ``--aws-endpoint`` (``local`` is resolved by :mod:`capa_py.aws.local` before it
+reaches here) or ``AWS_ENDPOINT_URL``, as boto3 itself honours it. Against an explicit endpoint and with no
+credentials configured, emulator credentials are used; against AWS with none, :class:`MissingCredentials`
+says what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.client import BaseClient
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+from tenacity import (
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from capa_py import __version__
+from capa_py.aws.accounting import record_call
+from capa_py.aws.errors import AWSError, MissingCredentials, NotFound, Throttled, Transient, classify
+from capa_py.aws.ratelimit import RateLimiter
+from capa_py.logging import get_logger
+
+_log = get_logger("aws")
+
+ClientHook = Callable[[BaseClient, str], None]
+_client_hooks: list[ClientHook] = []
+
+EMULATOR_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+def register_client_hook(hook: ClientHook) -> Callable[[], None]:
+    """Call ``hook(client, service)`` on every client made from now on; returns an unregister function."""
+    _client_hooks.append(hook)
+    return lambda: _client_hooks.remove(hook) if hook in _client_hooks else None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Our retries for throttling and transient errors (botocore's are off)."""
+
+    attempts: int = 8
+    initial_delay: float = 0.25
+    max_delay: float = 20.0
+    not_found_window: float = 10.0
+    """How long a call marked as following a create retries NotFound (eventual consistency)."""
+
+
+@dataclass(frozen=True)
+class AWSSettings:
+    region: str = "us-east-1"
+    profile: str | None = None
+    endpoint_url: str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    connect_timeout: float = 5.0
+    read_timeout: float = 60.0
+
+    @property
+    def effective_endpoint(self) -> str | None:
+        return self.endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def _outcome(parsed: dict[str, Any], status: int) -> str:
+    code = parsed.get("Error", {}).get("Code") if isinstance(parsed, dict) else None
+    if code:
+        return str(code)
+    return "ok" if status < 300 else f"HTTP{status}"
+
+
+class AWSClient:
+    """One service's client: ``call("CreateVpc", CidrBlock=...)`` with classified errors and retries."""
+
+    def __init__(self, service: str, raw: BaseClient, retry: RetryPolicy) -> None:
+        self.service = service
+        self.raw = raw
+        self.retry = retry
+
+    def _invoke(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        method = getattr(self.raw, _snake(operation))
+        try:
+            return method(**params)  # type: ignore[no-any-return]
+        except (ClientError, BotoCoreError) as exc:
+            raise classify(exc, self.service, operation) from exc
+
+    def call(self, operation: str, *, after_create: bool = False, **params: Any) -> dict[str, Any]:
+        """Call an API operation by its AWS name, retrying throttling and transient errors.
+
+        ``after_create=True`` marks a call about a resource that was just created: a NotFound is then
+        eventual consistency and is retried for ``retry.not_found_window`` seconds.
+        """
+        # A throttled request was refused, so retrying it is always safe. A 5xx or a lost connection may
+        # hide a create that happened: retried only where a repeat cannot duplicate (reads, deletes,
+        # updates, and creates carrying a client token); otherwise the error goes up and the next
+        # reconcile finds the resource by its tags or key.
+        retryable: tuple[type[AWSError], ...] = (Throttled,)
+        if is_safe_to_repeat(operation, params):
+            retryable = (Throttled, Transient)
+        stop: Any = stop_after_attempt(self.retry.attempts)
+        if after_create:
+            retryable = (*retryable, NotFound)
+            stop = stop | stop_after_delay(self.retry.not_found_window)
+        for attempt in Retrying(
+            retry=retry_if_exception_type(retryable),
+            wait=wait_random_exponential(multiplier=self.retry.initial_delay, max=self.retry.max_delay),
+            stop=stop,
+            reraise=True,
+        ):
+            with attempt:
+                return self._invoke(operation, params)
+        raise AssertionError("unreachable")
+
+    def pages(self, operation: str, result_key: str, **params: Any) -> Iterator[Any]:
+        """Every item of a paginated listing (``NextToken``, ``Marker``/``NextMarker`` or
+        ``PaginationToken``), each page call retried on its own."""
+        token_in, token_out = _pagination_tokens(self.raw, operation)
+        while True:
+            page = self.call(operation, **params)
+            yield from page.get(result_key, [])
+            token = page.get(token_out)
+            if not token or token_in is None:
+                return
+            params = {**params, token_in: token}
+
+
+_CREATING_PREFIXES = ("Create", "Allocate", "Run", "Request", "Import", "Copy", "Purchase")
+
+
+def is_safe_to_repeat(operation: str, params: dict[str, Any]) -> bool:
+    """Whether repeating a call whose outcome is unknown cannot create a second resource."""
+    if not operation.startswith(_CREATING_PREFIXES):
+        return True
+    return any(key in params for key in ("ClientToken", "ClientRequestToken", "CallerReference"))
+
+
+def _snake(operation: str) -> str:
+    from botocore import xform_name
+
+    return xform_name(operation)
+
+
+def _pagination_tokens(raw: BaseClient, operation: str) -> tuple[str | None, str]:
+    shape = raw.meta.service_model.operation_model(operation).input_shape
+    members = shape.members if shape is not None else {}
+    for token_in, token_out in (
+        ("NextToken", "NextToken"),
+        ("Marker", "NextMarker"),
+        ("PaginationToken", "PaginationToken"),
+    ):
+        if token_in in members:
+            return token_in, token_out
+    return None, "NextToken"
+
+
+class AWSClients:
+    """Clients for one region (and profile and endpoint), made once and shared by threads."""
+
+    def __init__(self, settings: AWSSettings, limiter: RateLimiter | None = None) -> None:
+        self.settings = settings
+        self.limiter = limiter or RateLimiter()
+        endpoint = settings.effective_endpoint
+        self.session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
+        self._credentials: dict[str, str] = {}
+        if self.session.get_credentials() is None:
+            if endpoint is None:
+                raise MissingCredentials(
+                    "no AWS credentials found and no endpoint given: configure credentials (a profile, "
+                    "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, SSO or an instance role), or pass "
+                    "--aws-endpoint local to run against the embedded AWS endpoint"
+                )
+            self._credentials = dict(EMULATOR_CREDENTIALS)
+        self._clients: dict[str, AWSClient] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def region(self) -> str:
+        return self.settings.region
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.settings.effective_endpoint
+
+    def client(self, service: str) -> AWSClient:
+        with self._lock:
+            if service not in self._clients:
+                self._clients[service] = AWSClient(service, self._make(service), self.settings.retry)
+            return self._clients[service]
+
+    @property
+    def ec2(self) -> AWSClient:
+        return self.client("ec2")
+
+    @property
+    def elbv2(self) -> AWSClient:
+        return self.client("elbv2")
+
+    @property
+    def tagging(self) -> AWSClient:
+        return self.client("resourcegroupstaggingapi")
+
+    def _make(self, service: str) -> BaseClient:
+        config = Config(
+            region_name=self.settings.region,
+            retries={"total_max_attempts": 1, "mode": "standard"},
+            connect_timeout=self.settings.connect_timeout,
+            read_timeout=self.settings.read_timeout,
+            max_pool_connections=32,
+            user_agent_extra=f"capa-py/{__version__}",
+        )
+        raw = self.session.client(
+            service,  # type: ignore[call-overload]
+            endpoint_url=self.settings.effective_endpoint,
+            config=config,
+            **self._credentials,
+        )
+        self._instrument(raw, service)
+        for hook in list(_client_hooks):
+            hook(raw, service)
+        return raw  # type: ignore[no-any-return]
+
+    def _instrument(self, raw: BaseClient, service: str) -> None:
+        limiter = self.limiter
+
+        def before_call(model: Any, **_: Any) -> None:
+            limiter.acquire(service, model.name)
+
+        def after_call(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
+            outcome = _outcome(parsed, http_response.status_code)
+            record_call(service, model.name, outcome)
+            if classify_is_throttle(outcome):
+                limiter.throttled(service, model.name)
+
+        def after_call_error(exception: Exception, context: dict[str, Any], **_: Any) -> None:
+            operation = str(context.get("operation_name") or context.get("client_config", "?"))
+            record_call(service, operation, type(exception).__name__)
+
+        raw.meta.events.register("before-call", before_call)
+        raw.meta.events.register("after-call", after_call)
+        raw.meta.events.register("after-call-error", after_call_error)
+
+
+def classify_is_throttle(outcome: str) -> bool:
+    from capa_py.aws.errors import THROTTLING_CODES
+
+    return outcome in THROTTLING_CODES
+
+
+class ClientPool:
+    """AWSClients per region for one profile and endpoint (an AWSCluster names its region)."""
+
+    def __init__(self, settings: AWSSettings, limiter: RateLimiter | None = None) -> None:
+        self.settings = settings
+        self.limiter = limiter or RateLimiter()
+        self._by_region: dict[str, AWSClients] = {}
+        self._lock = threading.Lock()
+
+    def for_region(self, region: str | None = None) -> AWSClients:
+        region = region or self.settings.region
+        with self._lock:
+            if region not in self._by_region:
+                settings = AWSSettings(
+                    region=region,
+                    profile=self.settings.profile,
+                    endpoint_url=self.settings.endpoint_url,
+                    retry=self.settings.retry,
+                    connect_timeout=self.settings.connect_timeout,
+                    read_timeout=self.settings.read_timeout,
+                )
+                self._by_region[region] = AWSClients(settings, self.limiter)
+            return self._by_region[region]

@@ -1,0 +1,351 @@
+"""The commands that talk to AWS: ``apply``, ``delete``, ``resources`` and ``local``.
+
+Each takes ``--aws-endpoint`` (``local`` for the embedded endpoint, or a URL) and ``--region``. Manifests
+are validated before any AWS call or store write; invalid input exits 2 and changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject, ObjectMeta
+from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.aws import local
+from capa_py.aws.accounting import CallCounter
+from capa_py.aws.errors import AWSError
+from capa_py.cli.aws_context import AWSContext, build_aws_context
+from capa_py.cli.durations import parse_duration
+from capa_py.cli.main import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    FilesOption,
+    _check_output,
+    _globals,
+    _load,
+    fail,
+    stderr,
+    stdout,
+)
+from capa_py.cli.output import format_table, render_json
+from capa_py.cli.progress import ProgressView
+from capa_py.operations import apply_objects, delete_objects
+from capa_py.store.errors import Invalid, NotFound, StoreError
+from capa_py.store.protocol import ObjectStore
+
+EndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--aws-endpoint",
+        help="AWS endpoint: 'local' for the embedded endpoint, or a URL (default: AWS, or AWS_ENDPOINT_URL).",
+    ),
+]
+RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region (default: the AWSCluster's).")]
+ProfileOption = Annotated[str | None, typer.Option("--profile", help="AWS shared-config profile.")]
+TraitsOption = Annotated[
+    str | None,
+    typer.Option("--endpoint-profile", help="Trait profile: aws, moto or localstack (default: by endpoint)."),
+]
+WaitOption = Annotated[bool, typer.Option("--wait/--no-wait", help="Run the controllers until done.")]
+TimeoutOption = Annotated[str, typer.Option("--timeout", help="How long --wait waits (90s, 15m, 1h).")]
+
+
+def _region_of(objects: list[KubeObject], store: ObjectStore | None = None) -> str | None:
+    for obj in objects:
+        if isinstance(obj, AWSCluster):
+            return obj.spec.region
+    if store is not None:
+        clusters = store.list(AWSCluster)
+        if clusters:
+            return clusters[0].spec.region
+    return None
+
+
+def _aws(
+    ctx: typer.Context, endpoint: str | None, region: str | None, profile: str | None, traits: str | None
+) -> AWSContext:
+    try:
+        return build_aws_context(_globals(ctx).state, endpoint, region, profile, traits)
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    except (AWSError, local.LocalEndpointError) as exc:
+        fail(str(exc))
+
+
+def _calls_summary(calls: CallCounter) -> dict[str, Any]:
+    return {
+        "total": calls.total(),
+        "mutating": calls.total(mutating=True),
+        "byOperation": calls.by_operation(),
+        "byOutcome": calls.by_outcome(),
+    }
+
+
+def _print_calls(calls: CallCounter) -> None:
+    by_op = calls.by_operation()
+    stdout.print(f"AWS calls: {calls.total()} ({calls.total(mutating=True)} mutating)", highlight=False)
+    rows = [[op, str(n)] for op, n in by_op.items()]
+    if rows:
+        sys.stdout.write(format_table(["OPERATION", "CALLS"], rows))
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def apply(
+        ctx: typer.Context,
+        filename: FilesOption = None,
+        aws_endpoint: EndpointOption = None,
+        region: RegionOption = None,
+        profile: ProfileOption = None,
+        endpoint_profile: TraitsOption = None,
+        wait: WaitOption = True,
+        timeout: TimeoutOption = "30m",
+        output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    ) -> None:
+        """Store the objects of manifest files, then reconcile them until ready (with --wait)."""
+        if not filename:
+            raise typer.BadParameter("at least one -f FILE is required", param_hint="-f")
+        if output not in ("table", "json"):
+            raise typer.BadParameter("must be table or json", param_hint="-o/--output")
+        try:
+            seconds = parse_duration(timeout)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
+        objects = _load(filename)
+        aws = (
+            _aws(ctx, aws_endpoint, region or _region_of(objects), profile, endpoint_profile)
+            if wait
+            else None
+        )
+        with _globals(ctx).store() as store:
+            try:
+                applied = apply_objects(store, objects)
+            except Invalid as exc:
+                fail(str(exc), EXIT_INVALID)
+            except StoreError as exc:
+                fail(str(exc))
+            if output == "table":
+                for item in applied:
+                    stdout.print(
+                        f"{item.object.KIND.lower()}/{item.object.name} {item.outcome}", highlight=False
+                    )
+            if aws is None:
+                return
+            from controllers import aws_controllers
+            from controllers.run import converge
+
+            targets = [a.object for a in applied if not isinstance(a.object, Secret)]
+            with ProgressView(stderr, targets, enabled=output == "table") as view:
+                result = converge(
+                    store,
+                    aws_controllers(store, aws.pool, aws.engine),
+                    targets,
+                    goal="ready",
+                    timeout=seconds,
+                    on_tick=view.update,
+                )
+        if output == "json":
+            document = {
+                "converged": result.converged,
+                "timedOut": result.timed_out and not result.converged,
+                "elapsedSeconds": round(result.elapsed, 3),
+                "states": result.states,
+                "objects": [o.to_dict() for o in result.objects],
+                "awsCalls": _calls_summary(result.calls),
+            }
+            sys.stdout.write(render_json(document) + "\n")
+        else:
+            rows = [[ref, state] for ref, state in result.states.items()]
+            sys.stdout.write(format_table(["OBJECT", "STATE"], rows))
+            _print_calls(result.calls)
+        if not result.converged:
+            if result.failed:
+                for obj in result.objects:
+                    status: Any = getattr(obj, "status", None)
+                    if getattr(status, "failure_reason", None):
+                        stderr.print(
+                            f"error: {obj.ref()}: {status.failure_reason}: {status.failure_message}",
+                            markup=False,
+                            highlight=False,
+                        )
+            else:
+                stderr.print(f"error: not ready after {timeout}", highlight=False)
+            raise typer.Exit(EXIT_FAILED)
+
+    @app.command()
+    def delete(
+        ctx: typer.Context,
+        kind: Annotated[str | None, typer.Argument(help="Kind of the object to delete.")] = None,
+        name: Annotated[str | None, typer.Argument(help="Name of the object to delete.")] = None,
+        filename: FilesOption = None,
+        namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="Namespace.")] = None,
+        ignore_not_found: Annotated[
+            bool, typer.Option("--ignore-not-found", help="Treat objects that do not exist as deleted.")
+        ] = False,
+        aws_endpoint: EndpointOption = None,
+        region: RegionOption = None,
+        profile: ProfileOption = None,
+        endpoint_profile: TraitsOption = None,
+        wait: Annotated[
+            bool, typer.Option("--wait/--no-wait", help="Reconcile until everything is gone.")
+        ] = False,
+        timeout: TimeoutOption = "30m",
+    ) -> None:
+        """Delete objects named by manifest files or by KIND NAME; --wait tears down their AWS resources."""
+        if filename and (kind or name):
+            raise typer.BadParameter("give either -f FILE or KIND NAME, not both")
+        try:
+            seconds = parse_duration(timeout)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
+        if filename:
+            objects = _load(filename)
+        elif kind and name:
+            try:
+                model = REGISTRY.resolve(kind)
+            except UnknownKind as exc:
+                fail(str(exc), EXIT_INVALID)
+            reference = model.model_construct()
+            reference.metadata = ObjectMeta(
+                name=name, namespace=(namespace or "default") if model.NAMESPACED else None
+            )
+            objects = [reference]
+        else:
+            raise typer.BadParameter("give -f FILE or KIND NAME")
+        with _globals(ctx).store() as store:
+            aws = None
+            if wait:
+                aws = _aws(ctx, aws_endpoint, region or _region_of(objects, store), profile, endpoint_profile)
+            try:
+                results = delete_objects(store, objects, ignore_not_found)
+            except NotFound as exc:
+                fail(str(exc))
+            for requested, last in results:
+                if last is None:
+                    continue
+                pending = last.metadata.deletion_timestamp is not None and bool(last.metadata.finalizers)
+                label = f"{requested.KIND.lower()}/{requested.metadata.name}"
+                stdout.print(f"{label} {'deleting' if pending else 'deleted'}", highlight=False)
+            if aws is None:
+                return
+            from controllers import aws_controllers
+            from controllers.run import converge
+
+            targets = [last for _, last in results if last is not None]
+            with ProgressView(stderr, targets, enabled=True) as view:
+                result = converge(
+                    store,
+                    aws_controllers(store, aws.pool, aws.engine),
+                    targets,
+                    goal="gone",
+                    timeout=seconds,
+                    on_tick=view.update,
+                )
+        _print_calls(result.calls)
+        if not result.converged:
+            stderr.print(
+                f"error: not deleted after {timeout}: "
+                + ", ".join(r for r, s in result.states.items() if s != "gone"),
+                highlight=False,
+            )
+            raise typer.Exit(EXIT_FAILED)
+
+    @app.command()
+    def resources(
+        ctx: typer.Context,
+        cluster: Annotated[
+            str | None, typer.Option("--cluster", help="Only this cluster's resources.")
+        ] = None,
+        namespace: Annotated[
+            str | None, typer.Option("-n", "--namespace", help="Namespace (default: all).")
+        ] = None,
+        aws_endpoint: EndpointOption = None,
+        region: RegionOption = None,
+        profile: ProfileOption = None,
+        endpoint_profile: TraitsOption = None,
+        offline: Annotated[
+            bool, typer.Option("--offline", help="Show what is recorded without asking AWS.")
+        ] = False,
+        output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
+    ) -> None:
+        """List every AWS resource recorded for a cluster: kind, id, strategy class, tags complete."""
+        _check_output(output)
+        from capa_py.inventory import recorded_resources, verify_tags
+
+        with _globals(ctx).store() as store:
+            rows = recorded_resources(store, cluster=cluster, namespace=namespace)
+            if not offline and rows:
+                aws = _aws(ctx, aws_endpoint, region or _region_of([], store), profile, endpoint_profile)
+                try:
+                    verify_tags(rows, aws.pool, aws.engine)
+                except AWSError as exc:
+                    fail(str(exc))
+        documents = [row.as_dict() for row in rows]
+        if output == "json":
+            sys.stdout.write(render_json({"resources": documents}) + "\n")
+            return
+        if output == "yaml":
+            from capa_py.cli.output import render_yaml
+
+            sys.stdout.write(render_yaml({"resources": documents}))
+            return
+        if not rows:
+            stderr.print("No recorded AWS resources.", highlight=False)
+            return
+        headers = ["CLUSTER", "OWNER", "ROLE", "KIND", "ID", "STRATEGY", "TAGS", "STATE"]
+        sys.stdout.write(format_table(headers, [row.as_row() for row in rows]))
+
+    local_app = typer.Typer(
+        help="The embedded AWS endpoint (a moto server on 127.0.0.1).", no_args_is_help=True
+    )
+
+    @local_app.command("status")
+    def local_status(
+        ctx: typer.Context, output: Annotated[str, typer.Option("-o", "--output")] = "table"
+    ) -> None:
+        """Show whether the local AWS endpoint is running, and where."""
+        endpoint = local.read_endpoint(_globals(ctx).state.parent)
+        if output == "json":
+            document = {
+                "running": endpoint is not None,
+                **({"url": endpoint.url, "pid": endpoint.pid} if endpoint else {}),
+            }
+            sys.stdout.write(json.dumps(document) + "\n")
+        elif endpoint is None:
+            stdout.print("local AWS endpoint: not running", highlight=False)
+        else:
+            stdout.print(
+                f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid})", highlight=False
+            )
+        if endpoint is None:
+            raise typer.Exit(3)
+
+    @local_app.command("start")
+    def local_start(ctx: typer.Context) -> None:
+        """Start the local AWS endpoint (commands with --aws-endpoint local also start it on demand)."""
+        try:
+            endpoint = local.ensure_endpoint(_globals(ctx).state.parent)
+        except local.LocalEndpointError as exc:
+            fail(str(exc))
+        stdout.print(f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid})", highlight=False)
+
+    @local_app.command("stop")
+    def local_stop(ctx: typer.Context) -> None:
+        """Stop the local AWS endpoint (everything it held is forgotten)."""
+        stopped = local.stop_endpoint(_globals(ctx).state.parent)
+        stdout.print(
+            "local AWS endpoint: stopped" if stopped else "local AWS endpoint: was not running",
+            highlight=False,
+        )
+
+    app.add_typer(local_app, name="local")
+
+
+__all__ = ["register"]
+_ = (Path, AWSMachine)

@@ -1,0 +1,161 @@
+"""The ``capa`` command line: a thin layer over the library.
+
+Exit codes: 0 success; 1 the operation failed; 2 invalid input (bad manifest, unknown kind, bad flag) — and
+invalid input never changes the store. Global options go before the subcommand
+(``capa --state s.db get clusters``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+
+from capa_py import __version__
+from capa_py.api.loader import ManifestError, load_manifests
+from capa_py.api.meta import KubeObject
+from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.cli.output import print_objects
+from capa_py.logging import LogFormat, configure_logging
+from capa_py.store import DEFAULT_STATE, SQLiteStore, open_store
+from capa_py.store.errors import Invalid, NotFound
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+app = typer.Typer(
+    name="capa",
+    help="capa-py: reconcile AWS infrastructure from Cluster API style declarations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+@dataclass
+class Globals:
+    state: Path
+    log_format: LogFormat
+    verbosity: int
+
+    def store(self) -> SQLiteStore:
+        return open_store(self.state)
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    stderr.print(f"error: {message}", markup=False, highlight=False)
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        stdout.print(f"capa {__version__}", highlight=False)
+        raise typer.Exit(EXIT_OK)
+
+
+@app.callback()
+def main(
+    ctx: typer.Context,
+    state: Annotated[
+        Path, typer.Option("--state", envvar="CAPA_STATE", help="Path of the embedded SQLite store.")
+    ] = DEFAULT_STATE,
+    log_format: Annotated[
+        str, typer.Option("--log-format", help="Log rendering: auto, console or json.")
+    ] = "auto",
+    verbose: Annotated[int, typer.Option("-v", "--verbose", count=True, help="More logs (-v, -vv).")] = 0,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    if log_format not in ("auto", "console", "json"):
+        raise typer.BadParameter("must be auto, console or json", param_hint="--log-format")
+    configure_logging(log_format, verbose)  # type: ignore[arg-type]
+    ctx.obj = Globals(state=state, log_format=log_format, verbosity=verbose)  # type: ignore[arg-type]
+
+
+def _globals(ctx: typer.Context) -> Globals:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, Globals)
+    return obj
+
+
+def _load(files: list[Path]) -> list[KubeObject]:
+    try:
+        return load_manifests(files)
+    except ManifestError as exc:
+        for problem in exc.problems:
+            stderr.print(f"error: {problem}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_INVALID) from exc
+
+
+def _check_output(output: str) -> None:
+    if output not in ("table", "json", "yaml"):
+        raise typer.BadParameter("must be table, json or yaml", param_hint="-o/--output")
+
+
+FilesOption = Annotated[
+    list[Path] | None,
+    typer.Option("-f", "--filename", help="Manifest file (YAML or JSON, multi-document); '-' for stdin."),
+]
+OutputOption = Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")]
+
+
+@app.command()
+def get(
+    ctx: typer.Context,
+    kind: Annotated[str, typer.Argument(help="Kind: clusters, machines, awsclusters, awsmachines, secrets.")],
+    name: Annotated[str | None, typer.Argument(help="Name of one object.")] = None,
+    namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="Namespace.")] = None,
+    all_namespaces: Annotated[bool, typer.Option("-A", "--all-namespaces", help="Every namespace.")] = False,
+    selector: Annotated[str | None, typer.Option("-l", "--selector", help="Label selector.")] = None,
+    output: OutputOption = "table",
+) -> None:
+    """Show objects from the store."""
+    _check_output(output)
+    try:
+        model = REGISTRY.resolve(kind)
+    except UnknownKind as exc:
+        fail(str(exc), EXIT_INVALID)
+    with _globals(ctx).store() as store:
+        try:
+            if name is not None:
+                obj = store.get(model, name, namespace or "default")
+                print_objects(sys.stdout, [obj], output, single=True)
+                return
+            ns = None if all_namespaces else (namespace or "default")
+            objects = store.list(model, namespace=ns, label_selector=selector)
+        except NotFound:
+            fail(f'{model.PLURAL} "{name}" not found')
+        except Invalid as exc:
+            fail(str(exc), EXIT_INVALID)
+        if output == "table" and not objects and not all_namespaces:
+            stderr.print(f"No resources found in {ns} namespace.", highlight=False)
+            return
+        print_objects(sys.stdout, objects, output, all_namespaces=all_namespaces)
+
+
+def _mount_subcommands() -> None:
+    from capa_py.cli import aws_commands, ctrlkit_cmd
+
+    aws_commands.register(app)
+    app.add_typer(ctrlkit_cmd.app, name="ctrlkit", help="The ctrlkit DSL code generator and workflow graphs.")
+
+
+_mount_subcommands()
+
+
+def run() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

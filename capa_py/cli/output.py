@@ -1,0 +1,138 @@
+"""Printing objects the way kubectl prints them: tables, ``-o json`` and ``-o yaml``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+import yaml
+
+from capa_py.api.meta import KubeObject
+
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def age(timestamp: str | None, now: datetime | None = None) -> str:
+    """kubectl's short age: ``42s``, ``7m``, ``3h``, ``12d``."""
+    if not timestamp:
+        return "<unknown>"
+    created = datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    seconds = int(((now or datetime.now(UTC)) - created).total_seconds())
+    if seconds < 120:
+        return f"{max(seconds, 0)}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    if seconds < 172800:
+        return f"{seconds // 3600}h"
+    return f"{seconds // 86400}d"
+
+
+def _path(doc: dict[str, Any], path: str, default: str = "") -> str:
+    value: Any = doc
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return default
+        value = value[part]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return default if value is None else str(value)
+
+
+def _condition(doc: dict[str, Any], condition_type: str) -> str:
+    for condition in doc.get("status", {}).get("conditions", []):
+        if condition.get("type") == condition_type:
+            return str(condition.get("status", ""))
+    return ""
+
+
+def _endpoint(doc: dict[str, Any]) -> str:
+    host = _path(doc, "spec.controlPlaneEndpoint.host")
+    port = _path(doc, "spec.controlPlaneEndpoint.port", "0")
+    return f"{host}:{port}" if host else ""
+
+
+COLUMNS: dict[str, list[Column]] = {
+    "Cluster": [
+        ("PHASE", lambda d: _path(d, "status.phase")),
+        ("INFRASTRUCTURE READY", lambda d: _path(d, "status.infrastructureReady", "false")),
+        ("PAUSED", lambda d: _path(d, "spec.paused", "false")),
+    ],
+    "Machine": [
+        ("CLUSTER", lambda d: _path(d, "spec.clusterName")),
+        ("PHASE", lambda d: _path(d, "status.phase")),
+        ("PROVIDERID", lambda d: _path(d, "spec.providerID")),
+    ],
+    "AWSCluster": [
+        ("READY", lambda d: _path(d, "status.ready", "false")),
+        ("VPC", lambda d: _path(d, "status.network.vpcId")),
+        ("ENDPOINT", _endpoint),
+    ],
+    "AWSMachine": [
+        ("READY", lambda d: _path(d, "status.ready", "false")),
+        ("STATE", lambda d: _path(d, "status.instanceState")),
+        ("INSTANCE", lambda d: _path(d, "status.instanceID")),
+    ],
+    "Secret": [
+        ("TYPE", lambda d: _path(d, "type")),
+        ("DATA", lambda d: str(len(d.get("data", {})))),
+    ],
+}
+
+
+def list_document(objects: Sequence[KubeObject]) -> dict[str, Any]:
+    """A ``kind: List`` as kubectl prints several objects."""
+    return {
+        "apiVersion": "v1",
+        "items": [o.to_dict() for o in objects],
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+    }
+
+
+def render_json(document: Any) -> str:
+    return json.dumps(document, indent=4, sort_keys=True)
+
+
+def render_yaml(document: Any) -> str:
+    return yaml.safe_dump(document, sort_keys=True, default_flow_style=False)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns left-aligned and three spaces apart, as kubectl prints them."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+    lines = []
+    for row in [list(headers), *rows]:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        lines.append("   ".join(cells).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def print_objects(
+    out: TextIO,
+    objects: Sequence[KubeObject],
+    output: str,
+    single: bool = False,
+    all_namespaces: bool = False,
+) -> None:
+    if output in ("json", "yaml"):
+        document = objects[0].to_dict() if single and objects else list_document(objects)
+        out.write(render_json(document) + "\n" if output == "json" else render_yaml(document))
+        return
+    if not objects:
+        out.write("No resources found.\n")
+        return
+    columns = COLUMNS.get(objects[0].KIND, [])
+    headers = (["NAMESPACE"] if all_namespaces else []) + ["NAME"] + [h for h, _ in columns] + ["AGE"]
+    rows = []
+    for obj in objects:
+        doc = obj.to_dict()
+        row = [obj.metadata.namespace or ""] if all_namespaces else []
+        row.append(obj.metadata.name)
+        row.extend(render(doc) for _, render in columns)
+        row.append(age(doc.get("metadata", {}).get("creationTimestamp")))
+        rows.append(row)
+    out.write(format_table(headers, rows))

@@ -1,0 +1,1 @@
+"""The strategy engine: resource class traits → create/update/rollback strategy."""

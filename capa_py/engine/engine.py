@@ -1,0 +1,521 @@
+"""The generic reconciler: one create/update/rollback flow per strategy class, for every resource.
+
+``Engine.ensure`` makes one resource exist for a role of an owning object and records it in the owner's
+status; ``Engine.remove`` deletes it. The flow is chosen from the resource class's *effective* traits (the
+declared AWS facts, lowered by the endpoint profile), following the design "AWS Resource Handling":
+
+=====  =========================  ==============================================================
+class  traits                     create flow
+=====  =========================  ==============================================================
+1      tag on create              find by tags → [find by key] → create with tags (and token) → record
+2      token, separate tagging    [find by key] → create with token → record → tag
+3      separate tagging, no token find by tags → [find by key] → intent → create → record, tag;
+                                  both failed → delete; delete failed → log + non-retryable
+4      token, no tags             [find by key] → create with token → record
+5      no tags, no token          [find by key] → intent → create → record; failed → delete;
+                                  delete failed → log + non-retryable
+=====  =========================  ==============================================================
+
+Update (a recorded id): describe by id → add missing managed tags (never touching other tags) → update
+mutable attributes → record. A recorded id AWS no longer knows is drift: the record is dropped and the
+resource is created again. Resources shared with the cloud provider are create/delete only.
+
+Beyond the seed: a natural key is looked up before every create that has one (what makes classes 3 and 5
+idempotent), and before a create with neither tags, token nor key the engine writes an *intent* to the
+owner's status — with the candidates that already existed — so that after a crash it can find the one
+resource its interrupted create made and adopt it, or report that it cannot decide.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from capa_py.api.aws import IntentRecord, RecordedResource
+from capa_py.api.meta import utcnow
+from capa_py.aws.errors import AWSError, DependencyViolation, NotFound
+from capa_py.engine.errors import (
+    NaturalKeyTaken,
+    NonRetryableError,
+    RecordError,
+    RetryableError,
+    RollbackFailed,
+    UndecidableIntent,
+    Waiting,
+)
+from capa_py.engine.profiles import AWS, EndpointProfile
+from capa_py.engine.resource import Observed, ResourceClass
+from capa_py.engine.tags import lookup_tags, managed_tags, missing_tags
+from capa_py.engine.tokens import client_token
+from capa_py.engine.traits import StrategyClass, Traits, choose_strategy
+from capa_py.logging import get_logger
+
+D = TypeVar("D")
+_log = get_logger("engine")
+PREEXISTING = "preexisting"
+
+
+class Recorder(Protocol):
+    """Where the engine records what it created: the owning object's status, persisted at once.
+
+    Every write method persists immediately and raises :class:`RecordError` when it cannot.
+    """
+
+    def recorded(self, role: str) -> RecordedResource | None: ...
+
+    def record(self, role: str, resource: RecordedResource) -> None:
+        """Persist ``resource`` under ``role`` and clear any intent for the role."""
+
+    def forget(self, role: str) -> None: ...
+
+    def intent(self, role: str) -> IntentRecord | None: ...
+
+    def write_intent(self, role: str, intent: IntentRecord) -> None: ...
+
+    def clear_intent(self, role: str) -> None: ...
+
+
+@dataclass
+class Scope:
+    """What a reconcile tells the engine about the owner: cluster, uid, where to record, extra tags."""
+
+    cluster: str
+    owner_uid: str
+    recorder: Recorder
+    additional_tags: Mapping[str, str] = field(default_factory=dict)
+
+
+def _owned(observed: Observed, scope: Scope, role: str) -> bool:
+    wanted = lookup_tags(scope.cluster, role)
+    return all(observed.tags.get(k) == v for k, v in wanted.items())
+
+
+def _fingerprint(values: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(values), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class Engine:
+    """Runs the strategy flows. One engine serves every resource class under one endpoint profile."""
+
+    def __init__(self, profile: EndpointProfile = AWS) -> None:
+        self.profile = profile
+
+    def traits(self, rc: ResourceClass[Any]) -> Traits:
+        return self.profile.effective(rc.kind, rc.traits)
+
+    def strategy(self, rc: ResourceClass[Any]) -> StrategyClass:
+        return choose_strategy(self.traits(rc))
+
+    # -- ensure ---------------------------------------------------------------------------------------
+    def ensure(
+        self,
+        rc: ResourceClass[D],
+        role: str,
+        desired: D,
+        scope: Scope,
+        name: str | None = None,
+        shared_with_cloud_provider: bool = False,
+    ) -> Observed:
+        """Make the resource for ``role`` exist as ``desired`` and be recorded; return what AWS holds."""
+        traits = self.traits(rc)
+        strategy = choose_strategy(traits)
+        tags = managed_tags(scope.cluster, role, name, scope.additional_tags, shared_with_cloud_provider)
+        log = _log.bind(kind=rc.kind, role=role, strategy=strategy.label)
+        recorded = scope.recorder.recorded(role)
+        if recorded is not None:
+            observed = rc.describe_by_id(recorded.id)
+            if observed is not None:
+                return self._update(
+                    rc, traits, role, recorded, observed, desired, tags, scope, shared_with_cloud_provider
+                )
+            age = (utcnow() - recorded.created_at).total_seconds() if recorded.created_at else None
+            if age is not None and age < self.profile.consistency_window:
+                # Just created: AWS's describe may not see it yet; creating again would duplicate it.
+                raise Waiting(
+                    f"{rc.kind} {recorded.id} was created {age:.0f}s ago and is not visible yet", 5.0
+                )
+            log.warning("recorded resource is gone from AWS; creating it again", resource_id=recorded.id)
+            self._forget(scope, role)
+        flow = {
+            StrategyClass.TAG_ON_CREATE: self._create_tag_on_create,
+            StrategyClass.TOKEN_SEPARATE_TAGGING: self._create_token_then_tag,
+            StrategyClass.SEPARATE_TAGGING_NO_TOKEN: self._create_then_tag,
+            StrategyClass.TOKEN_NO_TAGS: self._create_with_token,
+            StrategyClass.NO_TAGS_NO_TOKEN: self._create_untracked,
+        }[strategy]
+        observed = flow(rc, traits, role, desired, tags, scope)
+        if not shared_with_cloud_provider:
+            self._update_attributes(rc, traits, role, observed, desired, scope)
+        return observed
+
+    def _update_attributes(
+        self, rc: ResourceClass[D], traits: Traits, role: str, observed: Observed, desired: D, scope: Scope
+    ) -> None:
+        """Bring mutable attributes to the desired state; re-record when the update changed the id."""
+        before = observed.id
+        rc.update(observed, desired)
+        if observed.id != before:
+            recorded = scope.recorder.recorded(role)
+            self._record_or_retry(
+                scope, role, rc, observed, traits, tags_complete=recorded.tags_complete if recorded else True
+            )
+
+    def _update(
+        self,
+        rc: ResourceClass[D],
+        traits: Traits,
+        role: str,
+        recorded: RecordedResource,
+        observed: Observed,
+        desired: D,
+        tags: dict[str, str],
+        scope: Scope,
+        shared: bool,
+    ) -> Observed:
+        tags_complete = True
+        if traits.taggable and not shared:
+            missing = missing_tags(observed.tags, tags)
+            if missing:
+                try:
+                    rc.tag(observed.id, missing)
+                    observed.tags.update(missing)
+                except AWSError as exc:
+                    tags_complete = False
+                    self._record(scope, role, rc, observed, traits, tags_complete=False, quiet=True)
+                    raise RetryableError(f"{rc.kind} {observed.id}: tagging failed: {exc}") from exc
+        if not shared:
+            before = observed.id
+            rc.update(observed, desired)
+            if observed.id != before:
+                self._record_or_retry(scope, role, rc, observed, traits, tags_complete)
+                return observed
+        strategy = choose_strategy(traits).label
+        if recorded.tags_complete != tags_complete or recorded.strategy != strategy:
+            self._record(scope, role, rc, observed, traits, tags_complete)
+        return observed
+
+    # -- the five create flows --------------------------------------------------------------------------
+    def _create_tag_on_create(
+        self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
+    ) -> Observed:
+        observed = self._find_by_tags(rc, traits, role, desired, scope) or self._find_by_key(
+            rc, traits, role, desired, scope, require_owned=traits.taggable
+        )
+        if observed is None:
+            token = client_token(scope.owner_uid, role) if traits.client_token else None
+            observed = rc.create(desired, tags, token)
+            _log.info("created", kind=rc.kind, role=role, resource_id=observed.id, strategy="tag-on-create")
+        self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
+        return observed
+
+    def _create_token_then_tag(
+        self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
+    ) -> Observed:
+        observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
+        if observed is None:
+            observed = rc.create(desired, None, client_token(scope.owner_uid, role))
+            _log.info(
+                "created", kind=rc.kind, role=role, resource_id=observed.id, strategy="token+separate-tagging"
+            )
+        self._record_or_retry(scope, role, rc, observed, traits, tags_complete=False)
+        self._tag_or_retry(rc, observed, tags)
+        self._record(scope, role, rc, observed, traits, tags_complete=True, quiet=True)
+        return observed
+
+    def _create_then_tag(
+        self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
+    ) -> Observed:
+        observed = self._find_by_tags(rc, traits, role, desired, scope) or self._find_by_key(
+            rc, traits, role, desired, scope, require_owned=False
+        )
+        if observed is not None:
+            self._record_or_retry(scope, role, rc, observed, traits, tags_complete=False)
+            self._tag_or_retry(rc, observed, missing_tags(observed.tags, tags))
+            self._record(scope, role, rc, observed, traits, tags_complete=True, quiet=True)
+            return observed
+        adopted = self._adopt_intent(rc, role, desired, scope)
+        if adopted is None:
+            self._write_intent(rc, role, desired, scope, needed=not traits.natural_key)
+            adopted = rc.create(desired, None, None)
+            _log.info("created", kind=rc.kind, role=role, resource_id=adopted.id, strategy="separate-tagging")
+        observed = adopted
+        record_error: Exception | None = None
+        tag_error: Exception | None = None
+        try:
+            self._record(scope, role, rc, observed, traits, tags_complete=False)
+        except RecordError as exc:
+            record_error = exc
+        try:
+            rc.tag(observed.id, missing_tags(observed.tags, tags))
+            observed.tags.update(tags)
+        except AWSError as exc:
+            tag_error = exc
+        if record_error is not None and tag_error is not None:
+            self._rollback(
+                rc, observed, role, f"recording failed ({record_error}) and tagging failed ({tag_error})"
+            )
+        if tag_error is not None:
+            raise RetryableError(
+                f"{rc.kind} {observed.id}: tagging failed, reconciled on update: {tag_error}"
+            )
+        if record_error is not None:
+            raise RetryableError(
+                f"{rc.kind} {observed.id}: recording failed, the next attempt finds it by tags: "
+                f"{record_error}"
+            )
+        self._record(scope, role, rc, observed, traits, tags_complete=True, quiet=True)
+        return observed
+
+    def _create_with_token(
+        self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
+    ) -> Observed:
+        observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
+        if observed is None:
+            observed = rc.create(desired, None, client_token(scope.owner_uid, role))
+            _log.info("created", kind=rc.kind, role=role, resource_id=observed.id, strategy="token-only")
+        self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
+        return observed
+
+    def _create_untracked(
+        self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
+    ) -> Observed:
+        observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
+        if observed is not None:
+            self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
+            return observed
+        adopted = self._adopt_intent(rc, role, desired, scope)
+        if adopted is None:
+            self._write_intent(rc, role, desired, scope, needed=not traits.natural_key)
+            adopted = rc.create(desired, None, None)
+            _log.info("created", kind=rc.kind, role=role, resource_id=adopted.id, strategy="untracked")
+        try:
+            self._record(scope, role, rc, adopted, traits, tags_complete=True)
+        except RecordError as exc:
+            self._rollback(rc, adopted, role, f"recording failed ({exc})")
+        return adopted
+
+    # -- steps -------------------------------------------------------------------------------------------
+    def _find_by_tags(
+        self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, scope: Scope
+    ) -> Observed | None:
+        if not (traits.taggable or traits.tag_on_create):
+            return None
+        found = rc.describe_by_tags(lookup_tags(scope.cluster, role), desired)
+        if not found:
+            return None
+        found.sort(key=lambda o: (o.created_at is None, o.created_at or 0, o.id))
+        if len(found) > 1:
+            _log.warning(
+                "several resources carry this role's tags; adopting the oldest, the others are orphans "
+                "for `capa audit`",
+                kind=rc.kind,
+                role=role,
+                adopted=found[0].id,
+                others=[o.id for o in found[1:]],
+            )
+        return found[0]
+
+    def _find_by_key(
+        self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, scope: Scope, require_owned: bool
+    ) -> Observed | None:
+        if not traits.natural_key:
+            return None
+        observed = rc.describe_by_key(desired)
+        if observed is None:
+            return None
+        if require_owned and not _owned(observed, scope, role):
+            raise NaturalKeyTaken(
+                f"{rc.kind} {rc.key_of(desired)} already exists as {observed.id}, which cluster "
+                f"{scope.cluster} does not own; rename it or remove the other resource"
+            )
+        return observed
+
+    def _adopt_intent(self, rc: ResourceClass[D], role: str, desired: D, scope: Scope) -> Observed | None:
+        """After a crash between create and record: find the one resource the interrupted create made."""
+        intent = scope.recorder.intent(role)
+        if intent is None:
+            return None
+        preexisting = set(filter(None, intent.request.get(PREEXISTING, "").split(",")))
+        candidates = [c for c in rc.describe_candidates(desired) if c.id not in preexisting]
+        if len(candidates) == 1:
+            _log.warning(
+                "adopting the resource an interrupted create made",
+                kind=rc.kind,
+                role=role,
+                resource_id=candidates[0].id,
+                intent_started=str(intent.started_at),
+            )
+            return candidates[0]
+        if len(candidates) > 1:
+            ids = sorted(c.id for c in candidates)
+            raise UndecidableIntent(
+                f"{rc.kind} for role {role}: an interrupted create may have made one of {', '.join(ids)}; "
+                "cannot decide which; delete the stray one (see `capa audit`) and clear the intent",
+                ids,
+            )
+        return None
+
+    def _write_intent(self, rc: ResourceClass[D], role: str, desired: D, scope: Scope, needed: bool) -> None:
+        if not needed:
+            return
+        request = dict(rc.fingerprint(desired))
+        request[PREEXISTING] = ",".join(sorted(c.id for c in rc.describe_candidates(desired)))
+        intent = IntentRecord(
+            kind=rc.kind, started_at=utcnow(), fingerprint=_fingerprint(request), request=request
+        )
+        try:
+            scope.recorder.write_intent(role, intent)
+        except RecordError as exc:
+            raise RetryableError(
+                f"{rc.kind} for role {role}: cannot write the intent; nothing was created"
+            ) from exc
+
+    def _record(
+        self,
+        scope: Scope,
+        role: str,
+        rc: ResourceClass[D],
+        observed: Observed,
+        traits: Traits,
+        tags_complete: bool,
+        quiet: bool = False,
+    ) -> None:
+        resource = RecordedResource(
+            kind=rc.kind,
+            id=observed.id,
+            strategy=choose_strategy(traits).label,
+            tags_complete=tags_complete,
+            created_at=observed.created_at.replace(microsecond=0) if observed.created_at else utcnow(),
+        )
+        try:
+            scope.recorder.record(role, resource)
+        except RecordError:
+            if quiet:
+                _log.info("status write failed; the update flow will record it", kind=rc.kind, role=role)
+                return
+            raise
+
+    def _record_or_retry(
+        self,
+        scope: Scope,
+        role: str,
+        rc: ResourceClass[D],
+        observed: Observed,
+        traits: Traits,
+        tags_complete: bool,
+    ) -> None:
+        try:
+            self._record(scope, role, rc, observed, traits, tags_complete)
+        except RecordError as exc:
+            raise RetryableError(
+                f"{rc.kind} {observed.id}: recording failed, requeueing the create: {exc}"
+            ) from exc
+
+    def _tag_or_retry(self, rc: ResourceClass[D], observed: Observed, tags: Mapping[str, str]) -> None:
+        if not tags:
+            return
+        try:
+            rc.tag(observed.id, tags)
+            observed.tags.update(tags)
+        except AWSError as exc:
+            raise RetryableError(
+                f"{rc.kind} {observed.id}: tagging failed, reconciled on update: {exc}"
+            ) from exc
+
+    def _rollback(self, rc: ResourceClass[D], observed: Observed, role: str, why: str) -> None:
+        try:
+            rc.delete(observed.id)
+        except NotFound:
+            pass
+        except AWSError as exc:
+            _log.error(
+                "ORPHANED AWS RESOURCE: could not record it and could not delete it; delete it by hand or "
+                "run `capa audit --delete`",
+                kind=rc.kind,
+                role=role,
+                resource_id=observed.id,
+                cause=why,
+                delete_error=str(exc),
+            )
+            raise RollbackFailed(
+                f"{rc.kind} {observed.id} was created but {why}, and deleting it failed ({exc}): "
+                "it is orphaned",
+                observed.id,
+                rc.kind,
+            ) from exc
+        _log.warning(
+            "rolled back a create that could not be recorded",
+            kind=rc.kind,
+            resource_id=observed.id,
+            cause=why,
+        )
+        raise RetryableError(
+            f"{rc.kind} {observed.id}: {why}; the create was rolled back and will be retried"
+        )
+
+    def _forget(self, scope: Scope, role: str) -> None:
+        try:
+            scope.recorder.forget(role)
+        except RecordError as exc:
+            raise RetryableError(f"cannot drop the record of role {role}: {exc}") from exc
+
+    # -- remove ---------------------------------------------------------------------------------------
+    def remove(self, rc: ResourceClass[D], role: str, scope: Scope, desired: D | None = None) -> None:
+        """Delete the resource of ``role`` (recorded, or found by tags/key/intent) and drop its record.
+
+        Raises :class:`Waiting` while AWS is still deleting (or a dependency is still going away).
+        """
+        traits = self.traits(rc)
+        ids: list[str] = []
+        recorded = scope.recorder.recorded(role)
+        if recorded is not None:
+            ids.append(recorded.id)
+        else:
+            if rc.traits.taggable or rc.traits.tag_on_create:
+                ids.extend(o.id for o in rc.describe_by_tags(lookup_tags(scope.cluster, role), desired))
+            if traits.natural_key and desired is not None:
+                keyed = rc.describe_by_key(desired)
+                if (
+                    keyed is not None
+                    and keyed.id not in ids
+                    and (not (rc.traits.taggable or rc.traits.tag_on_create) or _owned(keyed, scope, role))
+                ):
+                    ids.append(keyed.id)
+            if desired is not None and scope.recorder.intent(role) is not None:
+                try:
+                    adopted = self._adopt_intent(rc, role, desired, scope)
+                except UndecidableIntent as exc:
+                    raise NonRetryableError(str(exc)) from exc
+                if adopted is not None and adopted.id not in ids:
+                    ids.append(adopted.id)
+        pending: list[str] = []
+        for resource_id in ids:
+            observed = rc.describe_by_id(resource_id)
+            if observed is None:
+                continue
+            try:
+                rc.delete(resource_id)
+            except NotFound:
+                continue
+            except DependencyViolation as exc:
+                raise Waiting(
+                    f"{rc.kind} {resource_id}: waiting for dependents to go: {exc.code}", 5.0
+                ) from exc
+            _log.info("deleting", kind=rc.kind, role=role, resource_id=resource_id)
+            if rc.deletion_is_slow and rc.describe_by_id(resource_id) is not None:
+                pending.append(resource_id)
+        if pending:
+            raise Waiting(f"{rc.kind} {', '.join(pending)}: deletion in progress", 10.0)
+        if recorded is not None or scope.recorder.intent(role) is not None:
+            self._forget(scope, role)
+            if scope.recorder.intent(role) is not None:
+                try:
+                    scope.recorder.clear_intent(role)
+                except RecordError as exc:
+                    raise RetryableError(str(exc)) from exc
+
+
+__all__ = ["Engine", "NonRetryableError", "Recorder", "RetryableError", "Scope", "Waiting"]

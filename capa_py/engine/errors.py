@@ -1,0 +1,55 @@
+"""Engine outcomes that are not plain success, split by what the controller should do next.
+
+``EngineError``
+ ├─ ``RetryableError``     requeue with backoff: a status write or a tag failed, nothing is lost
+ ├─ ``Waiting``            AWS is still working (a NAT gateway pending, a delete in progress): requeue after
+ └─ ``NonRetryableError``  stop and report: retrying cannot help, or a resource may be orphaned
+     ├─ ``RollbackFailed``     created, could not be recorded, and could not be deleted: orphan logged
+     ├─ ``UndecidableIntent``  an interrupted create left several candidates; a human must decide
+     └─ ``NaturalKeyTaken``    the name/key is held by a resource this cluster does not own
+"""
+
+from __future__ import annotations
+
+
+class EngineError(Exception):
+    pass
+
+
+class RetryableError(EngineError):
+    pass
+
+
+class Waiting(EngineError):
+    def __init__(self, message: str, requeue_after: float = 5.0) -> None:
+        self.requeue_after = requeue_after
+        super().__init__(message)
+
+
+class NonRetryableError(EngineError):
+    reason = "NonRetryable"
+
+
+class RollbackFailed(NonRetryableError):
+    reason = "RollbackFailed"
+
+    def __init__(self, message: str, resource_id: str, kind: str) -> None:
+        self.resource_id = resource_id
+        self.kind = kind
+        super().__init__(message)
+
+
+class UndecidableIntent(NonRetryableError):
+    reason = "UndecidableIntent"
+
+    def __init__(self, message: str, candidates: list[str]) -> None:
+        self.candidates = candidates
+        super().__init__(message)
+
+
+class NaturalKeyTaken(NonRetryableError):
+    reason = "NaturalKeyTaken"
+
+
+class RecordError(EngineError):
+    """Writing the owning object's status failed (the recorder raises this)."""

@@ -1,0 +1,81 @@
+"""Endpoint profiles: trait overrides for endpoints that lack an AWS feature.
+
+A resource class declares what the real AWS API supports. An emulator or a partition may not honour all of
+it, and a strategy that relies on a missing feature would duplicate resources there. A profile lowers the
+affected traits so the engine picks a strategy that does not rely on them. Overrides are keyed by resource
+kind (``"*"`` for every kind). Tests use the same mechanism to drive every strategy over real resources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from capa_py.engine.traits import Traits
+
+
+@dataclass(frozen=True)
+class EndpointProfile:
+    name: str
+    overrides: Mapping[str, Mapping[str, bool]] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    consistency_window: float = 0.0
+    """Seconds after a create during which a recorded resource that describe cannot see is presumed
+    not yet visible (AWS's eventual consistency) rather than gone."""
+
+    def effective(self, kind: str, declared: Traits) -> Traits:
+        traits = declared
+        for key in ("*", kind):
+            if key in self.overrides:
+                traits = traits.with_overrides(**self.overrides[key])
+        return traits
+
+    def with_overrides(
+        self, overrides: Mapping[str, Mapping[str, Any]], name: str | None = None
+    ) -> EndpointProfile:
+        merged: dict[str, dict[str, bool]] = {k: dict(v) for k, v in self.overrides.items()}
+        for kind, traits in overrides.items():
+            merged.setdefault(kind, {}).update(traits)
+        return EndpointProfile(name or f"{self.name}+overrides", merged, self.notes, self.consistency_window)
+
+
+AWS = EndpointProfile(
+    "aws",
+    notes=("Real AWS: every declared trait holds; describes are eventually consistent after a create.",),
+    consistency_window=60.0,
+)
+
+MOTO = EndpointProfile(
+    "moto",
+    overrides={"*": {"client_token": False}},
+    notes=(
+        "moto 5.2 ignores ClientToken on every call: a repeated RunInstances with the same token creates "
+        "a second instance, so no strategy may rely on tokens.",
+        "moto's ELBv2 CreateLoadBalancer with an existing name creates a second load balancer; the engine "
+        "always looks a natural key up before creating, so it does not rely on create-by-name idempotency.",
+    ),
+)
+
+LOCALSTACK = EndpointProfile(
+    "localstack",
+    overrides={"*": {"client_token": False}},
+    notes=("LocalStack serves EC2 from moto and shares its gaps; its free edition has no ELB/ELBv2.",),
+)
+
+PROFILES: dict[str, EndpointProfile] = {p.name: p for p in (AWS, MOTO, LOCALSTACK)}
+
+
+def profile_for_endpoint(endpoint: str | None, explicit: str | None = None) -> EndpointProfile:
+    """The profile for an endpoint: explicit name, else ``aws`` for AWS itself and ``moto`` for any
+    other endpoint (emulators), which is the safe default."""
+    if explicit:
+        try:
+            return PROFILES[explicit]
+        except KeyError:
+            raise ValueError(
+                f"unknown endpoint profile {explicit!r} (known: {', '.join(PROFILES)})"
+            ) from None
+    if endpoint is None:
+        return AWS
+    return LOCALSTACK if ":4566" in endpoint else MOTO

@@ -1,0 +1,115 @@
+"""The resource class contract: what a module in ``resources/`` declares and implements.
+
+A resource class states facts (its :class:`~capa_py.engine.traits.Traits`, the AWS create operation
+behind them) and implements the calls: create, describe by id / by tags / by key, tag, update of mutable
+attributes, delete. It holds no strategy logic: the engine decides when to find, create, record, tag or
+roll back. Every call goes through :class:`~capa_py.aws.session.AWSClient` (classified errors, retries,
+accounting).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, ClassVar, Generic, TypeVar
+
+from capa_py.aws.session import AWSClients
+from capa_py.engine.traits import Traits
+
+
+@dataclass
+class Observed:
+    """What AWS says about one resource."""
+
+    id: str
+    tags: dict[str, str] = field(default_factory=dict)
+    state: str | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+
+
+D = TypeVar("D")
+
+
+def tag_list(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    """``{"k": "v"}`` → ``[{"Key": "k", "Value": "v"}]``, sorted for stable requests."""
+    return [{"Key": k, "Value": v} for k, v in sorted(tags.items())]
+
+
+def tag_dict(tags: list[dict[str, str]] | None) -> dict[str, str]:
+    return {t["Key"]: t.get("Value", "") for t in tags or []}
+
+
+def tag_filters(tags: Mapping[str, str]) -> list[dict[str, Any]]:
+    """EC2 ``Filters`` matching every given tag exactly."""
+    return [{"Name": f"tag:{k}", "Values": [v]} for k, v in sorted(tags.items())]
+
+
+class ResourceClass(ABC, Generic[D]):
+    """Base of every resource class. ``D`` is the desired-state dataclass the class creates from."""
+
+    kind: ClassVar[str]
+    """Short name used in status, logs and the CLI (``vpc``, ``nat-gateway``)."""
+    service: ClassVar[str]
+    """botocore service name (``ec2``, ``elbv2``)."""
+    create_operation: ClassVar[str]
+    """The AWS operation the traits describe (``CreateVpc``)."""
+    traits: ClassVar[Traits]
+    deletion_is_slow: ClassVar[bool] = False
+    """Whether deleting takes minutes in AWS (NAT gateways): callers requeue instead of blocking."""
+
+    def __init__(self, aws: AWSClients) -> None:
+        self.aws = aws
+
+    # -- required calls -----------------------------------------------------------------------------
+    @abstractmethod
+    def create(self, desired: D, tags: Mapping[str, str] | None, token: str | None) -> Observed:
+        """Create the resource. ``tags`` is given only when the class tags on create; ``token`` only
+        when the class takes a client token."""
+
+    @abstractmethod
+    def describe_by_id(self, resource_id: str) -> Observed | None:
+        """The resource, or None when it does not exist (or is deleted/terminated)."""
+
+    @abstractmethod
+    def delete(self, resource_id: str) -> None:
+        """Start deleting; NotFound means already gone and is not an error for callers."""
+
+    # -- optional calls, by trait -------------------------------------------------------------------
+    def describe_by_tags(self, tags: Mapping[str, str], desired: D | None) -> list[Observed]:
+        """Live resources carrying every tag in ``tags`` (taggable classes)."""
+        raise NotImplementedError(f"{self.kind} cannot be found by tags")
+
+    def describe_by_key(self, desired: D) -> Observed | None:
+        """The resource holding the natural key of ``desired`` (natural-key classes)."""
+        raise NotImplementedError(f"{self.kind} has no natural key")
+
+    def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
+        """Add (or overwrite) tags after creation (taggable classes)."""
+        raise NotImplementedError(f"{self.kind} cannot be tagged")
+
+    def update(self, observed: Observed, desired: D) -> bool:
+        """Bring mutable attributes to the desired state; returns whether anything changed."""
+        return False
+
+    def describe_candidates(self, desired: D) -> list[Observed]:
+        """Resources that may be the result of an interrupted create of ``desired`` (no tag, token or
+        key to find it by): those matching its attributes that nothing else claims."""
+        return []
+
+    def is_ready(self, observed: Observed) -> bool:
+        """Whether the resource is usable (a NAT gateway is ``available``, an instance ``running``)."""
+        return True
+
+    def key_of(self, desired: D) -> str:
+        """A readable natural key or description of ``desired`` for logs and intents."""
+        return repr(desired)
+
+    def fingerprint(self, desired: D) -> dict[str, str]:
+        """The request attributes an intent record keeps (never secrets or user data)."""
+        return {"key": self.key_of(desired)}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} kind={self.kind}>"

@@ -1,0 +1,108 @@
+"""What the objects record: every AWS resource in AWSCluster/AWSMachine statuses, optionally checked live.
+
+Used by ``capa resources`` and by the orphan audit (the "managed" side of its comparison).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import CLUSTER_NAME_LABEL
+from capa_py.aws.session import ClientPool
+from capa_py.engine.engine import Engine
+from capa_py.engine.tags import lookup_tags
+from capa_py.store.protocol import ObjectStore
+
+
+@dataclass
+class RecordedRow:
+    cluster: str
+    owner: str
+    namespace: str
+    region: str
+    role: str
+    kind: str
+    id: str
+    strategy: str
+    tags_complete: bool | None
+    state: str = "recorded"
+    additional_tags: dict[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "owner": self.owner,
+            "namespace": self.namespace,
+            "region": self.region,
+            "role": self.role,
+            "kind": self.kind,
+            "id": self.id,
+            "strategy": self.strategy,
+            "tagsComplete": self.tags_complete,
+            "state": self.state,
+        }
+
+    def as_row(self) -> list[str]:
+        tags = "n/a" if self.tags_complete is None else ("complete" if self.tags_complete else "MISSING")
+        return [self.cluster, self.owner, self.role, self.kind, self.id, self.strategy, tags, self.state]
+
+
+def _cluster_of(obj: AWSCluster | AWSMachine) -> str:
+    owner = next((r.name for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
+    return obj.metadata.labels.get(CLUSTER_NAME_LABEL) or owner or obj.name
+
+
+def recorded_resources(
+    store: ObjectStore, cluster: str | None = None, namespace: str | None = None
+) -> list[RecordedRow]:
+    rows: list[RecordedRow] = []
+    regions: dict[tuple[str, str], str] = {}
+    clusters = list(store.list(AWSCluster, namespace=namespace))
+    for awscluster in clusters:
+        regions[(awscluster.metadata.namespace or "", _cluster_of(awscluster))] = awscluster.spec.region
+    owners: list[AWSCluster | AWSMachine] = [*clusters, *store.list(AWSMachine, namespace=namespace)]
+    for obj in owners:
+        name = _cluster_of(obj)
+        if cluster is not None and name != cluster:
+            continue
+        region = regions.get((obj.metadata.namespace or "", name), "")
+        extra = dict(obj.spec.additional_tags)
+        for role, record in sorted(obj.status.resources.items()):
+            rows.append(
+                RecordedRow(
+                    name,
+                    f"{obj.KIND.lower()}/{obj.name}",
+                    obj.metadata.namespace or "",
+                    region,
+                    role,
+                    record.kind,
+                    record.id,
+                    record.strategy or "",
+                    record.tags_complete,
+                    "recorded",
+                    extra,
+                )
+            )
+    return rows
+
+
+def verify_tags(rows: list[RecordedRow], pool: ClientPool, engine: Engine) -> None:
+    """Ask AWS about each recorded resource: does it exist, and does it carry its managed tags?"""
+    from resources import resource_class
+
+    for row in rows:
+        rc = resource_class(row.kind)(pool.for_region(row.region or None))
+        observed = rc.describe_by_id(row.id)
+        if observed is None:
+            row.state = "missing"
+            row.tags_complete = None
+            continue
+        row.state = observed.state or "present"
+        traits = engine.traits(rc)
+        if not (traits.taggable or traits.tag_on_create):
+            row.tags_complete = None
+            continue
+        wanted = {**lookup_tags(row.cluster, row.role), **(row.additional_tags or {})}
+        row.tags_complete = all(observed.tags.get(k) == v for k, v in wanted.items())

@@ -1,0 +1,146 @@
+"""Library operations behind the CLI verbs, so the CLI stays a thin layer over calls.
+
+``apply_objects`` has ``kubectl apply`` semantics for what capa-py manages: an object that does not exist is
+created; one that exists gets the manifest's spec (and data), labels and annotations, keeping what
+controllers own (status, finalizers, owner references). Callers validate every document first
+(:func:`capa_py.api.load_manifests` is all-or-nothing), so a bad manifest changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
+from capa_py.store.errors import NotFound
+from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.protocol import ObjectStore
+
+ApplyOutcome = Literal["created", "configured", "unchanged"]
+
+
+@dataclass(frozen=True)
+class Applied:
+    object: KubeObject
+    outcome: ApplyOutcome
+
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+_OWNED_ELSEWHERE = ("apiVersion", "kind", "metadata", "status")
+
+
+def _manifest_doc(manifest: KubeObject) -> dict[str, Any]:
+    """The fields the manifest sets, in wire form (what ``last-applied-configuration`` keeps)."""
+    if isinstance(manifest, Secret):
+        manifest = manifest.model_copy(deep=True)
+        manifest.normalise()
+    doc = manifest.model_dump(mode="json", by_alias=True, exclude_unset=True, exclude_none=True)
+    doc["apiVersion"], doc["kind"] = manifest.api_version, manifest.kind
+    meta = doc.setdefault("metadata", {})
+    for key in (
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "ownerReferences",
+        "finalizers",
+    ):
+        meta.pop(key, None)
+    meta.get("annotations", {}).pop(LAST_APPLIED, None)
+    if isinstance(manifest, Secret) and manifest.data:
+        doc["data"] = dict(manifest.data)
+        doc.pop("stringData", None)
+    return doc
+
+
+def _three_way(current: Any, last: Any, wanted: Any) -> Any:
+    """kubectl's client-side apply on JSON: set what the manifest sets, remove what it stopped setting,
+    keep what others (controllers) set."""
+    if not isinstance(wanted, dict) or not isinstance(current, dict):
+        return wanted
+    last = last if isinstance(last, dict) else {}
+    merged = dict(current)
+    for key in last:
+        if key not in wanted:
+            merged.pop(key, None)
+    for key, value in wanted.items():
+        merged[key] = _three_way(current.get(key), last.get(key), value)
+    return merged
+
+
+def _merge_manifest(current: KubeObject, manifest: KubeObject) -> KubeObject:
+    """The stored object with the manifest applied over it (status, finalizers, owners kept)."""
+    wanted = _manifest_doc(manifest)
+    current_doc = current.to_dict()
+    last_text = current.metadata.annotations.get(LAST_APPLIED)
+    last: dict[str, Any] = json.loads(last_text) if last_text else {}
+    merged: dict[str, Any] = dict(current_doc)
+    for key in set(current_doc) | set(wanted) | set(last):
+        if key in _OWNED_ELSEWHERE:
+            continue
+        if key in wanted:
+            merged[key] = _three_way(current_doc.get(key), last.get(key), wanted[key])
+        elif key in last:
+            merged.pop(key, None)
+    meta = merged["metadata"]
+    for field in ("labels", "annotations"):
+        meta[field] = _three_way(
+            current_doc["metadata"].get(field, {}),
+            last.get("metadata", {}).get(field, {}),
+            wanted.get("metadata", {}).get(field, {}),
+        )
+    meta.setdefault("annotations", {})[LAST_APPLIED] = json.dumps(
+        wanted, sort_keys=True, separators=(",", ":")
+    )
+    return type(current).model_validate(merged)
+
+
+def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Applied]:
+    """Create or update each object, in order."""
+    results: list[Applied] = []
+    for manifest in objects:
+        kind = type(manifest)
+        try:
+            current = store.get(kind, manifest.metadata.name, manifest.metadata.namespace)
+        except NotFound:
+            first = manifest.model_copy(deep=True)
+            first.metadata.annotations[LAST_APPLIED] = json.dumps(
+                _manifest_doc(manifest), sort_keys=True, separators=(",", ":")
+            )
+            results.append(Applied(store.create(first), "created"))
+            continue
+        merged = _merge_manifest(current, manifest)
+        if merged.to_dict() == current.to_dict():
+            results.append(Applied(current, "unchanged"))
+            continue
+
+        def overlay(obj: KubeObject, manifest: KubeObject = manifest) -> None:
+            fresh = _merge_manifest(obj, manifest)
+            for field in type(obj).model_fields:
+                if field not in ("metadata", "status"):
+                    setattr(obj, field, getattr(fresh, field))
+            obj.metadata.labels = fresh.metadata.labels
+            obj.metadata.annotations = fresh.metadata.annotations
+
+        updated = retry_on_conflict(store, current, overlay)
+        results.append(Applied(updated, "configured"))
+    return results
+
+
+def delete_objects(
+    store: ObjectStore, objects: Sequence[KubeObject], ignore_not_found: bool = False
+) -> list[tuple[KubeObject, KubeObject | None]]:
+    """Delete each object (reverse manifest order, dependents before what they depend on)."""
+    results: list[tuple[KubeObject, KubeObject | None]] = []
+    for obj in reversed(objects):
+        try:
+            results.append((obj, store.delete(type(obj), obj.metadata.name, obj.metadata.namespace)))
+        except NotFound:
+            if not ignore_not_found:
+                raise
+            results.append((obj, None))
+    return results

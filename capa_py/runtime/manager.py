@@ -1,0 +1,204 @@
+"""The controller manager: watches the store, queues keys, runs reconciles on worker threads.
+
+Each controller names the kind it reconciles and, through ``map_event``, which of its objects an event on
+another kind concerns (an AWSCluster becoming ready wakes its AWSMachines). Results drive the queue as in
+controller-runtime: an error or ``requeue`` backs off exponentially per key, ``requeue_after`` schedules
+the key, and a clean result waits for the next event.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+from capa_py.api.meta import KubeObject
+from capa_py.ctrlkit.result import Result
+from capa_py.logging import get_logger
+from capa_py.runtime.queue import ObjectKey, WorkQueue
+from capa_py.store.errors import Expired
+from capa_py.store.protocol import ObjectStore, WatchEvent
+
+_log = get_logger("runtime")
+
+
+def key_of(obj: KubeObject) -> ObjectKey:
+    return ObjectKey(obj.KIND, obj.metadata.namespace or "", obj.metadata.name)
+
+
+class Controller(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def kind(self) -> type[KubeObject]: ...
+
+    @property
+    def watched_kinds(self) -> Sequence[type[KubeObject]]: ...
+
+    def reconcile(self, key: ObjectKey) -> Result: ...
+
+    def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]: ...
+
+
+class Manager:
+    def __init__(
+        self,
+        store: ObjectStore,
+        controllers: Sequence[Controller],
+        workers: int = 4,
+        base_backoff: float = 0.5,
+        max_backoff: float = 300.0,
+        poll_interval: float = 0.05,
+    ) -> None:
+        self.store = store
+        self.controllers = {c.kind.KIND: c for c in controllers}
+        self.queue = WorkQueue(base_backoff, max_backoff)
+        self.workers = workers
+        self.poll_interval = poll_interval
+        self.reconciles: Counter[str] = Counter()
+        self.errors: list[tuple[ObjectKey, str]] = []
+        self._versions: dict[str, str] = {}
+        self._kinds: dict[str, type[KubeObject]] = {}
+        for controller in controllers:
+            for kind in (controller.kind, *controller.watched_kinds):
+                self._kinds[kind.KIND] = kind
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+
+    # -- events -------------------------------------------------------------------------------------
+    def prime(self) -> None:
+        """List every watched kind: queue every object of a controlled kind, remember where to watch from."""
+        for kind_name, kind in self._kinds.items():
+            listed = self.store.list(kind)
+            self._versions[kind_name] = listed.resource_version
+            if kind_name in self.controllers:
+                for obj in listed:
+                    self.queue.add(key_of(obj))
+
+    def poll_events(self) -> int:
+        seen = 0
+        for kind_name, kind in self._kinds.items():
+            try:
+                events = list(self.store.watch(kind, resource_version=self._versions[kind_name], timeout=0))
+            except Expired:
+                self.prime()
+                return seen
+            for event in events:
+                seen += 1
+                self._versions[kind_name] = event.resource_version
+                self.dispatch(event)
+        return seen
+
+    def dispatch(self, event: WatchEvent[KubeObject]) -> None:
+        own = self.controllers.get(event.object.KIND)
+        if own is not None:
+            self.queue.add(key_of(event.object))
+        for controller in self.controllers.values():
+            for key in controller.map_event(event):
+                self.queue.add(key)
+
+    # -- work ---------------------------------------------------------------------------------------
+    def process_one(self, timeout: float | None = 0.0) -> bool:
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        with self._busy_lock:
+            self._busy += 1
+        try:
+            self._reconcile(key)
+        finally:
+            self.queue.done(key)
+            with self._busy_lock:
+                self._busy -= 1
+        return True
+
+    def _reconcile(self, key: ObjectKey) -> None:
+        controller = self.controllers[key.kind]
+        self.reconciles[controller.name] += 1
+        try:
+            result = controller.reconcile(key)
+        except Exception as exc:
+            _log.exception("reconcile raised", key=str(key))
+            result = Result(error=exc)
+        if result.error is not None:
+            self.errors.append((key, str(result.error)))
+            delay = self.queue.add_rate_limited(key)
+            _log.info(
+                "reconcile failed; retrying", key=str(key), error=str(result.error), retry_in=round(delay, 2)
+            )
+        elif result.requeue:
+            self.queue.add_rate_limited(key)
+        elif result.requeue_after > 0:
+            self.queue.forget(key)
+            self.queue.add(key, result.requeue_after)
+        else:
+            self.queue.forget(key)
+
+    @property
+    def idle(self) -> bool:
+        with self._busy_lock:
+            busy = self._busy
+        return busy == 0 and len(self.queue) == 0
+
+    def run(
+        self,
+        until: Callable[[], bool] | None = None,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+        on_tick: Callable[[], None] | None = None,
+    ) -> bool:
+        """Reconcile until ``until()`` holds (True), the timeout passes or ``stop`` is set (False)."""
+        stop = stop or threading.Event()
+        done = threading.Event()
+        self.prime()
+
+        def work() -> None:
+            while not done.is_set():
+                self.process_one(timeout=0.1)
+
+        # Workers run in a copy of this context, so call accounting scopes and log context follow them.
+        threads = [
+            threading.Thread(
+                target=contextvars.copy_context().run, args=(work,), name=f"capa-worker-{i}", daemon=True
+            )
+            for i in range(self.workers)
+        ]
+        for thread in threads:
+            thread.start()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        outcome = False
+        try:
+            while not stop.is_set():
+                self.poll_events()
+                if on_tick is not None:
+                    on_tick()
+                if until is not None and until():
+                    outcome = True
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    break
+                stop.wait(self.poll_interval)
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join(timeout=120)
+        return outcome
+
+    def run_until_idle(self, max_reconciles: int = 10_000, settle: float = 0.0) -> int:
+        """Single-threaded: reconcile whatever is due until nothing is due (tests, benchmarks)."""
+        self.prime()
+        count = 0
+        while count < max_reconciles:
+            self.poll_events()
+            if self.process_one(timeout=0):
+                count += 1
+                continue
+            next_due = self.queue.next_due()
+            if next_due is None or next_due - time.monotonic() > settle:
+                return count
+            time.sleep(max(0.0, next_due - time.monotonic()))
+        return count

@@ -1,0 +1,150 @@
+"""What an AWS reconcile carries (like Cluster API Provider AWS's scopes), and the step wrapper.
+
+A :class:`ReconcileScope` holds the object being reconciled (kept current by the engine's recorder), the
+AWS clients of its region, the engine, and the status changes to patch at the end. :func:`step` turns a
+function into a ctrlkit action that maps outcomes to a condition and a queue result:
+
+* success → condition True;
+* :class:`~capa_py.engine.errors.Waiting` → condition False (Info) and requeue after the wait;
+* retryable errors (throttling, a failed status write, a failed tag) → condition False (Warning) and a
+  requeue with backoff;
+* fatal errors (permission, validation, a bad AMI, a failed rollback) → condition False (Error),
+  ``failureReason``/``failureMessage`` set, and a long requeue — no retry storm against AWS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from capa_py.api.conditions import set_condition
+from capa_py.api.meta import KubeObject
+from capa_py.aws.errors import AWSError, Fatal, Retryable
+from capa_py.aws.errors import NotFound as AWSNotFound
+from capa_py.aws.session import AWSClients
+from capa_py.ctrlkit.action import Action, Context, FuncAction
+from capa_py.ctrlkit.result import Result, requeue_after
+from capa_py.engine.engine import Engine, Scope
+from capa_py.engine.errors import NonRetryableError, RetryableError, Waiting
+from capa_py.engine.recorder import StatusRecorder
+from capa_py.logging import get_logger
+from capa_py.store.protocol import ObjectStore
+from controllers.base import patch_status
+
+T = TypeVar("T", bound=KubeObject)
+FATAL_BACKOFF = 300.0
+_log = get_logger("controller.aws")
+
+
+class FatalReconcileError(Exception):
+    """A step failed in a way retrying cannot fix; the object carries the reason."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
+@dataclass
+class ReconcileScope(Generic[T]):
+    store: ObjectStore
+    recorder: StatusRecorder[T]
+    engine: Engine
+    aws: AWSClients
+    cluster_name: str
+    additional_tags: dict[str, str] = field(default_factory=dict)
+    status_changes: list[Callable[[Any], None]] = field(default_factory=list)
+    failure: FatalReconcileError | None = None
+
+    @property
+    def obj(self) -> T:
+        return self.recorder.obj
+
+    @property
+    def engine_scope(self) -> Scope:
+        return Scope(self.cluster_name, self.obj.uid, self.recorder, self.additional_tags)
+
+    def change_status(self, change: Callable[[Any], None]) -> None:
+        """Apply a status change now (in memory) and again when the status is patched."""
+        change(self.obj)
+        self.status_changes.append(change)
+
+    def condition(
+        self,
+        condition_type: str,
+        ok: bool,
+        reason: str | None = None,
+        message: str | None = None,
+        severity: str | None = None,
+    ) -> None:
+        def change(obj: Any) -> None:
+            set_condition(obj.status, condition_type, ok, reason, message, severity)
+
+        self.change_status(change)
+
+    def patch(self) -> T:
+        """Write the collected status changes (nothing is written when nothing changed)."""
+        changes = list(self.status_changes)
+
+        def apply(obj: Any) -> None:
+            for change in changes:
+                change(obj)
+
+        # Compare with what is stored, not with the in-memory object (which already holds the changes).
+        stored = self.store.get(type(self.obj), self.obj.name, self.obj.namespace)
+        written = patch_status(self.store, stored, apply)
+        self.recorder.obj = written
+        return written
+
+
+def classify_failure(exc: Exception) -> tuple[str, bool]:
+    """(reason, fatal) for an exception raised by a step."""
+    if isinstance(exc, NonRetryableError):
+        return exc.reason, True
+    if isinstance(exc, Fatal):
+        return exc.code or type(exc).__name__, True
+    if isinstance(exc, AWSNotFound):
+        return exc.code or "NotFound", False
+    if isinstance(exc, AWSError):
+        return exc.code or type(exc).__name__, not isinstance(exc, Retryable)
+    if isinstance(exc, RetryableError):
+        return "Retrying", False
+    return type(exc).__name__, False
+
+
+def step(
+    scope: ReconcileScope[Any],
+    description: str,
+    fn: Callable[[], Result | None],
+    condition: str | None = None,
+) -> Action:
+    """A ctrlkit action running one reconcile step and mapping its outcome to a condition and result."""
+
+    def run(ctx: Context) -> Result | None:
+        try:
+            result = fn()
+        except Waiting as exc:
+            if condition:
+                scope.condition(condition, False, "Waiting", str(exc), "Info")
+            return requeue_after(exc.requeue_after)
+        except Exception as exc:
+            reason, fatal = classify_failure(exc)
+            message = str(exc)
+            if condition:
+                scope.condition(condition, False, reason, message, "Error" if fatal else "Warning")
+            if fatal:
+                scope.failure = FatalReconcileError(reason, message)
+                _log.error(
+                    "reconcile step failed permanently",
+                    step=description,
+                    reason=reason,
+                    error=message,
+                    object=scope.obj.ref(),
+                )
+                return requeue_after(FATAL_BACKOFF)
+            return Result(error=exc)
+        if condition and (result is None or not result.interrupts):
+            scope.condition(condition, True)
+        return result
+
+    return FuncAction(description, run)

@@ -1,0 +1,688 @@
+"""The AWSCluster controller: the cluster's network and API server load balancer.
+
+Create order (each step one ctrlkit action with its condition): VPC → subnets per availability zone →
+internet gateway and its attachment → elastic IPs → NAT gateways → route tables, routes, associations →
+security groups (control plane, nodes, and the load-balancer group shared with the cloud provider) →
+network load balancer, target group and listener → ``status.ready`` and the control-plane endpoint.
+Delete runs the reverse, waits where AWS is slow, sweeps anything else tagged as the cluster's, and removes
+the finalizer only when everything is gone. A bring-your-own VPC and subnets are unmanaged: read, recorded
+in ``status.network``, never modified or deleted (and the gateways, NAT and route tables are then the
+user's business too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import ipaddress
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from capa_py.api.aws import (
+    AWSCLUSTER_FINALIZER,
+    AWSCluster,
+    AWSMachine,
+    LoadBalancerStatus,
+    SecurityGroupStatus,
+    SubnetSpec,
+    SubnetStatus,
+)
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, APIEndpoint, Cluster
+from capa_py.api.conditions import READY, set_condition
+from capa_py.aws.errors import InvalidRequest
+from capa_py.aws.errors import NotFound as AWSNotFound
+from capa_py.aws.session import ClientPool
+from capa_py.ctrlkit.action import Action, Context
+from capa_py.ctrlkit.combinators import Sequential
+from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue
+from capa_py.engine.engine import Engine
+from capa_py.engine.errors import Waiting
+from capa_py.engine.recorder import StatusRecorder
+from capa_py.engine.resource import Observed, ResourceClass
+from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED
+from capa_py.logging import get_logger
+from capa_py.runtime.queue import ObjectKey
+from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.protocol import ObjectStore, WatchEvent
+from controllers.aws_scope import ReconcileScope, step
+from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer
+from resources.elastic_ip import ElasticIp, ElasticIpDesired
+from resources.instance import Instance
+from resources.internet_gateway import (
+    InternetGateway,
+    InternetGatewayAttachment,
+    InternetGatewayAttachmentDesired,
+    InternetGatewayDesired,
+    attachment_id,
+)
+from resources.load_balancer import (
+    Listener,
+    ListenerDesired,
+    LoadBalancer,
+    LoadBalancerDesired,
+    TargetGroup,
+    TargetGroupDesired,
+)
+from resources.nat_gateway import NatGateway, NatGatewayDesired
+from resources.route_table import (
+    Route,
+    RouteDesired,
+    RouteTable,
+    RouteTableAssociation,
+    RouteTableAssociationDesired,
+    RouteTableDesired,
+)
+from resources.security_group import SELF, IngressRule, SecurityGroup, SecurityGroupDesired
+from resources.subnet import Subnet, SubnetDesired
+from resources.vpc import Vpc, VpcDesired
+
+VPC_READY = "VpcReady"
+SUBNETS_READY = "SubnetsReady"
+INTERNET_GATEWAY_READY = "InternetGatewayReady"
+NAT_GATEWAYS_READY = "NatGatewaysReady"
+ROUTE_TABLES_READY = "RouteTablesReady"
+SECURITY_GROUPS_READY = "ClusterSecurityGroupsReady"
+LOAD_BALANCER_READY = "LoadBalancerReady"
+CLUSTER_CONDITIONS = (
+    VPC_READY,
+    SUBNETS_READY,
+    INTERNET_GATEWAY_READY,
+    NAT_GATEWAYS_READY,
+    ROUTE_TABLES_READY,
+    SECURITY_GROUPS_READY,
+    LOAD_BALANCER_READY,
+)
+API_SERVER_PORT = 6443
+SG_ROLES = ("controlplane", "node", "lb")
+_log = get_logger("controller.awscluster")
+
+
+def subnet_roles(subnets: Iterable[SubnetSpec]) -> list[str]:
+    """Stable roles for declared subnets: ``subnet-public-us-east-1a`` (``-2``… for more in one zone)."""
+    roles: list[str] = []
+    for subnet in subnets:
+        base = f"subnet-{'public' if subnet.is_public else 'private'}-{subnet.availability_zone or subnet.id}"
+        role, n = base, 2
+        while role in roles:
+            role, n = f"{base}-{n}", n + 1
+        roles.append(role)
+    return roles
+
+
+def aws_name(cluster: str, suffix: str, limit: int = 32) -> str:
+    """An ELB-style name (≤ 32 characters, alphanumerics and hyphens), unique per cluster."""
+    name = f"{cluster}-{suffix}"
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:6]
+    return f"{name[: limit - 7].rstrip('-')}-{digest}"
+
+
+def default_subnets(vpc_cidr: str, zones: list[str]) -> list[SubnetSpec]:
+    """A public and a private subnet per zone, splitting the VPC block evenly."""
+    network = ipaddress.ip_network(vpc_cidr)
+    count = 2 * len(zones)
+    extra_bits = max(1, (count - 1).bit_length())
+    blocks = list(network.subnets(prefixlen_diff=extra_bits))
+    specs: list[SubnetSpec] = []
+    for index, zone in enumerate(zones):
+        specs.append(SubnetSpec(cidr_block=str(blocks[2 * index]), availability_zone=zone, is_public=True))
+        specs.append(
+            SubnetSpec(cidr_block=str(blocks[2 * index + 1]), availability_zone=zone, is_public=False)
+        )
+    return specs
+
+
+@dataclass
+class SubnetInfo:
+    role: str
+    id: str
+    cidr_block: str
+    availability_zone: str
+    is_public: bool
+    managed: bool
+
+
+class ClusterReconcile:
+    """One reconcile of one AWSCluster: the steps as ctrlkit actions over a shared scope."""
+
+    def __init__(self, scope: ReconcileScope[AWSCluster]) -> None:
+        self.scope = scope
+        self.engine = scope.engine
+        aws = scope.aws
+        self.vpc_rc = Vpc(aws)
+        self.subnet_rc = Subnet(aws)
+        self.igw_rc = InternetGateway(aws)
+        self.igw_attach_rc = InternetGatewayAttachment(aws)
+        self.eip_rc = ElasticIp(aws)
+        self.nat_rc = NatGateway(aws)
+        self.rt_rc = RouteTable(aws)
+        self.route_rc = Route(aws)
+        self.assoc_rc = RouteTableAssociation(aws)
+        self.sg_rc = SecurityGroup(aws)
+        self.lb_rc = LoadBalancer(aws)
+        self.tg_rc = TargetGroup(aws)
+        self.listener_rc = Listener(aws)
+        self.vpc_id: str | None = None
+        self.subnets: list[SubnetInfo] = []
+        self.nat_by_zone: dict[str, str] = {}
+        self.route_table_by_subnet: dict[str, str] = {}
+        self.security_groups: dict[str, SecurityGroupStatus] = {}
+        self.load_balancer: LoadBalancerStatus | None = None
+        self.igw_id: str | None = None
+
+    @property
+    def obj(self) -> AWSCluster:
+        return self.scope.obj
+
+    @property
+    def cluster(self) -> str:
+        return self.scope.cluster_name
+
+    @property
+    def managed_vpc(self) -> bool:
+        return self.obj.spec.network.vpc.id is None
+
+    def ensure(self, rc: ResourceClass[Any], role: str, desired: Any, shared: bool = False) -> Observed:
+        return self.engine.ensure(
+            rc,
+            role,
+            desired,
+            self.scope.engine_scope,
+            name=f"{self.cluster}-{role}",
+            shared_with_cloud_provider=shared,
+        )
+
+    # -- create steps ---------------------------------------------------------------------------------
+    def reconcile_vpc(self) -> None:
+        spec = self.obj.spec.network.vpc
+        if spec.id is not None:
+            observed = self.vpc_rc.describe_by_id(spec.id)
+            if observed is None:
+                raise InvalidRequest(
+                    f"spec.network.vpc.id: VPC {spec.id} does not exist", code="InvalidVpcID.NotFound"
+                )
+            self.vpc_id = observed.id
+            return
+        assert spec.cidr_block is not None
+        observed = self.ensure(self.vpc_rc, "vpc", VpcDesired(cidr_block=spec.cidr_block))
+        self.vpc_id = observed.id
+
+    def _zones(self) -> list[str]:
+        limit = self.obj.spec.network.vpc.availability_zone_usage_limit
+        zones = [
+            z["ZoneName"]
+            for z in self.scope.aws.ec2.call(
+                "DescribeAvailabilityZones", Filters=[{"Name": "state", "Values": ["available"]}]
+            ).get("AvailabilityZones", [])
+            if z.get("ZoneType", "availability-zone") == "availability-zone"
+        ]
+        return sorted(zones)[:limit]
+
+    def subnet_specs(self) -> list[SubnetSpec]:
+        declared = self.obj.spec.network.subnets
+        if declared or not self.managed_vpc:
+            return list(declared)
+        cidr = self.obj.spec.network.vpc.cidr_block
+        assert cidr is not None
+        return default_subnets(cidr, self._zones())
+
+    def reconcile_subnets(self) -> None:
+        assert self.vpc_id is not None
+        specs = self.subnet_specs()
+        self.subnets = []
+        for role, spec in zip(subnet_roles(specs), specs, strict=True):
+            if spec.id is not None:
+                observed = self.subnet_rc.describe_by_id(spec.id)
+                if observed is None:
+                    raise InvalidRequest(f"subnet {spec.id} does not exist", code="InvalidSubnetID.NotFound")
+                self.subnets.append(
+                    SubnetInfo(
+                        role,
+                        observed.id,
+                        str(observed.attributes["cidr_block"]),
+                        str(observed.attributes["availability_zone"]),
+                        bool(observed.attributes.get("map_public_ip_on_launch")) or spec.is_public,
+                        managed=False,
+                    )
+                )
+                continue
+            assert spec.cidr_block is not None
+            assert spec.availability_zone is not None
+            desired = SubnetDesired(self.vpc_id, spec.cidr_block, spec.availability_zone, spec.is_public)
+            observed = self.ensure(self.subnet_rc, role, desired, shared=False)
+            self.subnets.append(
+                SubnetInfo(
+                    role, observed.id, spec.cidr_block, spec.availability_zone, spec.is_public, managed=True
+                )
+            )
+        if not self.subnets:
+            raise InvalidRequest("the cluster has no subnets", code="NoSubnets")
+
+    def reconcile_internet_gateway(self) -> None:
+        if not self.managed_vpc:
+            return
+        assert self.vpc_id is not None
+        gateway = self.ensure(self.igw_rc, "internet-gateway", InternetGatewayDesired())
+        self.igw_id = gateway.id
+        self.ensure(
+            self.igw_attach_rc,
+            "internet-gateway-attachment",
+            InternetGatewayAttachmentDesired(gateway.id, self.vpc_id),
+        )
+
+    def nat_zones(self) -> list[str]:
+        public = {s.availability_zone for s in self.subnets if s.is_public}
+        private = {s.availability_zone for s in self.subnets if not s.is_public}
+        return sorted(public & private) if private else []
+
+    def reconcile_nat_gateways(self) -> None:
+        if not self.managed_vpc:
+            return
+        pending: list[str] = []
+        for zone in self.nat_zones():
+            public = next(s for s in self.subnets if s.is_public and s.availability_zone == zone)
+            address = self.ensure(self.eip_rc, f"eip-nat-{zone}", ElasticIpDesired())
+            nat = self.ensure(self.nat_rc, f"nat-gateway-{zone}", NatGatewayDesired(public.id, address.id))
+            self.nat_by_zone[zone] = nat.id
+            if not self.nat_rc.is_ready(nat):
+                pending.append(nat.id)
+        if pending:
+            raise Waiting(f"NAT gateways {', '.join(pending)} are not available yet", 15.0)
+
+    def reconcile_route_tables(self) -> None:
+        if not self.managed_vpc:
+            return
+        assert self.vpc_id is not None
+        assert self.igw_id is not None
+        public_rt = self.ensure(self.rt_rc, "route-table-public", RouteTableDesired(self.vpc_id))
+        self.ensure(
+            self.route_rc, "route-public-default", RouteDesired(public_rt.id, "0.0.0.0/0", self.igw_id)
+        )
+        private_tables: dict[str, str] = {}
+        for zone in sorted({s.availability_zone for s in self.subnets if not s.is_public}):
+            nat = self.nat_by_zone.get(zone) or next(iter(self.nat_by_zone.values()), None)
+            table = self.ensure(self.rt_rc, f"route-table-private-{zone}", RouteTableDesired(self.vpc_id))
+            private_tables[zone] = table.id
+            if nat is not None:
+                self.ensure(
+                    self.route_rc, f"route-private-{zone}-default", RouteDesired(table.id, "0.0.0.0/0", nat)
+                )
+        for subnet in self.subnets:
+            if not subnet.managed:
+                continue
+            table_id = public_rt.id if subnet.is_public else private_tables[subnet.availability_zone]
+            self.ensure(
+                self.assoc_rc, f"rtassoc-{subnet.role}", RouteTableAssociationDesired(table_id, subnet.id)
+            )
+            self.route_table_by_subnet[subnet.id] = table_id
+
+    def security_group_rules(self, ids: dict[str, str]) -> dict[str, tuple[IngressRule, ...]]:
+        node = ids.get("node")
+        controlplane = ids.get("controlplane")
+        rules: dict[str, list[IngressRule]] = {role: [] for role in SG_ROLES}
+        rules["controlplane"] += [
+            IngressRule(
+                "tcp", API_SERVER_PORT, API_SERVER_PORT, cidr_block="0.0.0.0/0", description="Kubernetes API"
+            ),
+            IngressRule("tcp", 2379, 2380, source_group_id=SELF, description="etcd"),
+        ]
+        if node:
+            rules["controlplane"].append(
+                IngressRule("tcp", 10250, 10250, source_group_id=node, description="kubelet")
+            )
+        rules["node"] += [
+            IngressRule("tcp", 30000, 32767, cidr_block="0.0.0.0/0", description="NodePort services"),
+            IngressRule("-1", source_group_id=SELF, description="node to node"),
+        ]
+        if controlplane:
+            rules["node"].append(
+                IngressRule("tcp", 10250, 10250, source_group_id=controlplane, description="kubelet")
+            )
+        return {role: tuple(r) for role, r in rules.items()}
+
+    def reconcile_security_groups(self) -> None:
+        assert self.vpc_id is not None
+        ids = {
+            role: rec.id
+            for role in SG_ROLES
+            if (rec := self.scope.recorder.recorded(f"sg-{role}")) is not None
+        }
+        if len(ids) < len(SG_ROLES):
+            # First pass: make the groups, so rules can name each other.
+            for role in SG_ROLES:
+                if role not in ids:
+                    observed = self.ensure(
+                        self.sg_rc, f"sg-{role}", self._sg_desired(role, ()), shared=role == "lb"
+                    )
+                    ids[role] = observed.id
+        rules = self.security_group_rules(ids)
+        for role in SG_ROLES:
+            observed = self.ensure(
+                self.sg_rc, f"sg-{role}", self._sg_desired(role, rules[role]), shared=role == "lb"
+            )
+            self.security_groups[role] = SecurityGroupStatus(id=observed.id, name=f"{self.cluster}-{role}")
+
+    def _sg_desired(self, role: str, rules: tuple[IngressRule, ...]) -> SecurityGroupDesired:
+        assert self.vpc_id is not None
+        purpose = {"controlplane": "control plane", "node": "nodes", "lb": "load balancers (cloud provider)"}[
+            role
+        ]
+        return SecurityGroupDesired(self.vpc_id, f"{self.cluster}-{role}", f"{self.cluster} {purpose}", rules)
+
+    def lb_subnets(self) -> tuple[str, ...]:
+        scheme = self.obj.spec.control_plane_load_balancer.scheme
+        wanted_public = scheme == "internet-facing"
+        by_zone: dict[str, str] = {}
+        for subnet in self.subnets:
+            if subnet.is_public == wanted_public:
+                by_zone.setdefault(subnet.availability_zone, subnet.id)
+        if not by_zone:
+            by_zone = {s.availability_zone: s.id for s in self.subnets}
+        return tuple(by_zone[z] for z in sorted(by_zone))
+
+    def reconcile_load_balancer(self) -> None:
+        assert self.vpc_id is not None
+        spec = self.obj.spec.control_plane_load_balancer
+        name = spec.name or aws_name(self.cluster, "apiserver")
+        lb = self.ensure(
+            self.lb_rc, "apiserver-lb", LoadBalancerDesired(name, self.lb_subnets(), spec.scheme)
+        )
+        tg = self.ensure(
+            self.tg_rc,
+            "apiserver-tg",
+            TargetGroupDesired(aws_name(self.cluster, "apiserver-tg"), self.vpc_id),
+        )
+        listener = self.ensure(
+            self.listener_rc, "apiserver-listener", ListenerDesired(lb.id, tg.id, API_SERVER_PORT)
+        )
+        self.load_balancer = LoadBalancerStatus(
+            name=name,
+            arn=lb.id,
+            dns_name=lb.attributes.get("dns_name"),
+            target_group_arn=tg.id,
+            listener_arn=listener.id,
+        )
+        if lb.state not in (None, "active"):
+            raise Waiting(f"load balancer {name} is {lb.state}", 10.0)
+
+    def mark_ready(self) -> Result | None:
+        assert self.load_balancer is not None
+        endpoint = self.obj.spec.control_plane_endpoint
+        if not endpoint.is_set and self.load_balancer.dns_name:
+            host = self.load_balancer.dns_name
+
+            def set_endpoint(o: AWSCluster) -> None:
+                o.spec.control_plane_endpoint = APIEndpoint(host=host, port=API_SERVER_PORT)
+
+            updated = retry_on_conflict(self.scope.store, self.obj, set_endpoint)
+            self.obj.metadata.resource_version = updated.metadata.resource_version
+            self.obj.metadata.generation = updated.metadata.generation
+            self.obj.spec = updated.spec
+        self.record_network()
+
+        def ready(o: AWSCluster) -> None:
+            o.status.ready = True
+            o.status.failure_reason = None
+            o.status.failure_message = None
+            set_condition(o.status, READY, True)
+
+        self.scope.change_status(ready)
+        return None
+
+    def record_network(self) -> None:
+        vpc_id, igw_id = self.vpc_id, self.igw_id
+        subnets = [
+            SubnetStatus(
+                id=s.id,
+                cidr_block=s.cidr_block,
+                availability_zone=s.availability_zone,
+                is_public=s.is_public,
+                route_table_id=self.route_table_by_subnet.get(s.id),
+                nat_gateway_id=self.nat_by_zone.get(s.availability_zone) if s.is_public else None,
+            )
+            for s in self.subnets
+        ]
+        groups = dict(self.security_groups)
+        lb = self.load_balancer
+
+        def network(o: AWSCluster) -> None:
+            o.status.network.vpc_id = vpc_id
+            o.status.network.internet_gateway_id = igw_id
+            if subnets:
+                o.status.network.subnets = [s.model_copy() for s in subnets]
+            if groups:
+                o.status.network.security_groups = {k: v.model_copy() for k, v in groups.items()}
+            if lb is not None:
+                o.status.network.api_server_load_balancer = lb.model_copy()
+
+        self.scope.change_status(network)
+
+    def create_workflow(self) -> Action:
+        s = self.scope
+
+        def run(fn: Callable[[], Any]) -> Callable[[], Result | None]:
+            def call() -> Result | None:
+                fn()
+                return None
+
+            return call
+
+        return Sequential(
+            step(s, "ReconcileVpc", run(self.reconcile_vpc), VPC_READY),
+            step(s, "ReconcileSubnets", run(self.reconcile_subnets), SUBNETS_READY),
+            step(s, "ReconcileInternetGateway", run(self.reconcile_internet_gateway), INTERNET_GATEWAY_READY),
+            step(s, "ReconcileNatGateways", run(self.reconcile_nat_gateways), NAT_GATEWAYS_READY),
+            step(s, "ReconcileRouteTables", run(self.reconcile_route_tables), ROUTE_TABLES_READY),
+            step(s, "ReconcileSecurityGroups", run(self.reconcile_security_groups), SECURITY_GROUPS_READY),
+            step(s, "ReconcileLoadBalancer", run(self.reconcile_load_balancer), LOAD_BALANCER_READY),
+            step(s, "MarkReady", self.mark_ready),
+        )
+
+    # -- delete ------------------------------------------------------------------------------------------
+    def deletion_plan(self) -> list[tuple[str, ResourceClass[Any], list[str]]]:
+        """(description, resource class, roles) in the order they are deleted."""
+        recorded = set(self.obj.status.resources) | set(self.obj.status.intents)
+
+        def roles(prefix: str, kind: str) -> list[str]:
+            return sorted(r for r in recorded if r.startswith(prefix) and self._kind_of(r) in (kind, None))
+
+        return [
+            ("DeleteListener", self.listener_rc, ["apiserver-listener"]),
+            ("DeleteLoadBalancer", self.lb_rc, ["apiserver-lb"]),
+            ("DeleteTargetGroup", self.tg_rc, ["apiserver-tg"]),
+            ("DeleteSecurityGroups", self.sg_rc, [f"sg-{r}" for r in SG_ROLES]),
+            ("DeleteRouteTableAssociations", self.assoc_rc, roles("rtassoc-", "route-table-association")),
+            ("DeleteRoutes", self.route_rc, roles("route-", "route")),
+            ("DeleteRouteTables", self.rt_rc, roles("route-table-", "route-table")),
+            ("DeleteNatGateways", self.nat_rc, roles("nat-gateway-", "nat-gateway")),
+            ("DeleteElasticIps", self.eip_rc, roles("eip-", "elastic-ip")),
+            ("DetachInternetGateway", self.igw_attach_rc, ["internet-gateway-attachment"]),
+            ("DeleteInternetGateway", self.igw_rc, ["internet-gateway"]),
+            ("DeleteSubnets", self.subnet_rc, roles("subnet-", "subnet")),
+            ("DeleteVpc", self.vpc_rc, ["vpc"]),
+        ]
+
+    def _kind_of(self, role: str) -> str | None:
+        record = self.obj.status.resources.get(role) or self.obj.status.intents.get(role)
+        return record.kind if record is not None else None
+
+    def delete_roles(self, rc: ResourceClass[Any], roles: list[str]) -> None:
+        waiting: list[str] = []
+        for role in roles:
+            if self._kind_of(role) not in (rc.kind, None):
+                continue
+            try:
+                self.engine.remove(rc, role, self.scope.engine_scope)
+            except Waiting as exc:
+                waiting.append(str(exc))
+        if waiting:
+            raise Waiting("; ".join(waiting), 10.0)
+
+    def sweep_cluster_resources(self) -> None:
+        """Delete whatever else carries the cluster's owned tag (duplicates from lost records)."""
+        tag = {CLUSTER_TAG_PREFIX + self.cluster: OWNED}
+        machines_left = list(self.scope.store.list(
+                AWSMachine,
+                namespace=self.obj.namespace,
+                label_selector=f"{CLUSTER_NAME_LABEL}={self.cluster}",
+            ))
+        classes: list[ResourceClass[Any]] = [
+            self.listener_rc,
+            self.lb_rc,
+            self.tg_rc,
+            self.nat_rc,
+            self.eip_rc,
+            self.rt_rc,
+            self.igw_rc,
+            self.subnet_rc,
+            self.sg_rc,
+            self.vpc_rc,
+        ]
+        if not machines_left:
+            classes.insert(0, Instance(self.scope.aws))
+        waiting: list[str] = []
+        for rc in classes:
+            for observed in rc.describe_by_tags(tag, None):
+                if rc is self.igw_rc:
+                    for attachment in observed.attributes.get("attachments", []):
+                        self._detach(observed.id, str(attachment["vpc_id"]))
+                try:
+                    rc.delete(observed.id)
+                    _log.warning(
+                        "deleted a stray resource tagged with the cluster",
+                        kind=rc.kind,
+                        resource_id=observed.id,
+                        cluster=self.cluster,
+                    )
+                except Exception as exc:
+                    waiting.append(f"{rc.kind} {observed.id}: {exc}")
+                if rc.deletion_is_slow and rc.describe_by_id(observed.id) is not None:
+                    waiting.append(f"{rc.kind} {observed.id} deleting")
+        if waiting:
+            raise Waiting("sweeping stray cluster resources: " + "; ".join(waiting[:5]), 10.0)
+
+    def _detach(self, gateway_id: str, vpc_id: str) -> None:
+        with contextlib.suppress(AWSNotFound):
+            self.igw_attach_rc.delete(attachment_id(gateway_id, vpc_id))
+
+    def delete_workflow(self) -> Action:
+        s = self.scope
+        actions: list[Action] = []
+        for description, rc, roles in self.deletion_plan():
+
+            def delete(rc: ResourceClass[Any] = rc, roles: list[str] = roles) -> Result | None:
+                self.delete_roles(rc, roles)
+                return None
+
+            actions.append(step(s, description, delete))
+
+        def sweep() -> Result | None:
+            self.sweep_cluster_resources()
+            return None
+
+        actions.append(step(s, "SweepStrayResources", sweep))
+        return Sequential(*actions)
+
+
+class AWSClusterController:
+    name = "awscluster"
+    kind = AWSCluster
+    watched_kinds = (Cluster,)
+
+    def __init__(self, store: ObjectStore, pool: ClientPool, engine: Engine) -> None:
+        self.store = store
+        self.pool = pool
+        self.engine = engine
+
+    def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
+        obj = event.object
+        if (
+            isinstance(obj, Cluster)
+            and obj.spec.infrastructure_ref
+            and obj.spec.infrastructure_ref.kind == "AWSCluster"
+        ):
+            return [
+                ObjectKey("AWSCluster", obj.metadata.namespace or "", obj.spec.infrastructure_ref.name or "")
+            ]
+        return []
+
+    def owner_cluster(self, obj: AWSCluster) -> Cluster | None:
+        owner = next((r for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
+        if owner is None:
+            return None
+        return get_or_none(self.store, Cluster, owner.name, obj.namespace)
+
+    def reconcile(self, key: ObjectKey) -> Result:
+        obj = fetch(self.store, AWSCluster, key)
+        if obj is None:
+            return no_requeue()
+        cluster = self.owner_cluster(obj)
+        if not obj.being_deleted:
+            if cluster is None:
+                return (
+                    no_requeue()
+                )  # Cluster API core has not claimed it yet; its owner-reference write wakes us
+            if cluster.paused or PAUSED_ANNOTATION in obj.metadata.annotations:
+                return no_requeue()
+            obj = add_finalizer(self.store, obj, AWSCLUSTER_FINALIZER)
+        elif AWSCLUSTER_FINALIZER not in obj.metadata.finalizers:
+            return no_requeue()
+        cluster_name = (
+            cluster.name if cluster is not None else obj.metadata.labels.get(CLUSTER_NAME_LABEL, obj.name)
+        )
+        aws = self.pool.for_region(obj.spec.region)
+        scope = ReconcileScope(
+            self.store,
+            StatusRecorder(self.store, obj),
+            self.engine,
+            aws,
+            cluster_name,
+            dict(obj.spec.additional_tags),
+        )
+        work = ClusterReconcile(scope)
+        if obj.being_deleted:
+            return self._delete(work)
+        result = ignore_exit(work.create_workflow().run(Context()))
+        generation = scope.obj.metadata.generation
+
+        def observed(o: AWSCluster) -> None:
+            o.status.observed_generation = generation
+            if scope.failure is not None:
+                o.status.failure_reason = scope.failure.reason
+                o.status.failure_message = str(scope.failure)
+                o.status.ready = False
+            if not o.status.ready or scope.failure is not None:
+                first = next(
+                    (c for c in o.status.conditions if c.type in CLUSTER_CONDITIONS and c.status != "True"),
+                    None,
+                )
+                set_condition(
+                    o.status,
+                    READY,
+                    False,
+                    first.reason if first else "Reconciling",
+                    first.message if first else "reconciling",
+                    first.severity if first else "Info",
+                )
+
+        scope.change_status(observed)
+        scope.patch()
+        return result
+
+    def _delete(self, work: ClusterReconcile) -> Result:
+        scope = work.scope
+
+        def deleting(o: AWSCluster) -> None:
+            o.status.ready = False
+            set_condition(o.status, READY, False, "Deleting", "deleting the cluster's AWS resources", "Info")
+
+        scope.change_status(deleting)
+        result = work.delete_workflow().run(Context())
+        scope.patch()
+        if result.interrupts:
+            return result
+        remove_finalizer(self.store, scope.obj, AWSCLUSTER_FINALIZER)
+        _log.info("cluster infrastructure deleted", cluster=scope.cluster_name)
+        return no_requeue()

@@ -1,0 +1,362 @@
+"""The AWSMachine controller: one EC2 instance per machine, registered with the API load balancer.
+
+It waits for the cluster infrastructure (``AWSCluster.status.ready``) and the bootstrap data secret, then
+runs the instance through the engine — tags on create, and on AWS a client token from the object's uid —
+so the instance id is recorded in status the moment ``RunInstances`` returns, never in a deferred patch.
+Control-plane machines are registered with the API server target group. Addresses, ``providerID`` and
+``instanceState`` go to status; ``InstanceReady`` says where it stands. Delete deregisters, terminates,
+waits until the instance is gone, then drops the finalizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from typing import Any
+
+from capa_py.api.aws import AWSMACHINE_FINALIZER, AWSCluster, AWSMachine
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, Cluster, Machine, MachineAddress
+from capa_py.api.conditions import READY, set_condition
+from capa_py.api.core import Secret
+from capa_py.aws.errors import InvalidRequest
+from capa_py.aws.session import ClientPool
+from capa_py.ctrlkit.action import Context
+from capa_py.ctrlkit.combinators import Sequential
+from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue
+from capa_py.engine.engine import Engine
+from capa_py.engine.errors import Waiting
+from capa_py.engine.recorder import StatusRecorder
+from capa_py.engine.resource import Observed
+from capa_py.logging import get_logger
+from capa_py.runtime.queue import ObjectKey
+from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.protocol import ObjectStore, WatchEvent
+from controllers.aws_scope import ReconcileScope, step
+from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, resolve_ref
+from resources.instance import Instance, InstanceDesired
+from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
+
+INSTANCE_READY = "InstanceReady"
+LB_ATTACHED = "ELBAttached"
+BOOTSTRAP_KEY = "value"
+_log = get_logger("controller.awsmachine")
+
+
+def provider_id(observed: Observed) -> str:
+    zone = observed.attributes.get("availability_zone") or ""
+    return f"aws:///{zone}/{observed.id}"
+
+
+def addresses(observed: Observed) -> list[MachineAddress]:
+    found: list[MachineAddress] = []
+    pairs = (
+        ("InternalIP", "private_ip"),
+        ("ExternalIP", "public_ip"),
+        ("InternalDNS", "private_dns_name"),
+        ("ExternalDNS", "public_dns_name"),
+    )
+    for address_type, attribute in pairs:
+        value = observed.attributes.get(attribute)
+        if value:
+            found.append(MachineAddress(type=address_type, address=str(value)))
+    return found
+
+
+class MachineReconcile:
+    def __init__(
+        self,
+        scope: ReconcileScope[AWSMachine],
+        machine: Machine,
+        awscluster: AWSCluster,
+        bootstrap: bytes,
+    ) -> None:
+        self.scope = scope
+        self.machine = machine
+        self.awscluster = awscluster
+        self.bootstrap = bootstrap
+        self.instance_rc = Instance(scope.aws)
+        self.registration_rc = TargetRegistration(scope.aws)
+        self.instance: Observed | None = None
+
+    @property
+    def obj(self) -> AWSMachine:
+        return self.scope.obj
+
+    def pick_subnet(self) -> str:
+        if self.obj.spec.subnet is not None and self.obj.spec.subnet.id:
+            return self.obj.spec.subnet.id
+        subnets = self.awscluster.status.network.subnets
+        zone = self.machine.spec.failure_domain
+        private = [s for s in subnets if not s.is_public and (zone is None or s.availability_zone == zone)]
+        candidates = private or [s for s in subnets if zone is None or s.availability_zone == zone]
+        if not candidates:
+            raise InvalidRequest(
+                f"no subnet for machine {self.machine.name} (failureDomain {zone!r})", code="NoSubnet"
+            )
+        candidates.sort(key=lambda s: (s.availability_zone, s.id))
+        # Spread machines over zones deterministically: the same machine always lands in the same subnet.
+        index = int(hashlib.sha256(self.obj.name.encode()).hexdigest(), 16) % len(candidates)
+        return candidates[index].id
+
+    def security_groups(self) -> tuple[str, ...]:
+        groups = self.awscluster.status.network.security_groups
+        roles = ("controlplane", "node", "lb") if self.machine.is_control_plane else ("node", "lb")
+        ids = [groups[r].id for r in roles if r in groups]
+        ids += [g.id for g in self.obj.spec.additional_security_groups if g.id]
+        return tuple(dict.fromkeys(ids))
+
+    def desired(self) -> InstanceDesired:
+        spec = self.obj.spec
+        if not spec.ami.id:
+            raise InvalidRequest("spec.ami.id is required (AMI lookup is not supported)", code="MissingAMI")
+        root_device = None
+        if self.scope.recorder.recorded("instance") is None:
+            # Only before a create: confirms the AMI exists (a bad AMI is a user error, not a retry).
+            root_device = self.instance_rc.root_device_name(spec.ami.id)
+        volume = spec.root_volume
+        return InstanceDesired(
+            image_id=spec.ami.id,
+            instance_type=spec.instance_type,
+            subnet_id=self.pick_subnet(),
+            security_group_ids=self.security_groups(),
+            iam_instance_profile=spec.iam_instance_profile,
+            key_name=spec.ssh_key_name or self.awscluster.spec.ssh_key_name,
+            root_volume_size=volume.size if volume else None,
+            root_volume_type=volume.type if volume else "gp3",
+            root_device_name=root_device,
+            user_data=self.bootstrap,
+        )
+
+    def reconcile_instance(self) -> Result | None:
+        observed = self.scope.engine.ensure(
+            self.instance_rc, "instance", self.desired(), self.scope.engine_scope, name=self.obj.name
+        )
+        self.instance = observed
+        instance_id, pid, state, found = (
+            observed.id,
+            provider_id(observed),
+            observed.state,
+            addresses(observed),
+        )
+
+        def status(o: AWSMachine) -> None:
+            o.status.instance_id = instance_id
+            o.status.provider_id = pid
+            o.status.instance_state = state  # type: ignore[assignment]
+            o.status.addresses = [a.model_copy() for a in found]
+
+        self.scope.change_status(status)
+        if self.obj.spec.provider_id != pid:
+
+            def set_spec(o: AWSMachine) -> None:
+                o.spec.provider_id = pid
+                o.spec.instance_id = instance_id
+
+            updated = retry_on_conflict(self.scope.store, self.obj, set_spec)
+            self.obj.spec = updated.spec
+            self.obj.metadata.resource_version = updated.metadata.resource_version
+            self.obj.metadata.generation = updated.metadata.generation
+        if not self.instance_rc.is_ready(observed):
+            raise Waiting(f"instance {instance_id} is {state}", 10.0)
+        return None
+
+    def reconcile_load_balancer(self) -> Result | None:
+        if not self.machine.is_control_plane:
+            return None
+        lb = self.awscluster.status.network.api_server_load_balancer
+        if lb is None or not lb.target_group_arn:
+            raise Waiting("the API server target group is not recorded yet", 5.0)
+        assert self.instance is not None
+        self.scope.engine.ensure(
+            self.registration_rc,
+            "lb-registration",
+            TargetRegistrationDesired(lb.target_group_arn, self.instance.id),
+            self.scope.engine_scope,
+        )
+        return None
+
+    def mark_ready(self) -> Result | None:
+        def ready(o: AWSMachine) -> None:
+            o.status.ready = True
+            o.status.failure_reason = None
+            o.status.failure_message = None
+            set_condition(o.status, READY, True)
+
+        self.scope.change_status(ready)
+        return None
+
+    def create(self) -> Result:
+        s = self.scope
+        return Sequential(
+            step(s, "ReconcileInstance", self.reconcile_instance, INSTANCE_READY),
+            step(s, "RegisterWithLoadBalancer", self.reconcile_load_balancer, LB_ATTACHED),
+            step(s, "MarkReady", self.mark_ready),
+        ).run(Context())
+
+
+class AWSMachineController:
+    name = "awsmachine"
+    kind = AWSMachine
+    watched_kinds = (Machine, AWSCluster, Secret)
+
+    def __init__(self, store: ObjectStore, pool: ClientPool, engine: Engine) -> None:
+        self.store = store
+        self.pool = pool
+        self.engine = engine
+
+    def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
+        obj = event.object
+        namespace = obj.metadata.namespace or ""
+        if isinstance(obj, Machine):
+            ref = obj.spec.infrastructure_ref
+            return (
+                [ObjectKey("AWSMachine", namespace, ref.name)]
+                if ref.kind == "AWSMachine" and ref.name
+                else []
+            )
+        if isinstance(obj, AWSCluster):
+            cluster = obj.metadata.labels.get(CLUSTER_NAME_LABEL)
+            if not cluster:
+                return []
+            return [
+                ObjectKey("AWSMachine", namespace, m.name)
+                for m in self.store.list(
+                    AWSMachine, namespace=namespace, label_selector=f"{CLUSTER_NAME_LABEL}={cluster}"
+                )
+            ]
+        if isinstance(obj, Secret):
+            return [
+                ObjectKey("AWSMachine", namespace, m.spec.infrastructure_ref.name or "")
+                for m in self.store.list(Machine, namespace=namespace)
+                if m.spec.bootstrap.data_secret_name == obj.name
+                and m.spec.infrastructure_ref.kind == "AWSMachine"
+            ]
+        return []
+
+    def reconcile(self, key: ObjectKey) -> Result:
+        obj = fetch(self.store, AWSMachine, key)
+        if obj is None:
+            return no_requeue()
+        owner = next((r for r in obj.metadata.owner_references if r.kind == "Machine"), None)
+        machine = get_or_none(self.store, Machine, owner.name, obj.namespace) if owner else None
+        cluster = (
+            get_or_none(self.store, Cluster, machine.spec.cluster_name, obj.namespace) if machine else None
+        )
+        awscluster = (
+            resolve_ref(self.store, cluster.spec.infrastructure_ref, obj.namespace) if cluster else None
+        )
+        if obj.being_deleted:
+            return self._delete(obj, cluster, awscluster)
+        if machine is None or cluster is None:
+            return no_requeue()  # Cluster API core has not claimed it yet
+        if cluster.paused or PAUSED_ANNOTATION in obj.metadata.annotations:
+            return no_requeue()
+        if not isinstance(awscluster, AWSCluster):
+            return self._waiting(obj, "WaitingForClusterInfrastructure", "the AWSCluster does not exist yet")
+        obj = add_finalizer(self.store, obj, AWSMACHINE_FINALIZER)
+        if not awscluster.status.ready:
+            return self._waiting(obj, "WaitingForClusterInfrastructure", f"{awscluster.ref()} is not ready")
+        secret_name = machine.spec.bootstrap.data_secret_name
+        if not secret_name:
+            return self._waiting(
+                obj, "WaitingForBootstrapData", "the machine has no bootstrap data secret yet"
+            )
+        secret = get_or_none(self.store, Secret, secret_name, obj.namespace)
+        if secret is None:
+            return self._waiting(obj, "WaitingForBootstrapData", f"secret {secret_name} does not exist")
+        try:
+            bootstrap = secret.value(BOOTSTRAP_KEY)
+        except KeyError:
+            return self._waiting(
+                obj, "WaitingForBootstrapData", f"secret {secret_name} has no key {BOOTSTRAP_KEY!r}"
+            )
+        scope = ReconcileScope(
+            self.store,
+            StatusRecorder(self.store, obj),
+            self.engine,
+            self.pool.for_region(awscluster.spec.region),
+            cluster.name,
+            {**awscluster.spec.additional_tags, **obj.spec.additional_tags},
+        )
+        result = ignore_exit(MachineReconcile(scope, machine, awscluster, bootstrap).create())
+        generation = scope.obj.metadata.generation
+
+        def observed(o: AWSMachine) -> None:
+            o.status.observed_generation = generation
+            if scope.failure is not None:
+                o.status.failure_reason = scope.failure.reason
+                o.status.failure_message = str(scope.failure)
+                o.status.ready = False
+            if not o.status.ready:
+                first = next(
+                    (
+                        c
+                        for c in o.status.conditions
+                        if c.type in (INSTANCE_READY, LB_ATTACHED) and c.status != "True"
+                    ),
+                    None,
+                )
+                set_condition(
+                    o.status,
+                    READY,
+                    False,
+                    first.reason if first else "Reconciling",
+                    first.message if first else "reconciling",
+                    first.severity if first else "Info",
+                )
+
+        scope.change_status(observed)
+        scope.patch()
+        return result
+
+    def _waiting(self, obj: AWSMachine, reason: str, message: str) -> Result:
+        from controllers.base import patch_status
+
+        def apply(o: AWSMachine) -> None:
+            set_condition(o.status, INSTANCE_READY, False, reason, message, "Info")
+            set_condition(o.status, READY, False, reason, message, "Info")
+
+        patch_status(self.store, obj, apply)
+        return no_requeue()
+
+    def _delete(self, obj: AWSMachine, cluster: Cluster | None, awscluster: object) -> Result:
+        if AWSMACHINE_FINALIZER not in obj.metadata.finalizers:
+            return no_requeue()
+        region = awscluster.spec.region if isinstance(awscluster, AWSCluster) else None
+        cluster_name = cluster.name if cluster else obj.metadata.labels.get(CLUSTER_NAME_LABEL, "")
+        scope = ReconcileScope(
+            self.store,
+            StatusRecorder(self.store, obj),
+            self.engine,
+            self.pool.for_region(region),
+            cluster_name,
+        )
+        instance_rc = Instance(scope.aws)
+        registration_rc = TargetRegistration(scope.aws)
+
+        def deregister() -> Result | None:
+            self.engine.remove(registration_rc, "lb-registration", scope.engine_scope)
+            return None
+
+        def terminate() -> Result | None:
+            recorded = scope.recorder.recorded("instance")
+            self.engine.remove(instance_rc, "instance", scope.engine_scope)
+            if recorded is not None and instance_rc.describe_by_id(recorded.id) is not None:
+                raise Waiting(f"instance {recorded.id} is shutting down", 5.0)
+            return None
+
+        def deleting(o: AWSMachine) -> None:
+            o.status.ready = False
+            set_condition(o.status, READY, False, "Deleting", "terminating the instance", "Info")
+
+        scope.change_status(deleting)
+        result = Sequential(
+            step(scope, "DeregisterFromLoadBalancer", deregister),
+            step(scope, "TerminateInstance", terminate),
+        ).run(Context())
+        scope.patch()
+        if result.interrupts:
+            return result
+        remove_finalizer(self.store, scope.obj, AWSMACHINE_FINALIZER)
+        _log.info("machine infrastructure deleted", machine=obj.name)
+        return no_requeue()

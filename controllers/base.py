@@ -1,0 +1,97 @@
+"""Pieces every controller shares: reading objects, finalizers, owner references, status patches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from capa_py.api.meta import KubeObject, ObjectReference
+from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.runtime.queue import ObjectKey
+from capa_py.store.errors import NotFound
+from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.protocol import ObjectStore
+
+T = TypeVar("T", bound=KubeObject)
+
+
+def get_or_none(store: ObjectStore, kind: type[T], name: str, namespace: str | None) -> T | None:
+    try:
+        return store.get(kind, name, namespace)
+    except NotFound:
+        return None
+
+
+def fetch(store: ObjectStore, kind: type[T], key: ObjectKey) -> T | None:
+    return get_or_none(store, kind, key.name, key.namespace or None)
+
+
+def resolve_ref(store: ObjectStore, ref: ObjectReference | None, namespace: str | None) -> KubeObject | None:
+    """The object an ObjectReference points at (None when unset, of an unknown kind, or absent)."""
+    if ref is None or not ref.kind or not ref.name or not ref.api_version:
+        return None
+    try:
+        kind = REGISTRY.for_gvk(ref.api_version, ref.kind)
+    except UnknownKind:
+        return None
+    return get_or_none(store, kind, ref.name, ref.namespace or namespace)
+
+
+def add_finalizer(store: ObjectStore, obj: T, finalizer: str) -> T:
+    if finalizer in obj.metadata.finalizers:
+        return obj
+
+    def mutate(o: T) -> None:
+        if finalizer not in o.metadata.finalizers:
+            o.metadata.finalizers.append(finalizer)
+
+    return retry_on_conflict(store, obj, mutate)
+
+
+def remove_finalizer(store: ObjectStore, obj: T, finalizer: str) -> T:
+    if finalizer not in obj.metadata.finalizers:
+        return obj
+
+    def mutate(o: T) -> None:
+        o.metadata.finalizers = [f for f in o.metadata.finalizers if f != finalizer]
+
+    return retry_on_conflict(store, obj, mutate)
+
+
+def ensure_owner(store: ObjectStore, obj: T, owner: KubeObject, controller: bool = True) -> T:
+    """Make ``owner`` an owner of ``obj`` (idempotent)."""
+    if any(ref.uid == owner.metadata.uid for ref in obj.metadata.owner_references):
+        return obj
+
+    def mutate(o: T) -> None:
+        if not any(ref.uid == owner.metadata.uid for ref in o.metadata.owner_references):
+            o.metadata.owner_references.append(owner.owner_reference(controller=controller))
+
+    return retry_on_conflict(store, obj, mutate)
+
+
+def ensure_labels(store: ObjectStore, obj: T, labels: dict[str, str]) -> T:
+    if all(obj.metadata.labels.get(k) == v for k, v in labels.items()):
+        return obj
+
+    def mutate(o: T) -> None:
+        o.metadata.labels.update(labels)
+
+    return retry_on_conflict(store, obj, mutate)
+
+
+def patch_status(store: ObjectStore, obj: T, apply: Callable[[T], None]) -> T:
+    """Apply a status change and write it only when it changes something (no write, no event otherwise)."""
+    before = obj.to_dict().get("status")
+    candidate = obj.model_copy(deep=True)
+    apply(candidate)
+    if candidate.to_dict().get("status") == before:
+        return obj
+    return retry_on_conflict(store, obj, apply, status=True)
+
+
+def owner_of_kind(obj: KubeObject, kind: str) -> ObjectKey | None:
+    for ref in obj.metadata.owner_references:
+        if ref.kind == kind:
+            return ObjectKey(kind, obj.metadata.namespace or "", ref.name)
+    return None

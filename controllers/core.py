@@ -1,0 +1,310 @@
+"""A minimal Cluster API core: what the core controllers do in a real management cluster.
+
+So that the embedded mode is complete on its own: Cluster and Machine phases, ``infrastructureReady`` read
+from the infrastructure object, owner references (Cluster → infrastructure cluster, Machine → infrastructure
+machine, Cluster → Machine), the control-plane endpoint copied from the infrastructure, cascading delete of a
+cluster's machines and infrastructure, and pausing with ``spec.paused`` or the ``cluster.x-k8s.io/paused``
+annotation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+
+from capa_py.api.cluster import (
+    CLUSTER_FINALIZER,
+    CLUSTER_NAME_LABEL,
+    MACHINE_FINALIZER,
+    PAUSED_ANNOTATION,
+    Cluster,
+    ClusterPhase,
+    Machine,
+    MachineAddress,
+    MachinePhase,
+)
+from capa_py.api.conditions import READY, set_condition
+from capa_py.api.meta import KubeObject
+from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
+from capa_py.logging import get_logger
+from capa_py.runtime.queue import ObjectKey
+from capa_py.store.errors import NotFound
+from capa_py.store.protocol import ObjectStore, WatchEvent
+from controllers.base import (
+    add_finalizer,
+    ensure_labels,
+    ensure_owner,
+    fetch,
+    get_or_none,
+    patch_status,
+    remove_finalizer,
+    resolve_ref,
+)
+
+INFRASTRUCTURE_READY = "InfrastructureReady"
+BOOTSTRAP_READY = "BootstrapReady"
+_log = get_logger("controller.core")
+
+
+def _status_field(obj: KubeObject | None, name: str) -> object:
+    status = getattr(obj, "status", None)
+    return getattr(status, name, None) if status is not None else None
+
+
+def infra_ready(infra: KubeObject | None) -> bool:
+    return bool(_status_field(infra, "ready"))
+
+
+def infra_failure(infra: KubeObject | None) -> tuple[str | None, str | None]:
+    return _status_field(infra, "failure_reason"), _status_field(infra, "failure_message")  # type: ignore[return-value]
+
+
+class ClusterController:
+    name = "cluster"
+    kind = Cluster
+
+    def __init__(self, store: ObjectStore, infrastructure_kinds: Sequence[type[KubeObject]] = ()) -> None:
+        self.store = store
+        self.watched_kinds: Sequence[type[KubeObject]] = (Machine, *infrastructure_kinds)
+
+    def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]:
+        obj = event.object
+        if isinstance(obj, Machine):
+            return [ObjectKey("Cluster", obj.metadata.namespace or "", obj.spec.cluster_name)]
+        if obj.KIND in {k.KIND for k in self.watched_kinds}:
+            owner = next((r for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
+            name = owner.name if owner else obj.metadata.labels.get(CLUSTER_NAME_LABEL)
+            return [ObjectKey("Cluster", obj.metadata.namespace or "", name)] if name else []
+        return []
+
+    def reconcile(self, key: ObjectKey) -> Result:
+        cluster = fetch(self.store, Cluster, key)
+        if cluster is None:
+            return no_requeue()
+        if cluster.being_deleted:
+            return self._reconcile_delete(cluster)
+        if cluster.paused:
+            return no_requeue()
+        cluster = add_finalizer(self.store, cluster, CLUSTER_FINALIZER)
+        infra = resolve_ref(self.store, cluster.spec.infrastructure_ref, cluster.namespace)
+        if infra is not None:
+            infra = ensure_owner(self.store, infra, cluster)
+            infra = ensure_labels(self.store, infra, {CLUSTER_NAME_LABEL: cluster.name})
+            endpoint = getattr(getattr(infra, "spec", None), "control_plane_endpoint", None)
+            if (
+                infra_ready(infra)
+                and endpoint is not None
+                and endpoint.is_set
+                and not cluster.spec.control_plane_endpoint.is_set
+            ):
+
+                def copy_endpoint(c: Cluster) -> None:
+                    c.spec.control_plane_endpoint = endpoint.model_copy()
+
+                from capa_py.store.helpers import retry_on_conflict
+
+                cluster = retry_on_conflict(self.store, cluster, copy_endpoint)
+        ready = infra_ready(infra)
+        reason, message = infra_failure(infra)
+        phase: ClusterPhase
+        if reason:
+            phase = "Failed"
+        elif infra is None:
+            phase = "Pending"
+        elif ready and cluster.spec.control_plane_endpoint.is_set:
+            phase = "Provisioned"
+        else:
+            phase = "Provisioning"
+
+        def apply(c: Cluster) -> None:
+            c.status.phase = phase
+            c.status.infrastructure_ready = ready
+            c.status.failure_reason = reason
+            c.status.failure_message = message
+            c.status.observed_generation = c.metadata.generation
+            if ready:
+                set_condition(c.status, INFRASTRUCTURE_READY, True)
+            elif infra is None:
+                set_condition(
+                    c.status,
+                    INFRASTRUCTURE_READY,
+                    False,
+                    "WaitingForInfrastructure",
+                    "the infrastructure object does not exist yet",
+                    "Info",
+                )
+            else:
+                set_condition(
+                    c.status,
+                    INFRASTRUCTURE_READY,
+                    False,
+                    reason or "InfrastructureNotReady",
+                    message or f"{infra.ref()} is not ready",
+                    "Error" if reason else "Info",
+                )
+            set_condition(
+                c.status,
+                READY,
+                phase == "Provisioned",
+                None if phase == "Provisioned" else "Phase" + phase,
+                None if phase == "Provisioned" else f"cluster is {phase}",
+            )
+
+        patch_status(self.store, cluster, apply)
+        return no_requeue()
+
+    def _machines(self, cluster: Cluster) -> list[Machine]:
+        return [
+            m
+            for m in self.store.list(Machine, namespace=cluster.namespace)
+            if m.spec.cluster_name == cluster.name
+        ]
+
+    def _reconcile_delete(self, cluster: Cluster) -> Result:
+        def apply(c: Cluster) -> None:
+            c.status.phase = "Deleting"
+
+        cluster = patch_status(self.store, cluster, apply)
+        machines = self._machines(cluster)
+        for machine in machines:
+            if not machine.being_deleted:
+                try:
+                    self.store.delete(Machine, machine.name, machine.namespace)
+                except NotFound:
+                    continue
+        if machines:
+            return requeue_after(2.0)
+        infra = resolve_ref(self.store, cluster.spec.infrastructure_ref, cluster.namespace)
+        if infra is not None:
+            if not infra.being_deleted:
+                with contextlib.suppress(NotFound):
+                    self.store.delete(type(infra), infra.name, infra.namespace)
+            return requeue_after(2.0)
+        remove_finalizer(self.store, cluster, CLUSTER_FINALIZER)
+        _log.info("cluster deleted", cluster=cluster.name)
+        return no_requeue()
+
+
+class MachineController:
+    name = "machine"
+    kind = Machine
+
+    def __init__(self, store: ObjectStore, infrastructure_kinds: Sequence[type[KubeObject]] = ()) -> None:
+        self.store = store
+        self.watched_kinds: Sequence[type[KubeObject]] = (Cluster, *infrastructure_kinds)
+
+    def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]:
+        obj = event.object
+        if isinstance(obj, Cluster):
+            return [
+                ObjectKey("Machine", m.metadata.namespace or "", m.name)
+                for m in self.store.list(Machine, namespace=obj.namespace)
+                if m.spec.cluster_name == obj.name
+            ]
+        owner = next((r for r in obj.metadata.owner_references if r.kind == "Machine"), None)
+        return [ObjectKey("Machine", obj.metadata.namespace or "", owner.name)] if owner else []
+
+    def reconcile(self, key: ObjectKey) -> Result:
+        machine = fetch(self.store, Machine, key)
+        if machine is None:
+            return no_requeue()
+        cluster = get_or_none(self.store, Cluster, machine.spec.cluster_name, machine.namespace)
+        if machine.being_deleted:
+            return self._reconcile_delete(machine)
+        if cluster is None:
+
+            def waiting(m: Machine) -> None:
+                m.status.phase = "Pending"
+                set_condition(
+                    m.status,
+                    READY,
+                    False,
+                    "WaitingForCluster",
+                    f"cluster {m.spec.cluster_name} does not exist",
+                    "Info",
+                )
+
+            patch_status(self.store, machine, waiting)
+            return requeue_after(5.0)
+        if cluster.paused or PAUSED_ANNOTATION in machine.metadata.annotations:
+            return no_requeue()
+        machine = add_finalizer(self.store, machine, MACHINE_FINALIZER)
+        machine = ensure_owner(self.store, machine, cluster, controller=False)
+        machine = ensure_labels(self.store, machine, {CLUSTER_NAME_LABEL: cluster.name})
+        infra = resolve_ref(self.store, machine.spec.infrastructure_ref, machine.namespace)
+        if infra is not None:
+            infra = ensure_owner(self.store, infra, machine)
+            infra = ensure_labels(self.store, infra, {CLUSTER_NAME_LABEL: cluster.name})
+        provider_id = _status_field(infra, "provider_id") or getattr(
+            getattr(infra, "spec", None), "provider_id", None
+        )
+        if provider_id and machine.spec.provider_id != provider_id:
+            from capa_py.store.helpers import retry_on_conflict
+
+            def set_provider(m: Machine) -> None:
+                m.spec.provider_id = str(provider_id)
+
+            machine = retry_on_conflict(self.store, machine, set_provider)
+        bootstrap_ready = bool(machine.spec.bootstrap.data_secret_name)
+        ready = infra_ready(infra)
+        reason, message = infra_failure(infra)
+        found = _status_field(infra, "addresses")
+        addresses: list[MachineAddress] = list(found) if isinstance(found, list) else []
+        phase: MachinePhase
+        if reason:
+            phase = "Failed"
+        elif ready and machine.spec.provider_id:
+            phase = "Provisioned"
+        elif bootstrap_ready and infra is not None:
+            phase = "Provisioning"
+        else:
+            phase = "Pending"
+
+        def apply(m: Machine) -> None:
+            m.status.phase = phase
+            m.status.bootstrap_ready = bootstrap_ready
+            m.status.infrastructure_ready = ready
+            m.status.addresses = [a.model_copy() for a in addresses]
+            m.status.failure_reason = reason
+            m.status.failure_message = message
+            m.status.observed_generation = m.metadata.generation
+            set_condition(
+                m.status,
+                BOOTSTRAP_READY,
+                bootstrap_ready,
+                None if bootstrap_ready else "WaitingForDataSecret",
+                None if bootstrap_ready else "spec.bootstrap.dataSecretName is not set",
+                None if bootstrap_ready else "Info",
+            )
+            set_condition(
+                m.status,
+                INFRASTRUCTURE_READY,
+                ready,
+                None if ready else (reason or "WaitingForInfrastructure"),
+                None if ready else (message or "the infrastructure machine is not ready"),
+                None if ready else ("Error" if reason else "Info"),
+            )
+            set_condition(
+                m.status,
+                READY,
+                phase == "Provisioned",
+                None if phase == "Provisioned" else "Phase" + phase,
+                None if phase == "Provisioned" else f"machine is {phase}",
+            )
+
+        patch_status(self.store, machine, apply)
+        return no_requeue()
+
+    def _reconcile_delete(self, machine: Machine) -> Result:
+        def apply(m: Machine) -> None:
+            m.status.phase = "Deleting"
+
+        machine = patch_status(self.store, machine, apply)
+        infra = resolve_ref(self.store, machine.spec.infrastructure_ref, machine.namespace)
+        if infra is not None:
+            if not infra.being_deleted:
+                with contextlib.suppress(NotFound):
+                    self.store.delete(type(infra), infra.name, infra.namespace)
+            return requeue_after(2.0)
+        remove_finalizer(self.store, machine, MACHINE_FINALIZER)
+        return no_requeue()

@@ -1,0 +1,107 @@
+"""Running the controllers in-process until a set of objects converges (``capa apply``/``delete --wait``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from capa_py.api.meta import KubeObject
+from capa_py.aws.accounting import CallCounter, call_scope
+from capa_py.runtime.manager import Controller, Manager
+from capa_py.store.errors import NotFound
+from capa_py.store.protocol import ObjectStore
+
+Readiness = Literal["ready", "failed", "pending", "gone"]
+
+
+def readiness(obj: KubeObject | None) -> Readiness:
+    """Whether an object is ready, failed or still pending, by its kind's status conventions."""
+    if obj is None:
+        return "gone"
+    status = getattr(obj, "status", None)
+    if status is None:
+        return "ready"
+    if getattr(status, "failure_reason", None):
+        return "failed"
+    phase = getattr(status, "phase", None)
+    if phase == "Failed":
+        return "failed"
+    if obj.KIND == "Cluster":
+        return "ready" if phase == "Provisioned" else "pending"
+    if obj.KIND == "Machine":
+        return "ready" if phase in ("Provisioned", "Running") else "pending"
+    if hasattr(status, "ready"):
+        return "ready" if status.ready else "pending"
+    return "ready"
+
+
+@dataclass
+class ConvergeResult:
+    converged: bool
+    timed_out: bool
+    states: dict[str, Readiness]
+    objects: list[KubeObject]
+    calls: CallCounter
+    elapsed: float
+    reconciles: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[str]:
+        return [ref for ref, state in self.states.items() if state == "failed"]
+
+
+def _refresh(store: ObjectStore, targets: Sequence[KubeObject]) -> list[KubeObject | None]:
+    current: list[KubeObject | None] = []
+    for obj in targets:
+        try:
+            current.append(store.get(type(obj), obj.metadata.name, obj.metadata.namespace))
+        except NotFound:
+            current.append(None)
+    return current
+
+
+def converge(
+    store: ObjectStore,
+    controllers: Sequence[Controller],
+    targets: Sequence[KubeObject],
+    goal: Literal["ready", "gone"] = "ready",
+    timeout: float = 1800.0,
+    on_tick: Callable[[list[KubeObject | None]], None] | None = None,
+    workers: int = 4,
+) -> ConvergeResult:
+    """Run the controllers until every target is ready (or gone), one has failed, or time runs out."""
+    manager = Manager(store, controllers, workers=workers)
+    started = time.monotonic()
+    last: list[KubeObject | None] = []
+
+    def done() -> bool:
+        nonlocal last
+        last = _refresh(store, targets)
+        states = [readiness(o) for o in last]
+        if goal == "gone":
+            return all(s == "gone" for s in states)
+        return all(s == "ready" for s in states) or any(s == "failed" for s in states)
+
+    def tick() -> None:
+        if on_tick is not None:
+            on_tick(last)
+
+    with call_scope() as calls:
+        finished = manager.run(until=done, timeout=timeout, on_tick=tick)
+    last = _refresh(store, targets)
+    states = {obj.ref(): readiness(cur) for obj, cur in zip(targets, last, strict=True)}
+    if goal == "gone":
+        converged = all(s == "gone" for s in states.values())
+    else:
+        converged = all(s == "ready" for s in states.values())
+    return ConvergeResult(
+        converged=converged,
+        timed_out=not finished,
+        states=states,
+        objects=[o for o in last if o is not None],
+        calls=calls,
+        elapsed=time.monotonic() - started,
+        reconciles=dict(manager.reconciles),
+    )

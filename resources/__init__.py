@@ -1,0 +1,71 @@
+"""The AWS resource classes capa-py manages, one module each.
+
+Each module declares a desired-state dataclass and a :class:`~capa_py.engine.resource.ResourceClass` with
+the facts of its AWS create API (its traits) and its calls; the engine picks the strategy. This package
+lists them all for the engine, the CLI and the traits-honesty test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capa_py.engine.resource import ResourceClass
+from resources.elastic_ip import ElasticIp
+from resources.instance import Instance
+from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
+from resources.load_balancer import Listener, LoadBalancer, TargetGroup, TargetRegistration
+from resources.nat_gateway import NatGateway
+from resources.route_table import Route, RouteTable, RouteTableAssociation
+from resources.security_group import SecurityGroup
+from resources.subnet import Subnet
+from resources.vpc import Vpc
+
+RESOURCE_CLASSES: tuple[type[ResourceClass[Any]], ...] = (
+    Vpc,
+    Subnet,
+    InternetGateway,
+    InternetGatewayAttachment,
+    ElasticIp,
+    NatGateway,
+    RouteTable,
+    Route,
+    RouteTableAssociation,
+    SecurityGroup,
+    LoadBalancer,
+    TargetGroup,
+    Listener,
+    TargetRegistration,
+    Instance,
+)
+"""Every resource class, in creation order for a cluster."""
+
+_BY_KIND: dict[str, type[ResourceClass[Any]]] = {cls.kind: cls for cls in RESOURCE_CLASSES}
+
+
+def resource_class(kind: str) -> type[ResourceClass[Any]]:
+    """The resource class for a kind (``vpc``, ``nat-gateway``…)."""
+    try:
+        return _BY_KIND[kind]
+    except KeyError:
+        raise KeyError(f"unknown resource kind {kind!r} (known: {', '.join(sorted(_BY_KIND))})") from None
+
+
+__all__ = [
+    "RESOURCE_CLASSES",
+    "ElasticIp",
+    "Instance",
+    "InternetGateway",
+    "InternetGatewayAttachment",
+    "Listener",
+    "LoadBalancer",
+    "NatGateway",
+    "Route",
+    "RouteTable",
+    "RouteTableAssociation",
+    "SecurityGroup",
+    "Subnet",
+    "TargetGroup",
+    "TargetRegistration",
+    "Vpc",
+    "resource_class",
+]

@@ -1,0 +1,184 @@
+"""EC2 instances (``RunInstances``): the machines of the cluster, one per AWSMachine.
+
+The bootstrap data (user data) is a secret — it carries join tokens and certificates. It is passed to
+``RunInstances`` as raw bytes (botocore base64-encodes ``UserData`` for this operation, so encoding it here
+too would double-encode it), is kept out of :class:`InstanceDesired`'s ``repr`` and out of
+:meth:`Instance.fingerprint`, and is never logged.
+
+The instance and its root volume are tagged in the same call. ``ClientToken`` (derived from the AWSMachine's
+uid) makes a repeated create return the first instance. Terminated instances stay visible for about an hour:
+:meth:`Instance.describe_by_id` returns None for them, and lookups by tags skip them and those shutting down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from capa_py.aws.errors import InvalidRequest
+from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.tags import owning_cluster
+from capa_py.engine.traits import Traits
+from resources._common import carries, client_token_param, ec2_create_tags, ec2_items, tag_specifications
+
+LIVE_STATES = ("pending", "running", "stopping", "stopped")
+GONE_STATES = frozenset({"terminated"})
+
+
+@dataclass(frozen=True)
+class InstanceDesired:
+    image_id: str
+    instance_type: str
+    subnet_id: str
+    security_group_ids: tuple[str, ...] = ()
+    iam_instance_profile: str | None = None
+    """An instance profile name, or its ARN."""
+    key_name: str | None = None
+    root_volume_size: int | None = None
+    """GiB; None keeps the AMI's root volume as it is."""
+    root_volume_type: str = "gp3"
+    root_device_name: str | None = None
+    """None: read from the AMI (``DescribeImages``) when a root volume size is given."""
+    user_data: bytes = field(default=b"", repr=False)
+    """The bootstrap data, raw (not base64). Secret: never logged, never fingerprinted, not in repr."""
+
+
+def _observed(instance: Mapping[str, Any]) -> Observed:
+    profile = instance.get("IamInstanceProfile") or {}
+    return Observed(
+        id=instance["InstanceId"],
+        tags=tag_dict(instance.get("Tags")),
+        state=instance.get("State", {}).get("Name"),
+        created_at=instance.get("LaunchTime"),
+        attributes={
+            "image_id": instance.get("ImageId"),
+            "instance_type": instance.get("InstanceType"),
+            "subnet_id": instance.get("SubnetId"),
+            "vpc_id": instance.get("VpcId"),
+            "availability_zone": instance.get("Placement", {}).get("AvailabilityZone"),
+            "private_ip": instance.get("PrivateIpAddress"),
+            "public_ip": instance.get("PublicIpAddress"),
+            "private_dns_name": instance.get("PrivateDnsName") or None,
+            "public_dns_name": instance.get("PublicDnsName") or None,
+            "security_group_ids": sorted(g["GroupId"] for g in instance.get("SecurityGroups", [])),
+            "iam_instance_profile_arn": profile.get("Arn"),
+            "key_name": instance.get("KeyName"),
+        },
+    )
+
+
+class Instance(ResourceClass[InstanceDesired]):
+    """An EC2 instance. ``delete`` terminates it; of an id that does not exist it raises
+    :class:`~capa_py.aws.errors.NotFound` (``InvalidInstanceID.NotFound``); terminating an instance already
+    terminated succeeds."""
+
+    kind = "instance"
+    service = "ec2"
+    create_operation = "RunInstances"
+    traits = Traits(tag_on_create=True, client_token=True, taggable=True)
+    """RunInstances accepts TagSpecifications for the instance and its volumes (tag_on_create) and
+    ClientToken (client_token); CreateTags tags it later (taggable)."""
+
+    def create(self, desired: InstanceDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
+        params: dict[str, Any] = {
+            "ImageId": desired.image_id,
+            "InstanceType": desired.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "SubnetId": desired.subnet_id,
+            **tag_specifications(("instance", "volume"), tags),
+            **client_token_param(token),
+        }
+        if desired.security_group_ids:
+            params["SecurityGroupIds"] = list(desired.security_group_ids)
+        if desired.iam_instance_profile:
+            profile_key = "Arn" if desired.iam_instance_profile.startswith("arn:") else "Name"
+            params["IamInstanceProfile"] = {profile_key: desired.iam_instance_profile}
+        if desired.key_name:
+            params["KeyName"] = desired.key_name
+        if desired.root_volume_size is not None:
+            params["BlockDeviceMappings"] = [
+                {
+                    "DeviceName": desired.root_device_name or self.root_device_name(desired.image_id),
+                    "Ebs": {
+                        "VolumeSize": desired.root_volume_size,
+                        "VolumeType": desired.root_volume_type,
+                        "DeleteOnTermination": True,
+                    },
+                }
+            ]
+        if desired.user_data:
+            params["UserData"] = desired.user_data
+        # after_create: the subnet, groups and instance profile may be moments old.
+        response = self.aws.ec2.call("RunInstances", after_create=True, **params)
+        return _observed(response["Instances"][0])
+
+    def root_device_name(self, image_id: str) -> str:
+        """The AMI's root device (``/dev/sda1``, ``/dev/xvda``…), which a root volume mapping must name."""
+        images = self.aws.ec2.call("DescribeImages", ImageIds=[image_id]).get("Images", [])
+        if not images or not images[0].get("RootDeviceName"):
+            raise InvalidRequest(
+                f"ec2:DescribeImages: AMI {image_id} not found or has no root device",
+                "ec2",
+                "DescribeImages",
+                "InvalidAMIID.NotFound",
+            )
+        return str(images[0]["RootDeviceName"])
+
+    def describe_by_id(self, resource_id: str) -> Observed | None:
+        for instance in self._instances(InstanceIds=[resource_id]):
+            if (
+                instance["InstanceId"] == resource_id
+                and instance.get("State", {}).get("Name") not in GONE_STATES
+            ):
+                return _observed(instance)
+        return None
+
+    def describe_by_tags(self, tags: Mapping[str, str], desired: InstanceDesired | None) -> list[Observed]:
+        filters = [*tag_filters(tags), {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]
+        found = map(_observed, self._instances(Filters=filters))
+        return [o for o in found if o.state in LIVE_STATES and carries(o.tags, tags)]
+
+    def describe_candidates(self, desired: InstanceDesired) -> list[Observed]:
+        """Live instances in the desired subnet from the desired AMI and type that no cluster owns."""
+        filters = [
+            {"Name": "subnet-id", "Values": [desired.subnet_id]},
+            {"Name": "image-id", "Values": [desired.image_id]},
+            {"Name": "instance-type", "Values": [desired.instance_type]},
+            {"Name": "instance-state-name", "Values": list(LIVE_STATES)},
+        ]
+        found = map(_observed, self._instances(Filters=filters))
+        return [o for o in found if o.state in LIVE_STATES and owning_cluster(o.tags) is None]
+
+    def is_ready(self, observed: Observed) -> bool:
+        return observed.state == "running"
+
+    def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
+        ec2_create_tags(self.aws, resource_id, tags)
+
+    def delete(self, resource_id: str) -> None:
+        self.aws.ec2.call("TerminateInstances", InstanceIds=[resource_id])
+
+    def key_of(self, desired: InstanceDesired) -> str:
+        return f"{desired.instance_type} from {desired.image_id} in {desired.subnet_id}"
+
+    def fingerprint(self, desired: InstanceDesired) -> dict[str, str]:
+        """The launch parameters an intent records — never the user data, nor a digest of it."""
+        fingerprint = {
+            "image_id": desired.image_id,
+            "instance_type": desired.instance_type,
+            "subnet_id": desired.subnet_id,
+            "security_group_ids": ",".join(sorted(desired.security_group_ids)),
+        }
+        if desired.iam_instance_profile:
+            fingerprint["iam_instance_profile"] = desired.iam_instance_profile
+        if desired.key_name:
+            fingerprint["key_name"] = desired.key_name
+        if desired.root_volume_size is not None:
+            fingerprint["root_volume"] = f"{desired.root_volume_size}GiB {desired.root_volume_type}"
+        return fingerprint
+
+    def _instances(self, **params: Any) -> list[dict[str, Any]]:
+        reservations = ec2_items(self.aws.ec2, "DescribeInstances", "Reservations", **params)
+        return [instance for reservation in reservations for instance in reservation.get("Instances", [])]

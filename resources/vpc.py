@@ -1,0 +1,106 @@
+"""The cluster VPC (``CreateVpc``), with DNS support and DNS hostnames as mutable attributes.
+
+DNS hostnames are off on a new non-default VPC; instances then get no private DNS names, which the
+in-cluster cloud provider relies on, so :meth:`Vpc.update` turns them on (and DNS support first, which
+hostnames need).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.tags import owning_cluster
+from capa_py.engine.traits import Traits
+from resources._common import carries, ec2_create_tags, ec2_items, tag_specifications
+
+
+@dataclass(frozen=True)
+class VpcDesired:
+    cidr_block: str
+    enable_dns_support: bool = True
+    enable_dns_hostnames: bool = True
+
+
+# (DescribeVpcAttribute ``Attribute`` value, ModifyVpcAttribute / response member), support first: AWS
+# refuses DNS hostnames on a VPC without DNS support.
+_DNS_ATTRIBUTES = (("enableDnsSupport", "EnableDnsSupport"), ("enableDnsHostnames", "EnableDnsHostnames"))
+
+
+def _observed(vpc: Mapping[str, Any]) -> Observed:
+    return Observed(
+        id=vpc["VpcId"],
+        tags=tag_dict(vpc.get("Tags")),
+        state=vpc.get("State"),
+        attributes={"cidr_block": vpc.get("CidrBlock"), "is_default": bool(vpc.get("IsDefault"))},
+    )
+
+
+class Vpc(ResourceClass[VpcDesired]):
+    """A VPC. ``delete`` of an id that does not exist raises :class:`~capa_py.aws.errors.NotFound`
+    (``InvalidVpcID.NotFound``), which callers treat as gone."""
+
+    kind = "vpc"
+    service = "ec2"
+    create_operation = "CreateVpc"
+    traits = Traits(tag_on_create=True, taggable=True)
+    """CreateVpc accepts TagSpecifications (tag_on_create); it has no ClientToken; CreateTags tags it later
+    (taggable); a CIDR is not unique across VPCs, so there is no natural key."""
+
+    def create(self, desired: VpcDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
+        response = self.aws.ec2.call(
+            "CreateVpc", CidrBlock=desired.cidr_block, **tag_specifications("vpc", tags)
+        )
+        return _observed(response["Vpc"])
+
+    def describe_by_id(self, resource_id: str) -> Observed | None:
+        vpcs = ec2_items(self.aws.ec2, "DescribeVpcs", "Vpcs", VpcIds=[resource_id])
+        return _observed(vpcs[0]) if vpcs else None
+
+    def describe_by_tags(self, tags: Mapping[str, str], desired: VpcDesired | None) -> list[Observed]:
+        vpcs = ec2_items(self.aws.ec2, "DescribeVpcs", "Vpcs", Filters=tag_filters(tags))
+        return [o for o in map(_observed, vpcs) if carries(o.tags, tags)]
+
+    def describe_candidates(self, desired: VpcDesired) -> list[Observed]:
+        """VPCs with the desired CIDR that no cluster owns (and that are not the default VPC)."""
+        filters = [{"Name": "cidr", "Values": [desired.cidr_block]}]
+        vpcs = ec2_items(self.aws.ec2, "DescribeVpcs", "Vpcs", Filters=filters)
+        return [
+            o
+            for o in map(_observed, vpcs)
+            if not o.attributes["is_default"] and owning_cluster(o.tags) is None
+        ]
+
+    def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
+        ec2_create_tags(self.aws, resource_id, tags)
+
+    def update(self, observed: Observed, desired: VpcDesired) -> bool:
+        wanted = {
+            "enableDnsSupport": desired.enable_dns_support,
+            "enableDnsHostnames": desired.enable_dns_hostnames,
+        }
+        changed = False
+        for attribute, member in _DNS_ATTRIBUTES:
+            current = self.aws.ec2.call(
+                "DescribeVpcAttribute", after_create=True, VpcId=observed.id, Attribute=attribute
+            )
+            if bool(current.get(member, {}).get("Value")) != wanted[attribute]:
+                self.aws.ec2.call(
+                    "ModifyVpcAttribute",
+                    after_create=True,
+                    VpcId=observed.id,
+                    **{member: {"Value": wanted[attribute]}},
+                )
+                changed = True
+        return changed
+
+    def delete(self, resource_id: str) -> None:
+        self.aws.ec2.call("DeleteVpc", VpcId=resource_id)
+
+    def key_of(self, desired: VpcDesired) -> str:
+        return f"vpc {desired.cidr_block}"
+
+    def fingerprint(self, desired: VpcDesired) -> dict[str, str]:
+        return {"cidr_block": desired.cidr_block}

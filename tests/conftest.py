@@ -1,0 +1,23 @@
+"""Fixtures shared by every test package; topic-specific fixtures live next to their tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from capa_py.store import SQLiteStore
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    """Where the test's SQLite store lives (a fresh file per test)."""
+    return tmp_path / "state.db"
+
+
+@pytest.fixture
+def store(store_path: Path) -> Iterator[SQLiteStore]:
+    """A real SQLite store with the built-in kinds, closed after the test."""
+    with SQLiteStore(store_path) as opened:
+        yield opened

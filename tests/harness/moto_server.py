@@ -1,0 +1,162 @@
+"""moto servers as subprocesses on loopback, for tests that talk to "AWS" over real HTTP.
+
+A test talks to the server with a real boto3 client (real wire format, real error parsing), exactly as
+capa-py talks to AWS; only the endpoint URL differs. Two flavours:
+
+* plain moto (``python -m moto.server``), with moto's gaps — it ignores ``ClientToken``;
+* moto with ``ClientToken`` honoured (``tests/harness/moto_tokens.py`` run as the server program).
+
+:func:`start_moto_server` picks a free port, starts the subprocess bound to 127.0.0.1, waits until it
+answers and returns a :class:`MotoServer` with ``url``, ``reset()`` and ``stop()``. Server output goes to a
+log file whose tail is shown when the server fails to start.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+HOST = "127.0.0.1"
+_TOKENS_PROGRAM = Path(__file__).with_name("moto_tokens.py")
+# The server needs none of these; keeping them out means no credential ever reaches a test server.
+_STRIPPED_ENV_PREFIXES = ("AWS_",)
+
+
+class MotoServerError(RuntimeError):
+    """The moto server did not start or did not answer."""
+
+
+@dataclass
+class MotoServer:
+    """A running moto server subprocess."""
+
+    url: str
+    port: int
+    honours_tokens: bool
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    _log: IO[bytes] = field(repr=False)
+
+    def reset(self) -> None:
+        """Forget every resource (and every remembered client token) in every account and region."""
+        request = urllib.request.Request(f"{self.url}/moto-api/reset", data=b"", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            if response.status != 200:
+                raise MotoServerError(f"moto reset answered HTTP {response.status}")
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def stop(self, timeout: float = 1.0) -> None:
+        """Terminate the server; kill it if it lingers (its request threads wait on clients' kept-alive
+        connections)."""
+        if self.alive():
+            self.process.terminate()
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        self._log.close()
+        with suppress(OSError):
+            self.log_path.unlink()
+
+    def log_tail(self, limit: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except OSError:
+            return ""
+
+
+def free_port() -> int:
+    """A port free on loopback right now (the server may still lose a race for it; start retries)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def _command(port: int, honour_tokens: bool) -> list[str]:
+    if honour_tokens:
+        return [sys.executable, str(_TOKENS_PROGRAM), "--port", str(port)]
+    return [sys.executable, "-m", "moto.server", "--host", HOST, "--port", str(port)]
+
+
+def _server_env(load_default_amis: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)}
+    env["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "true" if load_default_amis else "false"
+    return env
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=1) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _start_once(honour_tokens: bool, load_default_amis: bool, timeout: float) -> MotoServer:
+    port = free_port()
+    log_fd, log_name = tempfile.mkstemp(prefix="moto-server-", suffix=".log")
+    log = os.fdopen(log_fd, "wb")
+    process = subprocess.Popen(
+        _command(port, honour_tokens),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=_server_env(load_default_amis),
+    )
+    server = MotoServer(f"http://{HOST}:{port}", port, honour_tokens, process, Path(log_name), log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not server.alive():
+            tail = server.log_tail()
+            server.stop()
+            raise MotoServerError(f"moto server on port {port} exited at start:\n{tail}")
+        if _answers(server.url):
+            return server
+        time.sleep(0.1)
+    tail = server.log_tail()
+    server.stop()
+    raise MotoServerError(f"moto server on port {port} did not answer within {timeout:.0f}s:\n{tail}")
+
+
+def start_moto_server(
+    *, honour_tokens: bool = False, load_default_amis: bool = False, timeout: float = 30.0, attempts: int = 3
+) -> MotoServer:
+    """Start a moto server subprocess on a free loopback port and wait until it answers.
+
+    ``load_default_amis`` off (the default) leaves out moto's ~1300 bundled AMIs, which moto rebuilds on the
+    first EC2 call after every reset (about 0.1 s each time); tests register the images they launch.
+    """
+    error: MotoServerError | None = None
+    for _ in range(attempts):
+        try:
+            return _start_once(honour_tokens, load_default_amis, timeout)
+        except MotoServerError as exc:  # most likely a lost race for the port: try another
+            error = exc
+    assert error is not None
+    raise error
+
+
+@contextmanager
+def running_moto_server(
+    *, honour_tokens: bool = False, load_default_amis: bool = False
+) -> Iterator[MotoServer]:
+    """A moto server for the duration of the block."""
+    server = start_moto_server(honour_tokens=honour_tokens, load_default_amis=load_default_amis)
+    try:
+        yield server
+    finally:
+        server.stop()
