@@ -60,9 +60,13 @@ class ReconcileScope(Generic[T]):
     def obj(self) -> T:
         return self.recorder.obj
 
+    _engine_scope: Scope | None = None
+
     @property
     def engine_scope(self) -> Scope:
-        return Scope(self.cluster_name, self.obj.uid, self.recorder, self.additional_tags)
+        if self._engine_scope is None:
+            self._engine_scope = Scope(self.cluster_name, self.obj.uid, self.recorder, self.additional_tags)
+        return self._engine_scope
 
     def change_status(self, change: Callable[[Any], None]) -> None:
         """Apply a status change now (in memory) and again when the status is patched."""

@@ -184,6 +184,12 @@ class ClusterReconcile:
     def managed_vpc(self) -> bool:
         return self.obj.spec.network.vpc.id is None
 
+    def prefetch(self, rc: ResourceClass[Any], roles: Iterable[str]) -> None:
+        self.engine.prefetch(rc, roles, self.scope.engine_scope)
+
+    def recorded_roles(self, prefix: str) -> list[str]:
+        return [role for role in self.obj.status.resources if role.startswith(prefix)]
+
     def ensure(self, rc: ResourceClass[Any], role: str, desired: Any, shared: bool = False) -> Observed:
         return self.engine.ensure(
             rc,
@@ -232,6 +238,7 @@ class ClusterReconcile:
         assert self.vpc_id is not None
         specs = self.subnet_specs()
         self.subnets = []
+        self.prefetch(self.subnet_rc, subnet_roles(specs))
         for role, spec in zip(subnet_roles(specs), specs, strict=True):
             if spec.id is not None:
                 observed = self.subnet_rc.describe_by_id(spec.id)
@@ -281,7 +288,10 @@ class ClusterReconcile:
         if not self.managed_vpc:
             return
         pending: list[str] = []
-        for zone in self.nat_zones():
+        zones = self.nat_zones()
+        self.prefetch(self.eip_rc, [f"eip-nat-{z}" for z in zones])
+        self.prefetch(self.nat_rc, [f"nat-gateway-{z}" for z in zones])
+        for zone in zones:
             public = next(s for s in self.subnets if s.is_public and s.availability_zone == zone)
             address = self.ensure(self.eip_rc, f"eip-nat-{zone}", ElasticIpDesired())
             nat = self.ensure(self.nat_rc, f"nat-gateway-{zone}", NatGatewayDesired(public.id, address.id))
@@ -296,6 +306,9 @@ class ClusterReconcile:
             return
         assert self.vpc_id is not None
         assert self.igw_id is not None
+        self.prefetch(self.rt_rc, self.recorded_roles("route-table-"))
+        self.prefetch(self.route_rc, self.recorded_roles("route-"))
+        self.prefetch(self.assoc_rc, self.recorded_roles("rtassoc-"))
         public_rt = self.ensure(self.rt_rc, "route-table-public", RouteTableDesired(self.vpc_id))
         self.ensure(
             self.route_rc, "route-public-default", RouteDesired(public_rt.id, "0.0.0.0/0", self.igw_id)
@@ -344,6 +357,7 @@ class ClusterReconcile:
 
     def reconcile_security_groups(self) -> None:
         assert self.vpc_id is not None
+        self.prefetch(self.sg_rc, [f"sg-{role}" for role in SG_ROLES])
         ids = {
             role: rec.id
             for role in SG_ROLES
@@ -523,11 +537,13 @@ class ClusterReconcile:
     def sweep_cluster_resources(self) -> None:
         """Delete whatever else carries the cluster's owned tag (duplicates from lost records)."""
         tag = {CLUSTER_TAG_PREFIX + self.cluster: OWNED}
-        machines_left = list(self.scope.store.list(
+        machines_left = list(
+            self.scope.store.list(
                 AWSMachine,
                 namespace=self.obj.namespace,
                 label_selector=f"{CLUSTER_NAME_LABEL}={self.cluster}",
-            ))
+            )
+        )
         classes: list[ResourceClass[Any]] = [
             self.listener_rc,
             self.lb_rc,

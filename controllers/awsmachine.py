@@ -42,6 +42,12 @@ BOOTSTRAP_KEY = "value"
 _log = get_logger("controller.awsmachine")
 
 
+def instance_role(machine_name: str) -> str:
+    """The engine role of a machine's instance: unique per AWSMachine, because lookups by tags match the
+    cluster and role tags only, and every machine of a cluster carries the same cluster tag."""
+    return f"instance-{machine_name}"
+
+
 def provider_id(observed: Observed) -> str:
     zone = observed.attributes.get("availability_zone") or ""
     return f"aws:///{zone}/{observed.id}"
@@ -110,7 +116,7 @@ class MachineReconcile:
         if not spec.ami.id:
             raise InvalidRequest("spec.ami.id is required (AMI lookup is not supported)", code="MissingAMI")
         root_device = None
-        if self.scope.recorder.recorded("instance") is None:
+        if self.scope.recorder.recorded(instance_role(self.obj.name)) is None:
             # Only before a create: confirms the AMI exists (a bad AMI is a user error, not a retry).
             root_device = self.instance_rc.root_device_name(spec.ami.id)
         volume = spec.root_volume
@@ -129,7 +135,11 @@ class MachineReconcile:
 
     def reconcile_instance(self) -> Result | None:
         observed = self.scope.engine.ensure(
-            self.instance_rc, "instance", self.desired(), self.scope.engine_scope, name=self.obj.name
+            self.instance_rc,
+            instance_role(self.obj.name),
+            self.desired(),
+            self.scope.engine_scope,
+            name=self.obj.name,
         )
         self.instance = observed
         instance_id, pid, state, found = (
@@ -339,8 +349,9 @@ class AWSMachineController:
             return None
 
         def terminate() -> Result | None:
-            recorded = scope.recorder.recorded("instance")
-            self.engine.remove(instance_rc, "instance", scope.engine_scope)
+            role = instance_role(obj.name)
+            recorded = scope.recorder.recorded(role)
+            self.engine.remove(instance_rc, role, scope.engine_scope)
             if recorded is not None and instance_rc.describe_by_id(recorded.id) is not None:
                 raise Waiting(f"instance {recorded.id} is shutting down", 5.0)
             return None

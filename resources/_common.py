@@ -45,6 +45,17 @@ def ec2_items(client: AWSClient, operation: str, result_key: str, **params: Any)
         return []
 
 
+def ec2_by_filter(
+    client: AWSClient, operation: str, result_key: str, filter_name: str, ids: Iterable[str]
+) -> list[dict[str, Any]]:
+    """Items whose ``filter_name`` is one of ``ids``, in one call. A filter, unlike an id list, does not
+    fail the whole call when one id no longer exists."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    return ec2_items(client, operation, result_key, Filters=[{"Name": filter_name, "Values": wanted}])
+
+
 def ec2_create_tags(aws: AWSClients, resource_id: str, tags: Mapping[str, str]) -> None:
     """Tag an EC2 resource; usually called right after its create, hence eventual consistency."""
     if tags:

@@ -13,7 +13,7 @@ from typing import Any
 
 from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
-from resources._common import carries, ec2_create_tags, ec2_items, tag_specifications
+from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,12 @@ class ElasticIp(ResourceClass[ElasticIpDesired]):
     def describe_by_id(self, resource_id: str) -> Observed | None:
         addresses = ec2_items(self.aws.ec2, "DescribeAddresses", "Addresses", AllocationIds=[resource_id])
         return _observed(addresses[0]) if addresses else None
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        addresses = ec2_by_filter(
+            self.aws.ec2, "DescribeAddresses", "Addresses", "allocation-id", resource_ids
+        )
+        return {o.id: o for o in map(_observed, addresses) if o.id in resource_ids}
 
     def describe_by_tags(self, tags: Mapping[str, str], desired: ElasticIpDesired | None) -> list[Observed]:
         addresses = ec2_items(self.aws.ec2, "DescribeAddresses", "Addresses", Filters=tag_filters(tags))

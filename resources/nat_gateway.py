@@ -16,7 +16,14 @@ from capa_py.aws.errors import NotFound
 from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
-from resources._common import carries, client_token_param, ec2_create_tags, ec2_items, tag_specifications
+from resources._common import (
+    carries,
+    client_token_param,
+    ec2_by_filter,
+    ec2_create_tags,
+    ec2_items,
+    tag_specifications,
+)
 
 GONE_STATES = frozenset({"deleted", "failed"})
 LIVE_STATES = ("pending", "available")
@@ -80,6 +87,16 @@ class NatGateway(ResourceClass[NatGatewayDesired]):
             g for g in gateways if g.get("NatGatewayId") == resource_id and g.get("State") not in GONE_STATES
         ]
         return _observed(live[0]) if live else None
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        gateways = ec2_by_filter(
+            self.aws.ec2, "DescribeNatGateways", "NatGateways", "nat-gateway-id", resource_ids
+        )
+        return {
+            g["NatGatewayId"]: _observed(g)
+            for g in gateways
+            if g.get("NatGatewayId") in resource_ids and g.get("State") not in GONE_STATES
+        }
 
     def describe_by_tags(self, tags: Mapping[str, str], desired: NatGatewayDesired | None) -> list[Observed]:
         filters = [*tag_filters(tags), {"Name": "state", "Values": list(LIVE_STATES)}]

@@ -20,6 +20,7 @@ from capa_py.engine.traits import Traits
 from resources._common import (
     carries,
     client_token_param,
+    ec2_by_filter,
     ec2_create_tags,
     ec2_items,
     split_id,
@@ -132,6 +133,12 @@ class RouteTable(ResourceClass[RouteTableDesired]):
         tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", RouteTableIds=[resource_id])
         return _observed_table(tables[0]) if tables else None
 
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        tables = ec2_by_filter(
+            self.aws.ec2, "DescribeRouteTables", "RouteTables", "route-table-id", resource_ids
+        )
+        return {o.id: o for o in map(_observed_table, tables) if o.id in resource_ids}
+
     def describe_by_tags(self, tags: Mapping[str, str], desired: RouteTableDesired | None) -> list[Observed]:
         tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", Filters=tag_filters(tags))
         return [o for o in map(_observed_table, tables) if carries(o.tags, tags)]
@@ -233,6 +240,20 @@ class Route(ResourceClass[RouteDesired]):
             "target_id": desired.target_id,
         }
 
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        wanted = {tuple(split_id(rid, "|", self.kind)) for rid in resource_ids}
+        tables = ec2_by_filter(
+            self.aws.ec2, "DescribeRouteTables", "RouteTables", "route-table-id", {t for t, _ in wanted}
+        )
+        found: dict[str, Observed] = {}
+        for table in tables:
+            for route in table.get("Routes", []):
+                key = (table["RouteTableId"], route.get("DestinationCidrBlock"))
+                if key in wanted:
+                    observed = self._observed(key[0], str(key[1]), _route_target(route), route.get("State"))
+                    found[observed.id] = observed
+        return found
+
     def _lookup(self, table_id: str, destination: str) -> Observed | None:
         tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", RouteTableIds=[table_id])
         for table in tables:
@@ -323,10 +344,22 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
     def fingerprint(self, desired: RouteTableAssociationDesired) -> dict[str, str]:
         return {"route_table_id": desired.route_table_id, "subnet_id": desired.subnet_id}
 
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        filters = [{"Name": "association.route-table-association-id", "Values": sorted(set(resource_ids))}]
+        wanted = set(resource_ids)
+        return {o.id: o for o in self._all(filters, lambda a: a.get("RouteTableAssociationId") in wanted)}
+
     def _find(
         self, filters: list[dict[str, Any]], matches: Callable[[Mapping[str, Any]], bool]
     ) -> Observed | None:
+        found = self._all(filters, matches)
+        return found[0] if found else None
+
+    def _all(
+        self, filters: list[dict[str, Any]], matches: Callable[[Mapping[str, Any]], bool]
+    ) -> list[Observed]:
         tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", Filters=filters)
+        found: list[Observed] = []
         for table in tables:
             for association in table.get("Associations", []):
                 if association.get("Main") or not matches(association):
@@ -334,13 +367,15 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
                 state = association.get("AssociationState", {}).get("State", "associated")
                 if state in ("disassociating", "disassociated", "failed"):
                     continue
-                return self._observed(
-                    association["RouteTableAssociationId"],
-                    table["RouteTableId"],
-                    association["SubnetId"],
-                    state,
+                found.append(
+                    self._observed(
+                        association["RouteTableAssociationId"],
+                        table["RouteTableId"],
+                        association["SubnetId"],
+                        state,
+                    )
                 )
-        return None
+        return found
 
     @staticmethod
     def _observed(association_id: str, table_id: str, subnet_id: str, state: str) -> Observed:

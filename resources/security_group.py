@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from capa_py.aws.errors import AlreadyExists, NotFound
 from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
-from resources._common import carries, ec2_create_tags, ec2_items, tag_specifications
+from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
 SELF = "self"
 """``IngressRule.source_group_id`` naming the group the rule belongs to (its id is not known up front)."""
@@ -189,6 +189,12 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
     def describe_by_id(self, resource_id: str) -> Observed | None:
         groups = ec2_items(self.aws.ec2, "DescribeSecurityGroups", "SecurityGroups", GroupIds=[resource_id])
         return _observed(groups[0]) if groups else None
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        groups = ec2_by_filter(
+            self.aws.ec2, "DescribeSecurityGroups", "SecurityGroups", "group-id", resource_ids
+        )
+        return {o.id: o for o in map(_observed, groups) if o.id in resource_ids}
 
     def describe_by_tags(
         self, tags: Mapping[str, str], desired: SecurityGroupDesired | None

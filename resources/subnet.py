@@ -13,7 +13,7 @@ from typing import Any
 
 from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
-from resources._common import carries, ec2_create_tags, ec2_items, tag_specifications
+from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,10 @@ class Subnet(ResourceClass[SubnetDesired]):
     def describe_by_id(self, resource_id: str) -> Observed | None:
         subnets = ec2_items(self.aws.ec2, "DescribeSubnets", "Subnets", SubnetIds=[resource_id])
         return _observed(subnets[0]) if subnets else None
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        subnets = ec2_by_filter(self.aws.ec2, "DescribeSubnets", "Subnets", "subnet-id", resource_ids)
+        return {o.id: o for o in map(_observed, subnets) if o.id in resource_ids}
 
     def describe_by_tags(self, tags: Mapping[str, str], desired: SubnetDesired | None) -> list[Observed]:
         subnets = ec2_items(self.aws.ec2, "DescribeSubnets", "Subnets", Filters=tag_filters(tags))

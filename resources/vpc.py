@@ -14,7 +14,7 @@ from typing import Any
 from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
-from resources._common import carries, ec2_create_tags, ec2_items, tag_specifications
+from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,10 @@ class Vpc(ResourceClass[VpcDesired]):
     def describe_by_id(self, resource_id: str) -> Observed | None:
         vpcs = ec2_items(self.aws.ec2, "DescribeVpcs", "Vpcs", VpcIds=[resource_id])
         return _observed(vpcs[0]) if vpcs else None
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        vpcs = ec2_by_filter(self.aws.ec2, "DescribeVpcs", "Vpcs", "vpc-id", resource_ids)
+        return {o.id: o for o in map(_observed, vpcs) if o.id in resource_ids}
 
     def describe_by_tags(self, tags: Mapping[str, str], desired: VpcDesired | None) -> list[Observed]:
         vpcs = ec2_items(self.aws.ec2, "DescribeVpcs", "Vpcs", Filters=tag_filters(tags))

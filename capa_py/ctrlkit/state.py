@@ -120,6 +120,20 @@ def interpolate(target: KubeObject, text: str) -> str:
     return _REFERENCE.sub(lambda m: resolve_reference(target, m.group(1)), text)
 
 
+_SELECTOR_SYNTAX = re.compile(r"[,=!()\s]")
+
+
+def _selector_value(target: KubeObject, selector: Selector) -> str:
+    """The selector's value with references resolved; a resolved value may not carry selector syntax
+    (a label value like ``a,b!=c`` would otherwise change what the selector matches)."""
+    value = interpolate(target, selector.value)
+    if value != selector.value and selector.kind != "name" and _SELECTOR_SYNTAX.search(value):
+        raise StateError(
+            f"selector {selector}: the value {value!r} from {target.ref()} contains selector syntax"
+        )
+    return value
+
+
 def _owned_by(obj: KubeObject, target: KubeObject) -> bool:
     return any(ref.uid == target.metadata.uid for ref in obj.metadata.owner_references)
 
@@ -132,7 +146,7 @@ def fetch_state(store: ObjectStore, target: KubeObject, spec: StateSpec) -> Any:
     fields: list[str] = []
     owned = False
     for selector in spec.selectors:
-        value = interpolate(target, selector.value) if selector.value else ""
+        value = _selector_value(target, selector) if selector.value else ""
         if selector.kind == "name":
             name = value
         elif selector.kind == "labels":

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
@@ -48,7 +48,14 @@ from capa_py.engine.errors import (
 )
 from capa_py.engine.profiles import AWS, EndpointProfile
 from capa_py.engine.resource import Observed, ResourceClass
-from capa_py.engine.tags import lookup_tags, managed_tags, missing_tags
+from capa_py.engine.tags import (
+    OWNED,
+    cluster_tag_key,
+    lookup_tags,
+    managed_tags,
+    missing_tags,
+    owning_cluster,
+)
 from capa_py.engine.tokens import client_token
 from capa_py.engine.traits import StrategyClass, Traits, choose_strategy
 from capa_py.logging import get_logger
@@ -86,6 +93,12 @@ class Scope:
     owner_uid: str
     recorder: Recorder
     additional_tags: Mapping[str, str] = field(default_factory=dict)
+    prefetched: dict[tuple[str, str], Observed] = field(default_factory=dict)
+    """Observations made in bulk earlier in this reconcile (see :meth:`Engine.prefetch`); each is used
+    once."""
+    tagged: dict[str, list[Observed]] = field(default_factory=dict)
+    """Per kind, every resource carrying this cluster's owned tag, listed once for the roles not yet
+    recorded; ``_find_by_tags`` picks from it instead of asking per role."""
 
 
 def _owned(observed: Observed, scope: Scope, role: str) -> bool:
@@ -126,7 +139,7 @@ class Engine:
         log = _log.bind(kind=rc.kind, role=role, strategy=strategy.label)
         recorded = scope.recorder.recorded(role)
         if recorded is not None:
-            observed = rc.describe_by_id(recorded.id)
+            observed = scope.prefetched.pop((rc.kind, recorded.id), None) or rc.describe_by_id(recorded.id)
             if observed is not None:
                 return self._update(
                     rc, traits, role, recorded, observed, desired, tags, scope, shared_with_cloud_provider
@@ -138,7 +151,10 @@ class Engine:
                     f"{rc.kind} {recorded.id} was created {age:.0f}s ago and is not visible yet", 5.0
                 )
             log.warning("recorded resource is gone from AWS; creating it again", resource_id=recorded.id)
-            self._forget(scope, role)
+            if not traits.client_token:
+                self._forget(scope, role)
+            # With a token the lost record stays until its replacement is recorded: it gives the
+            # replacement a token of its own (see _client_token).
         flow = {
             StrategyClass.TAG_ON_CREATE: self._create_tag_on_create,
             StrategyClass.TOKEN_SEPARATE_TAGGING: self._create_token_then_tag,
@@ -162,6 +178,23 @@ class Engine:
             self._record_or_retry(
                 scope, role, rc, observed, traits, tags_complete=recorded.tags_complete if recorded else True
             )
+
+    def prefetch(self, rc: ResourceClass[Any], roles: Iterable[str], scope: Scope) -> None:
+        """Describe the recorded resources of several roles in one batch, for the ensures that follow.
+
+        Repeated Describe calls are a reconciler's main AWS cost; a batch turns N of them into one. An id
+        the batch does not return is simply not prefetched, and its ensure asks for it alone.
+        """
+        roles = list(roles)
+        records = [scope.recorder.recorded(role) for role in roles]
+        ids = [record.id for record in records if record is not None and record.kind == rc.kind]
+        if len(ids) >= 2:
+            for resource_id, observed in rc.describe_many(ids).items():
+                scope.prefetched[(rc.kind, resource_id)] = observed
+        traits = self.traits(rc)
+        unrecorded = sum(1 for record in records if record is None)
+        if unrecorded >= 2 and (traits.taggable or traits.tag_on_create) and rc.kind not in scope.tagged:
+            scope.tagged[rc.kind] = rc.describe_by_tags({cluster_tag_key(scope.cluster): OWNED}, None)
 
     def _update(
         self,
@@ -205,7 +238,7 @@ class Engine:
             rc, traits, role, desired, scope, require_owned=traits.taggable
         )
         if observed is None:
-            token = client_token(scope.owner_uid, role) if traits.client_token else None
+            token = self._client_token(scope, role) if traits.client_token else None
             observed = rc.create(desired, tags, token)
             _log.info("created", kind=rc.kind, role=role, resource_id=observed.id, strategy="tag-on-create")
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
@@ -216,7 +249,7 @@ class Engine:
     ) -> Observed:
         observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
         if observed is None:
-            observed = rc.create(desired, None, client_token(scope.owner_uid, role))
+            observed = rc.create(desired, None, self._client_token(scope, role))
             _log.info(
                 "created", kind=rc.kind, role=role, resource_id=observed.id, strategy="token+separate-tagging"
             )
@@ -274,7 +307,7 @@ class Engine:
     ) -> Observed:
         observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
         if observed is None:
-            observed = rc.create(desired, None, client_token(scope.owner_uid, role))
+            observed = rc.create(desired, None, self._client_token(scope, role))
             _log.info("created", kind=rc.kind, role=role, resource_id=observed.id, strategy="token-only")
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
         return observed
@@ -298,12 +331,30 @@ class Engine:
         return adopted
 
     # -- steps -------------------------------------------------------------------------------------------
+    @staticmethod
+    def _client_token(scope: Scope, role: str) -> str:
+        """The token for a create of ``role``: the owner's and the role's, or — when the role's recorded
+        resource is gone (drift) — one derived from the lost id as well.
+
+        AWS answers a token with the result of its first request for at least a day, even after that
+        resource was deleted, so the lost resource's token would return the lost resource. A create with
+        a record still in status happens only after drift under a token strategy (see ``ensure``); the lost
+        record stays until its replacement is recorded, so a crash in between derives the same token again
+        and gets the same replacement back.
+        """
+        lost = scope.recorder.recorded(role)
+        return client_token(scope.owner_uid, role if lost is None else f"{role}:replacing:{lost.id}")
+
     def _find_by_tags(
         self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, scope: Scope
     ) -> Observed | None:
         if not (traits.taggable or traits.tag_on_create):
             return None
-        found = rc.describe_by_tags(lookup_tags(scope.cluster, role), desired)
+        wanted = lookup_tags(scope.cluster, role)
+        if rc.kind in scope.tagged:
+            found = [o for o in scope.tagged[rc.kind] if all(o.tags.get(k) == v for k, v in wanted.items())]
+        else:
+            found = rc.describe_by_tags(wanted, desired)
         if not found:
             return None
         found.sort(key=lambda o: (o.created_at is None, o.created_at or 0, o.id))
@@ -471,17 +522,28 @@ class Engine:
         traits = self.traits(rc)
         ids: list[str] = []
         recorded = scope.recorder.recorded(role)
-        if recorded is not None:
+        known_live: str | None = None
+        if recorded is not None and traits.client_token:
+            # After drift under a token strategy the lost record stays until its replacement is recorded
+            # (see ensure): a record whose resource is gone may hide an unrecorded replacement.
+            known_live = recorded.id if rc.describe_by_id(recorded.id) is not None else None
+        if recorded is not None and (known_live is not None or not traits.client_token):
             ids.append(recorded.id)
         else:
             if rc.traits.taggable or rc.traits.tag_on_create:
                 ids.extend(o.id for o in rc.describe_by_tags(lookup_tags(scope.cluster, role), desired))
             if traits.natural_key and desired is not None:
                 keyed = rc.describe_by_key(desired)
+                # Judged by the effective traits, as ensure adopts: only what is tagged at creation is
+                # surely tagged when ours; otherwise ours may be untagged — but never another cluster's.
+                tagged_at_birth = traits.tag_on_create and traits.taggable
                 if (
                     keyed is not None
                     and keyed.id not in ids
-                    and (not (rc.traits.taggable or rc.traits.tag_on_create) or _owned(keyed, scope, role))
+                    and (
+                        _owned(keyed, scope, role)
+                        or (not tagged_at_birth and owning_cluster(keyed.tags) is None)
+                    )
                 ):
                     ids.append(keyed.id)
             if desired is not None and scope.recorder.intent(role) is not None:
@@ -493,8 +555,7 @@ class Engine:
                     ids.append(adopted.id)
         pending: list[str] = []
         for resource_id in ids:
-            observed = rc.describe_by_id(resource_id)
-            if observed is None:
+            if resource_id != known_live and rc.describe_by_id(resource_id) is None:
                 continue
             try:
                 rc.delete(resource_id)

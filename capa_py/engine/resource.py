@@ -94,6 +94,16 @@ class ResourceClass(ABC, Generic[D]):
         """Bring mutable attributes to the desired state; returns whether anything changed."""
         return False
 
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        """Several resources by id, in as few calls as the API allows; ids that do not exist are left
+        out (never an error for the others). The default asks one by one."""
+        found: dict[str, Observed] = {}
+        for resource_id in resource_ids:
+            observed = self.describe_by_id(resource_id)
+            if observed is not None:
+                found[resource_id] = observed
+        return found
+
     def describe_candidates(self, desired: D) -> list[Observed]:
         """Resources that may be the result of an interrupted create of ``desired`` (no tag, token or
         key to find it by): those matching its attributes that nothing else claims."""

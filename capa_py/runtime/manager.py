@@ -9,6 +9,7 @@ the key, and a clean result waits for the next event.
 from __future__ import annotations
 
 import contextvars
+import json
 import threading
 import time
 from collections import Counter
@@ -27,6 +28,14 @@ _log = get_logger("runtime")
 
 def key_of(obj: KubeObject) -> ObjectKey:
     return ObjectKey(obj.KIND, obj.metadata.namespace or "", obj.metadata.name)
+
+
+def desired_fingerprint(obj: KubeObject) -> str:
+    """Everything but status and resourceVersion: what a controller reacts to on its own kind."""
+    doc = obj.to_dict()
+    doc.pop("status", None)
+    doc.get("metadata", {}).pop("resourceVersion", None)
+    return json.dumps(doc, sort_keys=True)
 
 
 class Controller(Protocol):
@@ -68,6 +77,8 @@ class Manager:
                 self._kinds[kind.KIND] = kind
         self._busy = 0
         self._busy_lock = threading.Lock()
+        self._seen: dict[ObjectKey, str] = {}
+        self.skipped_status_events = 0
 
     # -- events -------------------------------------------------------------------------------------
     def prime(self) -> None:
@@ -77,6 +88,7 @@ class Manager:
             self._versions[kind_name] = listed.resource_version
             if kind_name in self.controllers:
                 for obj in listed:
+                    self._seen[key_of(obj)] = desired_fingerprint(obj)
                     self.queue.add(key_of(obj))
 
     def poll_events(self) -> int:
@@ -96,7 +108,18 @@ class Manager:
     def dispatch(self, event: WatchEvent[KubeObject]) -> None:
         own = self.controllers.get(event.object.KIND)
         if own is not None:
-            self.queue.add(key_of(event.object))
+            key = key_of(event.object)
+            fingerprint = desired_fingerprint(event.object)
+            # Like controller-runtime's generation predicate: a controller's own status writes do not
+            # wake it again (it asks for a requeue when it needs one); anything else does.
+            if event.type == "MODIFIED" and self._seen.get(key) == fingerprint:
+                self.skipped_status_events += 1
+            else:
+                self.queue.add(key)
+            if event.type == "DELETED":
+                self._seen.pop(key, None)
+            else:
+                self._seen[key] = fingerprint
         for controller in self.controllers.values():
             for key in controller.map_event(event):
                 self.queue.add(key)
