@@ -55,6 +55,8 @@ class ReconcileScope(Generic[T]):
     additional_tags: dict[str, str] = field(default_factory=dict)
     status_changes: list[Callable[[Any], None]] = field(default_factory=list)
     failure: FatalReconcileError | None = None
+    waiting_on: str | None = None
+    """What the last step that had to wait was waiting for (shown while deleting)."""
 
     @property
     def obj(self) -> T:
@@ -128,12 +130,14 @@ def step(
         try:
             result = fn()
         except Waiting as exc:
+            scope.waiting_on = f"{description}: {exc}"
             if condition:
                 scope.condition(condition, False, "Waiting", str(exc), "Info")
             return requeue_after(exc.requeue_after)
         except Exception as exc:
             reason, fatal = classify_failure(exc)
             message = str(exc)
+            scope.waiting_on = f"{description}: {reason}: {message}"
             if condition:
                 scope.condition(condition, False, reason, message, "Error" if fatal else "Warning")
             if fatal:

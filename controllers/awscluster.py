@@ -35,7 +35,7 @@ from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action, Context
 from capa_py.ctrlkit.combinators import Sequential
-from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue
+from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue, requeue_after
 from capa_py.engine.engine import Engine
 from capa_py.engine.errors import Waiting
 from capa_py.engine.recorder import StatusRecorder
@@ -695,7 +695,29 @@ class AWSClusterController:
             set_condition(o.status, READY, False, "Deleting", "deleting the cluster's AWS resources", "Info")
 
         scope.change_status(deleting)
-        result = work.delete_workflow().run(Context())
+        machines = [
+            m.name
+            for m in self.store.list(
+                AWSMachine,
+                namespace=scope.obj.namespace,
+                label_selector=f"{CLUSTER_NAME_LABEL}={scope.cluster_name}",
+            )
+        ]
+        if machines:
+            # Instances sit in the cluster's subnets and security groups: they go first.
+            scope.waiting_on = (
+                f"waiting for {len(machines)} AWSMachine(s) to be deleted: {', '.join(sorted(machines))}"
+            )
+            result = requeue_after(5.0)
+        else:
+            result = work.delete_workflow().run(Context())
+        if result.interrupts and scope.waiting_on:
+            message = scope.waiting_on
+
+            def waiting(o: AWSCluster) -> None:
+                set_condition(o.status, READY, False, "Deleting", message, "Info")
+
+            scope.change_status(waiting)
         scope.patch()
         if result.interrupts:
             return result

@@ -22,6 +22,7 @@ from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
 from resources._common import carries, client_token_param, ec2_create_tags, ec2_items, tag_specifications
 
+DEFAULT_ROOT_DEVICE = "/dev/xvda"
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 GONE_STATES = frozenset({"terminated"})
 
@@ -117,14 +118,16 @@ class Instance(ResourceClass[InstanceDesired]):
     def root_device_name(self, image_id: str) -> str:
         """The AMI's root device (``/dev/sda1``, ``/dev/xvda``…), which a root volume mapping must name."""
         images = self.aws.ec2.call("DescribeImages", ImageIds=[image_id]).get("Images", [])
-        if not images or not images[0].get("RootDeviceName"):
+        if not images:
             raise InvalidRequest(
-                f"ec2:DescribeImages: AMI {image_id} not found or has no root device",
+                f"ec2:DescribeImages: AMI {image_id} not found",
                 "ec2",
                 "DescribeImages",
                 "InvalidAMIID.NotFound",
             )
-        return str(images[0]["RootDeviceName"])
+        # Every AMI names its root device; an emulator's registered image may not, and /dev/xvda is
+        # what EC2 uses for HVM images then.
+        return str(images[0].get("RootDeviceName") or DEFAULT_ROOT_DEVICE)
 
     def describe_by_id(self, resource_id: str) -> Observed | None:
         for instance in self._instances(InstanceIds=[resource_id]):

@@ -293,7 +293,9 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
                 "RevokeSecurityGroupIngress", GroupId=group_id, IpPermissions=permissions
             )
         except NotFound as exc:
-            if exc.code != _PERMISSION_NOT_FOUND:
+            # InvalidPermission.NotFound: the rule is gone. InvalidGroup.NotFound: a group a rule names is
+            # gone (an emulator lets it be deleted while referenced), so there is nothing to revoke.
+            if exc.code not in (_PERMISSION_NOT_FOUND, "InvalidGroup.NotFound"):
                 raise
             if len(permissions) == 1:
                 return False

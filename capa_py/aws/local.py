@@ -60,9 +60,11 @@ def _alive(pid: int) -> bool:
 
 
 def _answers(url: str, timeout: float = 1.0) -> bool:
+    # /moto-api/config is a few bytes; /moto-api/data.json serialises every resource the server holds
+    # (megabytes, over a second once a cluster exists), which made a busy endpoint look dead.
     try:
-        with urllib.request.urlopen(f"{url}/moto-api/data.json", timeout=timeout) as response:
-            return int(response.status) == 200
+        with urllib.request.urlopen(f"{url}/moto-api/config", timeout=timeout) as response:
+            return 200 <= int(response.status) < 300
     except (urllib.error.URLError, OSError, ValueError):
         return False
 

@@ -18,7 +18,8 @@ class  traits                     create flow
 
 Update (a recorded id): describe by id → add missing managed tags (never touching other tags) → update
 mutable attributes → record. A recorded id AWS no longer knows is drift: the record is dropped and the
-resource is created again. Resources shared with the cloud provider are create/delete only.
+resource is created again (with a client token, the record is kept until its replacement is recorded, and
+gives the replacement a token of its own: the lost resource's token would only return the lost resource). Resources shared with the cloud provider are create/delete only.
 
 Beyond the seed: a natural key is looked up before every create that has one (what makes classes 3 and 5
 idempotent), and before a create with neither tags, token nor key the engine writes an *intent* to the
@@ -209,7 +210,8 @@ class Engine:
         shared: bool,
     ) -> Observed:
         tags_complete = True
-        if traits.taggable and not shared:
+        # A shared resource is handed off to the cloud provider, but only once its creation's tags arrived.
+        if traits.taggable and (not shared or not recorded.tags_complete):
             missing = missing_tags(observed.tags, tags)
             if missing:
                 try:
@@ -377,7 +379,10 @@ class Engine:
         observed = rc.describe_by_key(desired)
         if observed is None:
             return None
-        if require_owned and not _owned(observed, scope, role):
+        # Without require_owned an untagged holder may be ours (a create interrupted before tagging), but
+        # one another cluster owns never is.
+        holder = owning_cluster(observed.tags)
+        if (require_owned and not _owned(observed, scope, role)) or holder not in (None, scope.cluster):
             raise NaturalKeyTaken(
                 f"{rc.kind} {rc.key_of(desired)} already exists as {observed.id}, which cluster "
                 f"{scope.cluster} does not own; rename it or remove the other resource"
