@@ -48,10 +48,12 @@ def test_example_cluster_converges_with_every_condition_true(
     assert all(status == "True" for status in conditions.values()), conditions
     assert len(conditions) == 8, conditions
     network = awscluster.status.network
-    assert network.vpc_id and network.internet_gateway_id
+    assert network.vpc_id
+    assert network.internet_gateway_id
     assert len(network.subnets) == 6
     assert set(network.security_groups) == {"controlplane", "node", "lb"}
-    assert network.api_server_load_balancer and network.api_server_load_balancer.dns_name
+    assert network.api_server_load_balancer
+    assert network.api_server_load_balancer.dns_name
     cluster = harness.store.get(Cluster, "demo", "default")
     assert cluster.status.phase == "Provisioned"
     assert cluster.spec.control_plane_endpoint.host == network.api_server_load_balancer.dns_name
@@ -133,7 +135,8 @@ def test_bring_your_own_vpc_and_subnets_are_used_but_never_changed(
         "ec2:ModifySubnetAttribute",
     ):
         assert operation not in created, f"{operation} on a bring-your-own network: {created}"
-    assert "ec2:CreateSecurityGroup" in created and "elbv2:CreateLoadBalancer" in created
+    assert "ec2:CreateSecurityGroup" in created
+    assert "elbv2:CreateLoadBalancer" in created
     awscluster = harness.store.get(AWSCluster, "demo", "default")
     assert awscluster.status.network.vpc_id == vpc_id
     assert {s.id for s in awscluster.status.network.subnets} == set(subnet_ids)
@@ -142,9 +145,11 @@ def test_bring_your_own_vpc_and_subnets_are_used_but_never_changed(
     result = harness.converge(stored, goal="gone", timeout=30)
     assert result.converged, _left(harness)
     vpcs = ec2.call("DescribeVpcs", VpcIds=[vpc_id])["Vpcs"]
-    assert vpcs and not vpcs[0].get("Tags"), "the user's VPC must survive untouched"
+    assert vpcs, "the user's VPC must survive"
+    assert not vpcs[0].get("Tags"), "the user's VPC must not be tagged"
     subnets = ec2.call("DescribeSubnets", SubnetIds=subnet_ids)["Subnets"]
-    assert len(subnets) == 2 and not any(s.get("Tags") for s in subnets)
+    assert len(subnets) == 2
+    assert not any(s.get("Tags") for s in subnets)
 
 
 def test_deleting_the_cluster_cascades_and_leaves_nothing_tagged(
@@ -178,7 +183,8 @@ def test_deleting_the_cluster_cascades_and_leaves_nothing_tagged(
     ]
     assert nats == []
     assert harness.aws.elbv2.call("DescribeLoadBalancers")["LoadBalancers"] == []
-    assert list(harness.store.list(Machine)) == [] and list(harness.store.list(AWSMachine)) == []
+    assert list(harness.store.list(Machine)) == []
+    assert list(harness.store.list(AWSMachine)) == []
 
 
 def test_awscluster_deletion_waits_for_its_machines(
@@ -188,8 +194,8 @@ def test_awscluster_deletion_waits_for_its_machines(
     assert harness.converge(stored).converged
     harness.store.delete(AWSCluster, "demo", "default")
     awscluster = harness.store.get(AWSCluster, "demo", "default")
-    from controllers.awscluster import AWSClusterController
     from capa_py.runtime.queue import ObjectKey
+    from controllers.awscluster import AWSClusterController
 
     controller = AWSClusterController(harness.store, harness.pool, harness.engine)
     result = controller.reconcile(ObjectKey("AWSCluster", "default", "demo"))
@@ -219,8 +225,8 @@ def test_drifted_subnet_is_recreated_and_recorded(
     if instances:
         return  # a machine landed there; drift of an in-use subnet is not this test's subject
     harness.aws.ec2.call("DeleteSubnet", SubnetId=old)
-    from controllers.awscluster import AWSClusterController
     from capa_py.runtime.queue import ObjectKey
+    from controllers.awscluster import AWSClusterController
 
     AWSClusterController(harness.store, harness.pool, harness.engine).reconcile(
         ObjectKey("AWSCluster", "default", "demo")
