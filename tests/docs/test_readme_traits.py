@@ -8,6 +8,7 @@ from pathlib import Path
 from capa_py.engine.profiles import AWS, MOTO
 from resources import RESOURCE_CLASSES
 
+NO = "\N{EN DASH}"
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
@@ -25,10 +26,10 @@ def test_readme_trait_table_matches_every_resource_class() -> None:
     assert set(rows) == {cls.kind for cls in RESOURCE_CLASSES}, "README trait table rows != resource classes"
     for cls in RESOURCE_CLASSES:
         traits = cls.traits
+        flags = (traits.tag_on_create, traits.client_token, traits.natural_key, traits.taggable)
         expected = [
             f"{cls.service}:{cls.create_operation}",
-            *("yes" if flag else "–" for flag in (traits.tag_on_create, traits.client_token, traits.natural_key,
-                                                  traits.taggable)),
+            *("yes" if flag else NO for flag in flags),
             str(int(AWS.effective(cls.kind, traits).strategy)),
             str(int(MOTO.effective(cls.kind, traits).strategy)),
         ]
