@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 from capa_py.api.meta import KubeObject
+from capa_py.aws.accounting import CallCounter, call_scope
 from capa_py.ctrlkit.result import Result
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey, WorkQueue
@@ -69,6 +70,8 @@ class Manager:
         self.workers = workers
         self.poll_interval = poll_interval
         self.reconciles: Counter[str] = Counter()
+        self.calls_by_controller: dict[str, CallCounter] = {}
+        """AWS calls per controller, summed over its reconciles (for metrics and benchmarks)."""
         self.errors: list[tuple[ObjectKey, str]] = []
         self._versions: dict[str, str] = {}
         self._kinds: dict[str, type[KubeObject]] = {}
@@ -142,11 +145,20 @@ class Manager:
     def _reconcile(self, key: ObjectKey) -> None:
         controller = self.controllers[key.kind]
         self.reconciles[controller.name] += 1
-        try:
-            result = controller.reconcile(key)
-        except Exception as exc:
-            _log.exception("reconcile raised", key=str(key))
-            result = Result(error=exc)
+        counter = self.calls_by_controller.setdefault(controller.name, CallCounter())
+        with call_scope(counter), call_scope() as this_reconcile:
+            try:
+                result = controller.reconcile(key)
+            except Exception as exc:
+                _log.exception("reconcile raised", key=str(key))
+                result = Result(error=exc)
+        _log.debug(
+            "reconciled",
+            key=str(key),
+            result=str(result),
+            aws_calls=this_reconcile.total(),
+            aws_mutating_calls=this_reconcile.total(mutating=True),
+        )
         if result.error is not None:
             self.errors.append((key, str(result.error)))
             delay = self.queue.add_rate_limited(key)
