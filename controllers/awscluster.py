@@ -46,7 +46,7 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer
+from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, settle
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance
 from resources.internet_gateway import (
@@ -605,20 +605,46 @@ class ClusterReconcile:
 class AWSClusterController:
     name = "awscluster"
     kind = AWSCluster
-    watched_kinds = (Cluster,)
+    watched_kinds = (Cluster, AWSMachine)
+    status_kinds = ()
 
     def __init__(self, store: ObjectStore, pool: ClientPool, engine: Engine) -> None:
         self.store = store
         self.pool = pool
         self.engine = engine
+        self._cluster_views: dict[tuple[str, str], str] = {}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
+        if isinstance(obj, AWSMachine):
+            # A deleting AWSCluster waits for its machines; their removal is what it waits for.
+            if event.type != "DELETED":
+                return []
+            cluster = obj.metadata.labels.get(CLUSTER_NAME_LABEL)
+            return (
+                [
+                    ObjectKey("AWSCluster", o.metadata.namespace or "", o.name)
+                    for o in self.store.list(
+                        AWSCluster,
+                        namespace=obj.metadata.namespace,
+                        label_selector=f"{CLUSTER_NAME_LABEL}={cluster}",
+                    )
+                    if o.being_deleted
+                ]
+                if cluster
+                else []
+            )
         if (
             isinstance(obj, Cluster)
             and obj.spec.infrastructure_ref
             and obj.spec.infrastructure_ref.kind == "AWSCluster"
         ):
+            # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
+            view = f"{obj.metadata.uid}|{obj.paused}|{event.type == 'DELETED'}"
+            seen_key = (obj.metadata.namespace or "", obj.name)
+            if self._cluster_views.get(seen_key) == view:
+                return []
+            self._cluster_views[seen_key] = view
             return [
                 ObjectKey("AWSCluster", obj.metadata.namespace or "", obj.spec.infrastructure_ref.name or "")
             ]
@@ -684,7 +710,7 @@ class AWSClusterController:
                 )
 
         scope.change_status(observed)
-        scope.patch()
+        settle(self, key, scope.patch())
         return result
 
     def _delete(self, work: ClusterReconcile) -> Result:

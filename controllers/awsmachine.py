@@ -11,6 +11,7 @@ waits until the instance is gone, then drops the finalizer.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,7 +33,7 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, resolve_ref
+from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, resolve_ref, settle
 from resources.instance import Instance, InstanceDesired
 from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
 
@@ -208,11 +209,13 @@ class AWSMachineController:
     name = "awsmachine"
     kind = AWSMachine
     watched_kinds = (Machine, AWSCluster, Secret)
+    status_kinds = (AWSCluster,)
 
     def __init__(self, store: ObjectStore, pool: ClientPool, engine: Engine) -> None:
         self.store = store
         self.pool = pool
         self.engine = engine
+        self._cluster_views: dict[tuple[str, str], str] = {}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -228,6 +231,15 @@ class AWSMachineController:
             cluster = obj.metadata.labels.get(CLUSTER_NAME_LABEL)
             if not cluster:
                 return []
+            # Machines need the cluster's readiness and network, not every condition it writes.
+            relevant = json.dumps(
+                [obj.status.ready, obj.status.network.model_dump(mode="json")],
+                sort_keys=True,
+            )
+            seen_key = (namespace, obj.name)
+            if self._cluster_views.get(seen_key) == relevant and event.type == "MODIFIED":
+                return []
+            self._cluster_views[seen_key] = relevant
             return [
                 ObjectKey("AWSMachine", namespace, m.name)
                 for m in self.store.list(
@@ -316,7 +328,7 @@ class AWSMachineController:
                 )
 
         scope.change_status(observed)
-        scope.patch()
+        settle(self, key, scope.patch())
         return result
 
     def _waiting(self, obj: AWSMachine, reason: str, message: str) -> Result:

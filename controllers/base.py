@@ -90,6 +90,15 @@ def patch_status(store: ObjectStore, obj: T, apply: Callable[[T], None]) -> T:
     return retry_on_conflict(store, obj, apply, status=True)
 
 
+def settle(controller: object, key: ObjectKey, final: KubeObject) -> None:
+    """Tell the manager the state a reconcile ended with, so the events of its own writes (finalizers,
+    owner references, endpoints) do not trigger another pass over an object already reconciled."""
+    from capa_py.runtime.manager import desired_fingerprint
+
+    settled: dict[ObjectKey, str] = controller.__dict__.setdefault("final_state", {})
+    settled[key] = desired_fingerprint(final)
+
+
 def owner_of_kind(obj: KubeObject, kind: str) -> ObjectKey | None:
     for ref in obj.metadata.owner_references:
         if ref.kind == kind:

@@ -39,6 +39,7 @@ from controllers.base import (
     patch_status,
     remove_finalizer,
     resolve_ref,
+    settle,
 )
 
 INFRASTRUCTURE_READY = "InfrastructureReady"
@@ -66,6 +67,7 @@ class ClusterController:
     def __init__(self, store: ObjectStore, infrastructure_kinds: Sequence[type[KubeObject]] = ()) -> None:
         self.store = store
         self.watched_kinds: Sequence[type[KubeObject]] = (Machine, *infrastructure_kinds)
+        self.status_kinds: Sequence[type[KubeObject]] = tuple(infrastructure_kinds)
 
     def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -150,7 +152,7 @@ class ClusterController:
                 None if phase == "Provisioned" else f"cluster is {phase}",
             )
 
-        patch_status(self.store, cluster, apply)
+        settle(self, key, patch_status(self.store, cluster, apply))
         return no_requeue()
 
     def _machines(self, cluster: Cluster) -> list[Machine]:
@@ -192,6 +194,7 @@ class MachineController:
     def __init__(self, store: ObjectStore, infrastructure_kinds: Sequence[type[KubeObject]] = ()) -> None:
         self.store = store
         self.watched_kinds: Sequence[type[KubeObject]] = (Cluster, *infrastructure_kinds)
+        self.status_kinds: Sequence[type[KubeObject]] = tuple(infrastructure_kinds)
 
     def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -292,7 +295,7 @@ class MachineController:
                 None if phase == "Provisioned" else f"machine is {phase}",
             )
 
-        patch_status(self.store, machine, apply)
+        settle(self, key, patch_status(self.store, machine, apply))
         return no_requeue()
 
     def _reconcile_delete(self, machine: Machine) -> Result:

@@ -21,7 +21,7 @@ from capa_py.aws.accounting import CallCounter, call_scope
 from capa_py.ctrlkit.result import Result
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey, WorkQueue
-from capa_py.store.errors import Expired
+from capa_py.store.errors import Expired, NotFound
 from capa_py.store.protocol import ObjectStore, WatchEvent
 
 _log = get_logger("runtime")
@@ -50,6 +50,9 @@ class Controller(Protocol):
     def watched_kinds(self) -> Sequence[type[KubeObject]]: ...
 
     def reconcile(self, key: ObjectKey) -> Result: ...
+
+    # Optional: ``status_kinds``, the watched kinds whose *status* changes matter to this controller.
+    # A status-only change of any other watched kind is not passed to ``map_event``.
 
     def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]: ...
 
@@ -81,6 +84,7 @@ class Manager:
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._seen: dict[ObjectKey, str] = {}
+        self._settled: dict[ObjectKey, int] = {}
         self.skipped_status_events = 0
 
     # -- events -------------------------------------------------------------------------------------
@@ -89,9 +93,9 @@ class Manager:
         for kind_name, kind in self._kinds.items():
             listed = self.store.list(kind)
             self._versions[kind_name] = listed.resource_version
-            if kind_name in self.controllers:
-                for obj in listed:
-                    self._seen[key_of(obj)] = desired_fingerprint(obj)
+            for obj in listed:
+                self._seen[key_of(obj)] = desired_fingerprint(obj)
+                if kind_name in self.controllers:
                     self.queue.add(key_of(obj))
 
     def poll_events(self) -> int:
@@ -109,23 +113,29 @@ class Manager:
         return seen
 
     def dispatch(self, event: WatchEvent[KubeObject]) -> None:
-        own = self.controllers.get(event.object.KIND)
-        if own is not None:
-            key = key_of(event.object)
-            fingerprint = desired_fingerprint(event.object)
+        key = key_of(event.object)
+        fingerprint = desired_fingerprint(event.object)
+        status_only = event.type == "MODIFIED" and self._seen.get(key) == fingerprint
+        if event.type == "DELETED":
+            self._seen.pop(key, None)
+        else:
+            self._seen[key] = fingerprint
+        if event.object.KIND in self.controllers:
             # Like controller-runtime's generation predicate: a controller's own status writes do not
-            # wake it again (it asks for a requeue when it needs one); anything else does.
-            if event.type == "MODIFIED" and self._seen.get(key) == fingerprint:
+            # wake it again (it asks for a requeue when it needs one); anything else does. Writes made
+            # up to the state a reconcile reported it ended with are its own, and are settled too.
+            own_write = int(event.resource_version) <= self._settled.get(key, -1)
+            if status_only or own_write:
                 self.skipped_status_events += 1
             else:
                 self.queue.add(key)
-            if event.type == "DELETED":
-                self._seen.pop(key, None)
-            else:
-                self._seen[key] = fingerprint
         for controller in self.controllers.values():
-            for key in controller.map_event(event):
-                self.queue.add(key)
+            if status_only and event.object.KIND not in {
+                k.KIND for k in getattr(controller, "status_kinds", ())
+            }:
+                continue
+            for mapped in controller.map_event(event):
+                self.queue.add(mapped)
 
     # -- work ---------------------------------------------------------------------------------------
     def process_one(self, timeout: float | None = 0.0) -> bool:
@@ -152,6 +162,7 @@ class Manager:
             except Exception as exc:
                 _log.exception("reconcile raised", key=str(key))
                 result = Result(error=exc)
+        self._settle(controller, key)
         _log.debug(
             "reconciled",
             key=str(key),
@@ -172,6 +183,19 @@ class Manager:
             self.queue.add(key, result.requeue_after)
         else:
             self.queue.forget(key)
+
+    def _settle(self, controller: Controller, key: ObjectKey) -> None:
+        reported = getattr(controller, "final_state", {}).pop(key, None)
+        if reported is None:
+            return
+        try:
+            current = self.store.get(controller.kind, key.name, key.namespace or None)
+        except NotFound:
+            return
+        # Only when nothing changed since the controller's last look: a write by someone else in the
+        # meantime keeps its event, and so its reconcile.
+        if desired_fingerprint(current) == reported and current.metadata.resource_version:
+            self._settled[key] = int(current.metadata.resource_version)
 
     @property
     def idle(self) -> bool:
