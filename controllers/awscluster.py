@@ -710,7 +710,8 @@ class AWSClusterController:
                 )
 
         scope.change_status(observed)
-        settle(self, key, scope.patch())
+        settle(self, key, scope.obj)
+        scope.patch()
         return result
 
     def _delete(self, work: ClusterReconcile) -> Result:

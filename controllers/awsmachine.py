@@ -328,7 +328,8 @@ class AWSMachineController:
                 )
 
         scope.change_status(observed)
-        settle(self, key, scope.patch())
+        settle(self, key, scope.obj)
+        scope.patch()
         return result
 
     def _waiting(self, obj: AWSMachine, reason: str, message: str) -> Result:

@@ -91,8 +91,10 @@ def patch_status(store: ObjectStore, obj: T, apply: Callable[[T], None]) -> T:
 
 
 def settle(controller: object, key: ObjectKey, final: KubeObject) -> None:
-    """Tell the manager the state a reconcile ended with, so the events of its own writes (finalizers,
-    owner references, endpoints) do not trigger another pass over an object already reconciled."""
+    """Tell the manager the object a reconcile acted on — the reconcile's own view, never a fresh read —
+    so the events of its own writes (finalizers, owner references, endpoints) do not trigger another pass.
+    If anything else changed the object meanwhile (a deletion, an edit), the store's copy differs from
+    this view and the manager keeps that event."""
     from capa_py.runtime.manager import desired_fingerprint
 
     settled: dict[ObjectKey, str] = controller.__dict__.setdefault("final_state", {})

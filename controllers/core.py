@@ -152,7 +152,8 @@ class ClusterController:
                 None if phase == "Provisioned" else f"cluster is {phase}",
             )
 
-        settle(self, key, patch_status(self.store, cluster, apply))
+        settle(self, key, cluster)
+        patch_status(self.store, cluster, apply)
         return no_requeue()
 
     def _machines(self, cluster: Cluster) -> list[Machine]:
@@ -295,7 +296,8 @@ class MachineController:
                 None if phase == "Provisioned" else f"machine is {phase}",
             )
 
-        settle(self, key, patch_status(self.store, machine, apply))
+        settle(self, key, machine)
+        patch_status(self.store, machine, apply)
         return no_requeue()
 
     def _reconcile_delete(self, machine: Machine) -> Result:
