@@ -142,12 +142,17 @@ class AWSClient:
             params = {**params, token_in: token}
 
 
+_IDEMPOTENT_CREATES = frozenset({"CreateTags"})  # sets tags: repeating it changes nothing
 _CREATING_PREFIXES = ("Create", "Allocate", "Run", "Request", "Import", "Copy", "Purchase")
+# Links that AWS refuses to make twice: repeating one whose first attempt succeeded unseen fails with
+# Resource.AlreadyAssociated / InvalidPermission.Duplicate, turning a success into an error.
+_LINKING_PREFIXES = ("Attach", "Associate", "Authorize")
 
 
 def is_safe_to_repeat(operation: str, params: dict[str, Any]) -> bool:
-    """Whether repeating a call whose outcome is unknown cannot create a second resource."""
-    if not operation.startswith(_CREATING_PREFIXES):
+    """Whether repeating a call whose outcome is unknown can neither create a second resource nor fail
+    because the first attempt succeeded."""
+    if operation in _IDEMPOTENT_CREATES or not operation.startswith(_CREATING_PREFIXES + _LINKING_PREFIXES):
         return True
     return any(key in params for key in ("ClientToken", "ClientRequestToken", "CallerReference"))
 

@@ -19,7 +19,8 @@ class  traits                     create flow
 Update (a recorded id): describe by id → add missing managed tags (never touching other tags) → update
 mutable attributes → record. A recorded id AWS no longer knows is drift: the record is dropped and the
 resource is created again (with a client token, the record is kept until its replacement is recorded, and
-gives the replacement a token of its own: the lost resource's token would only return the lost resource). Resources shared with the cloud provider are create/delete only.
+gives the replacement a token of its own: the lost resource's token would only return the lost resource).
+Resources shared with the cloud provider are create/delete only.
 
 Beyond the seed: a natural key is looked up before every create that has one (what makes classes 3 and 5
 idempotent), and before a create with neither tags, token nor key the engine writes an *intent* to the
