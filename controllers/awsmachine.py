@@ -21,7 +21,7 @@ from capa_py.api.conditions import READY, set_condition
 from capa_py.api.core import Secret
 from capa_py.aws.errors import InvalidRequest
 from capa_py.aws.session import ClientPool
-from capa_py.ctrlkit.action import Context
+from capa_py.ctrlkit.action import Action, Context
 from capa_py.ctrlkit.combinators import Sequential
 from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue
 from capa_py.engine.engine import Engine
@@ -196,13 +196,16 @@ class MachineReconcile:
         self.scope.change_status(ready)
         return None
 
-    def create(self) -> Result:
+    def create_workflow(self) -> Action:
         s = self.scope
         return Sequential(
             step(s, "ReconcileInstance", self.reconcile_instance, INSTANCE_READY),
             step(s, "RegisterWithLoadBalancer", self.reconcile_load_balancer, LB_ATTACHED),
             step(s, "MarkReady", self.mark_ready),
-        ).run(Context())
+        )
+
+    def create(self) -> Result:
+        return self.create_workflow().run(Context())
 
 
 class AWSMachineController:
