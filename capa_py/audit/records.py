@@ -1,0 +1,96 @@
+"""The store's side of the audit: what AWSCluster/AWSMachine statuses record, the intents they wait on, and
+which clusters still have objects.
+
+A resource's cluster is the name in its owned tag; an object's cluster is its
+``cluster.x-k8s.io/cluster-name`` label, else its owning Cluster, else its own name — the rule
+``capa resources`` uses (:mod:`capa_py.inventory`), so both commands name clusters alike. An AWSMachine
+is in its AWSCluster's region; one whose AWSCluster is gone is taken to be in the default region.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from capa_py.api.aws import AWSCluster, AWSMachine, IntentRecord
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
+from capa_py.store.protocol import ObjectStore
+
+
+@dataclass(frozen=True)
+class Record:
+    cluster: str
+    owner: str
+    namespace: str
+    region: str
+    role: str
+    kind: str
+    id: str
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Intent:
+    cluster: str
+    owner: str
+    namespace: str
+    region: str
+    role: str
+    record: IntentRecord
+
+
+@dataclass
+class StoreView:
+    records: list[Record] = field(default_factory=list)
+    intents: list[Intent] = field(default_factory=list)
+    clusters: frozenset[str] = frozenset()
+    """Names of clusters that have a Cluster or an AWSCluster object."""
+    regions: frozenset[str] = frozenset()
+    """Regions the AWSClusters name."""
+
+    def __post_init__(self) -> None:
+        self._by_id = {(r.kind, r.id): r for r in self.records}
+        self._by_role: dict[tuple[str, str], list[Record]] = {}
+        for record in self.records:
+            self._by_role.setdefault((record.cluster, record.role), []).append(record)
+
+    def recorded(self, kind: str, resource_id: str) -> Record | None:
+        return self._by_id.get((kind, resource_id))
+
+    def records_of_role(self, cluster: str, role: str) -> list[Record]:
+        return self._by_role.get((cluster, role), [])
+
+    def cluster_exists(self, cluster: str) -> bool:
+        return cluster in self.clusters
+
+
+def cluster_of(obj: AWSCluster | AWSMachine) -> str:
+    owner = next((r.name for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
+    return obj.metadata.labels.get(CLUSTER_NAME_LABEL) or owner or obj.name
+
+
+def read_store(store: ObjectStore, default_region: str) -> StoreView:
+    """Everything the classification needs from the store, read once."""
+    awsclusters = list(store.list(AWSCluster))
+    region_of = {(c.metadata.namespace or "", cluster_of(c)): c.spec.region for c in awsclusters}
+    owners: Iterable[AWSCluster | AWSMachine] = [*awsclusters, *store.list(AWSMachine)]
+    records: list[Record] = []
+    intents: list[Intent] = []
+    for obj in owners:
+        cluster = cluster_of(obj)
+        namespace = obj.metadata.namespace or ""
+        region = region_of.get((namespace, cluster), default_region)
+        owner = f"{obj.KIND.lower()}/{obj.name}"
+        for role, resource in sorted(obj.status.resources.items()):
+            kind, created_at = resource.kind, resource.created_at
+            records.append(Record(cluster, owner, namespace, region, role, kind, resource.id, created_at))
+        for role, intent in sorted(obj.status.intents.items()):
+            intents.append(Intent(cluster, owner, namespace, region, role, intent))
+    clusters = {c.name for c in store.list(Cluster)} | {cluster_of(c) for c in awsclusters}
+    return StoreView(
+        records=records,
+        intents=intents,
+        clusters=frozenset(clusters),
+        regions=frozenset(c.spec.region for c in awsclusters),
+    )
