@@ -46,6 +46,16 @@ def redact_secrets(_: Any, __: str, event_dict: MutableMapping[str, Any]) -> Mut
     return event_dict
 
 
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is at the time of the write (test runners swap it)."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure_logging(fmt: LogFormat = "auto", verbosity: int = 0) -> None:
     """Configure structlog and the stdlib root logger; safe to call more than once."""
     level = logging.WARNING
@@ -67,7 +77,7 @@ def configure_logging(fmt: LogFormat = "auto", verbosity: int = 0) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
         cache_logger_on_first_use=False,
     )
     logging.basicConfig(level=max(level, logging.WARNING), stream=sys.stderr, force=True)

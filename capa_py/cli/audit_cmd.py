@@ -31,6 +31,16 @@ from capa_py.audit import (
 )
 from capa_py.aws.accounting import call_scope
 from capa_py.aws.errors import AWSError
+from capa_py.cli.common import (
+    EndpointOption,
+    ProfileOption,
+    TraitsOption,
+    aws_context,
+    calls_summary,
+    fail,
+    globals_of,
+    region_of,
+)
 from capa_py.cli.durations import parse_duration
 from capa_py.cli.output import format_table, render_json
 from capa_py.store.errors import StoreError
@@ -38,22 +48,6 @@ from capa_py.store.errors import StoreError
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_LEAKS = 3
-
-# The same options as capa_py.cli.aws_commands declares. Not imported from there: aws_commands imports
-# capa_py.cli.main, whose import registers this module's command, so importing either of them first from
-# here would be circular. The functions they share are imported when the command runs.
-EndpointOption = Annotated[
-    str | None,
-    typer.Option(
-        "--aws-endpoint",
-        help="AWS endpoint: 'local' for the embedded endpoint, or a URL (default: AWS, or AWS_ENDPOINT_URL).",
-    ),
-]
-ProfileOption = Annotated[str | None, typer.Option("--profile", help="AWS shared-config profile.")]
-TraitsOption = Annotated[
-    str | None,
-    typer.Option("--endpoint-profile", help="Trait profile: aws, moto or localstack (default: by endpoint)."),
-]
 
 
 def _resources(count: int) -> str:
@@ -227,15 +221,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find leaked AWS resources: orphans, untagged leftovers in managed VPCs, drift; --delete removes
         orphans."""
-        from capa_py.cli.aws_commands import _aws, _calls_summary, _region_of
-        from capa_py.cli.main import _globals, fail
-
         if output not in ("table", "json"):
             raise typer.BadParameter("must be table or json", param_hint="-o/--output")
         options = _options(cluster, all_clusters, region, discovery, older_than)
-        with _globals(ctx).store() as store:
-            default_region = options.regions[0] if options.regions else _region_of([], store)
-            aws = _aws(ctx, aws_endpoint, default_region, profile, endpoint_profile)
+        with globals_of(ctx).store() as store:
+            default_region = options.regions[0] if options.regions else region_of([], store)
+            aws = aws_context(ctx, aws_endpoint, default_region, profile, endpoint_profile)
             with call_scope() as calls:
                 try:
                     report = run_audit(store, aws.pool, options)
@@ -256,7 +247,7 @@ def register(app: typer.Typer) -> None:
             document["dryRun"] = deletion is None
         if deletion is not None:
             document["deletion"] = deletion.as_json()
-        document["awsCalls"] = _calls_summary(calls)
+        document["awsCalls"] = calls_summary(calls)
         if output == "json":
             sys.stdout.write(render_json(document) + "\n")
         elif plan is None:

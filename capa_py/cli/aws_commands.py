@@ -13,78 +13,38 @@ from typing import Annotated, Any
 
 import typer
 
-from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws import AWSMachine
 from capa_py.api.core import Secret
-from capa_py.api.meta import KubeObject, ObjectMeta
+from capa_py.api.meta import ObjectMeta
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.aws import local
 from capa_py.aws.accounting import CallCounter
 from capa_py.aws.errors import AWSError
-from capa_py.cli.aws_context import AWSContext, build_aws_context
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.main import (
+from capa_py.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
+    EndpointOption,
     FilesOption,
-    _check_output,
-    _globals,
-    _load,
+    ProfileOption,
+    RegionOption,
+    TimeoutOption,
+    TraitsOption,
+    WaitOption,
+    aws_context,
+    calls_summary,
+    check_output,
     fail,
+    globals_of,
+    load_files,
+    region_of,
     stderr,
     stdout,
 )
+from capa_py.cli.durations import parse_duration
 from capa_py.cli.output import format_table, render_json
 from capa_py.cli.progress import ProgressView
 from capa_py.operations import apply_objects, delete_objects
 from capa_py.store.errors import Invalid, NotFound, StoreError
-from capa_py.store.protocol import ObjectStore
-
-EndpointOption = Annotated[
-    str | None,
-    typer.Option(
-        "--aws-endpoint",
-        help="AWS endpoint: 'local' for the embedded endpoint, or a URL (default: AWS, or AWS_ENDPOINT_URL).",
-    ),
-]
-RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region (default: the AWSCluster's).")]
-ProfileOption = Annotated[str | None, typer.Option("--profile", help="AWS shared-config profile.")]
-TraitsOption = Annotated[
-    str | None,
-    typer.Option("--endpoint-profile", help="Trait profile: aws, moto or localstack (default: by endpoint)."),
-]
-WaitOption = Annotated[bool, typer.Option("--wait/--no-wait", help="Run the controllers until done.")]
-TimeoutOption = Annotated[str, typer.Option("--timeout", help="How long --wait waits (90s, 15m, 1h).")]
-
-
-def _region_of(objects: list[KubeObject], store: ObjectStore | None = None) -> str | None:
-    for obj in objects:
-        if isinstance(obj, AWSCluster):
-            return obj.spec.region
-    if store is not None:
-        clusters = store.list(AWSCluster)
-        if clusters:
-            return clusters[0].spec.region
-    return None
-
-
-def _aws(
-    ctx: typer.Context, endpoint: str | None, region: str | None, profile: str | None, traits: str | None
-) -> AWSContext:
-    try:
-        return build_aws_context(_globals(ctx).state, endpoint, region, profile, traits)
-    except ValueError as exc:
-        fail(str(exc), EXIT_INVALID)
-    except (AWSError, local.LocalEndpointError) as exc:
-        fail(str(exc))
-
-
-def _calls_summary(calls: CallCounter) -> dict[str, Any]:
-    return {
-        "total": calls.total(),
-        "mutating": calls.total(mutating=True),
-        "byOperation": calls.by_operation(),
-        "byOutcome": calls.by_outcome(),
-    }
 
 
 def _print_calls(calls: CallCounter) -> None:
@@ -117,13 +77,13 @@ def register(app: typer.Typer) -> None:
             seconds = parse_duration(timeout)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
-        objects = _load(filename)
+        objects = load_files(filename)
         aws = (
-            _aws(ctx, aws_endpoint, region or _region_of(objects), profile, endpoint_profile)
+            aws_context(ctx, aws_endpoint, region or region_of(objects), profile, endpoint_profile)
             if wait
             else None
         )
-        with _globals(ctx).store() as store:
+        with globals_of(ctx).store() as store:
             try:
                 applied = apply_objects(store, objects)
             except Invalid as exc:
@@ -157,7 +117,7 @@ def register(app: typer.Typer) -> None:
                 "elapsedSeconds": round(result.elapsed, 3),
                 "states": result.states,
                 "objects": [o.to_dict() for o in result.objects],
-                "awsCalls": _calls_summary(result.calls),
+                "awsCalls": calls_summary(result.calls),
             }
             sys.stdout.write(render_json(document) + "\n")
         else:
@@ -205,7 +165,7 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
         if filename:
-            objects = _load(filename)
+            objects = load_files(filename)
         elif kind and name:
             try:
                 model = REGISTRY.resolve(kind)
@@ -218,10 +178,12 @@ def register(app: typer.Typer) -> None:
             objects = [reference]
         else:
             raise typer.BadParameter("give -f FILE or KIND NAME")
-        with _globals(ctx).store() as store:
+        with globals_of(ctx).store() as store:
             aws = None
             if wait:
-                aws = _aws(ctx, aws_endpoint, region or _region_of(objects, store), profile, endpoint_profile)
+                aws = aws_context(
+                    ctx, aws_endpoint, region or region_of(objects, store), profile, endpoint_profile
+                )
             try:
                 results = delete_objects(store, objects, ignore_not_found)
             except NotFound as exc:
@@ -275,13 +237,15 @@ def register(app: typer.Typer) -> None:
         output: Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")] = "table",
     ) -> None:
         """List every AWS resource recorded for a cluster: kind, id, strategy class, tags complete."""
-        _check_output(output)
+        check_output(output)
         from capa_py.inventory import recorded_resources, verify_tags
 
-        with _globals(ctx).store() as store:
+        with globals_of(ctx).store() as store:
             rows = recorded_resources(store, cluster=cluster, namespace=namespace)
             if not offline and rows:
-                aws = _aws(ctx, aws_endpoint, region or _region_of([], store), profile, endpoint_profile)
+                aws = aws_context(
+                    ctx, aws_endpoint, region or region_of([], store), profile, endpoint_profile
+                )
                 try:
                     verify_tags(rows, aws.pool, aws.engine)
                 except AWSError as exc:
@@ -310,7 +274,7 @@ def register(app: typer.Typer) -> None:
         ctx: typer.Context, output: Annotated[str, typer.Option("-o", "--output")] = "table"
     ) -> None:
         """Show whether the local AWS endpoint is running, and where."""
-        endpoint = local.read_endpoint(_globals(ctx).state.parent)
+        endpoint = local.read_endpoint(globals_of(ctx).state.parent)
         if output == "json":
             document = {
                 "running": endpoint is not None,
@@ -330,7 +294,7 @@ def register(app: typer.Typer) -> None:
     def local_start(ctx: typer.Context) -> None:
         """Start the local AWS endpoint (commands with --aws-endpoint local also start it on demand)."""
         try:
-            endpoint = local.ensure_endpoint(_globals(ctx).state.parent)
+            endpoint = local.ensure_endpoint(globals_of(ctx).state.parent)
         except local.LocalEndpointError as exc:
             fail(str(exc))
         stdout.print(f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid})", highlight=False)
@@ -338,7 +302,7 @@ def register(app: typer.Typer) -> None:
     @local_app.command("stop")
     def local_stop(ctx: typer.Context) -> None:
         """Stop the local AWS endpoint (everything it held is forgotten)."""
-        stopped = local.stop_endpoint(_globals(ctx).state.parent)
+        stopped = local.stop_endpoint(globals_of(ctx).state.parent)
         stdout.print(
             "local AWS endpoint: stopped" if stopped else "local AWS endpoint: was not running",
             highlight=False,

@@ -8,25 +8,28 @@ invalid input never changes the store. Global options go before the subcommand
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from capa_py import __version__
-from capa_py.api.loader import ManifestError, load_manifests
-from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.cli.common import (
+    EXIT_INVALID,
+    EXIT_OK,
+    Globals,
+    OutputOption,
+    check_output,
+    fail,
+    globals_of,
+    stderr,
+    stdout,
+)
 from capa_py.cli.output import print_objects
-from capa_py.logging import LogFormat, configure_logging
-from capa_py.store import DEFAULT_STATE, SQLiteStore, open_store
+from capa_py.logging import configure_logging
+from capa_py.store import DEFAULT_STATE
 from capa_py.store.errors import Invalid, NotFound
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_INVALID = 2
 
 app = typer.Typer(
     name="capa",
@@ -36,24 +39,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-
-stdout = Console(soft_wrap=True)
-stderr = Console(stderr=True, soft_wrap=True)
-
-
-@dataclass
-class Globals:
-    state: Path
-    log_format: LogFormat
-    verbosity: int
-
-    def store(self) -> SQLiteStore:
-        return open_store(self.state)
-
-
-def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
-    stderr.print(f"error: {message}", markup=False, highlight=False)
-    raise typer.Exit(code)
 
 
 def _version(value: bool) -> None:
@@ -82,33 +67,6 @@ def main(
     ctx.obj = Globals(state=state, log_format=log_format, verbosity=verbose)  # type: ignore[arg-type]
 
 
-def _globals(ctx: typer.Context) -> Globals:
-    obj = ctx.find_root().obj
-    assert isinstance(obj, Globals)
-    return obj
-
-
-def _load(files: list[Path]) -> list[KubeObject]:
-    try:
-        return load_manifests(files)
-    except ManifestError as exc:
-        for problem in exc.problems:
-            stderr.print(f"error: {problem}", markup=False, highlight=False)
-        raise typer.Exit(EXIT_INVALID) from exc
-
-
-def _check_output(output: str) -> None:
-    if output not in ("table", "json", "yaml"):
-        raise typer.BadParameter("must be table, json or yaml", param_hint="-o/--output")
-
-
-FilesOption = Annotated[
-    list[Path] | None,
-    typer.Option("-f", "--filename", help="Manifest file (YAML or JSON, multi-document); '-' for stdin."),
-]
-OutputOption = Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")]
-
-
 @app.command()
 def get(
     ctx: typer.Context,
@@ -120,12 +78,12 @@ def get(
     output: OutputOption = "table",
 ) -> None:
     """Show objects from the store."""
-    _check_output(output)
+    check_output(output)
     try:
         model = REGISTRY.resolve(kind)
     except UnknownKind as exc:
         fail(str(exc), EXIT_INVALID)
-    with _globals(ctx).store() as store:
+    with globals_of(ctx).store() as store:
         try:
             if name is not None:
                 obj = store.get(model, name, namespace or "default")

@@ -1,0 +1,122 @@
+"""What every ``capa`` command shares: exit codes, consoles, global options, manifest loading, AWS options.
+
+Kept apart from :mod:`capa_py.cli.main` (which builds the app and mounts the command modules) so that
+command modules import it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from capa_py.api.aws import AWSCluster
+from capa_py.api.loader import ManifestError, load_manifests
+from capa_py.api.meta import KubeObject
+from capa_py.aws import local
+from capa_py.aws.accounting import CallCounter
+from capa_py.aws.errors import AWSError
+from capa_py.cli.aws_context import AWSContext, build_aws_context
+from capa_py.logging import LogFormat
+from capa_py.store import SQLiteStore, open_store
+from capa_py.store.protocol import ObjectStore
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+stdout = Console(soft_wrap=True)
+stderr = Console(stderr=True, soft_wrap=True)
+
+
+@dataclass
+class Globals:
+    state: Path
+    log_format: LogFormat
+    verbosity: int
+
+    def store(self) -> SQLiteStore:
+        return open_store(self.state)
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    stderr.print(f"error: {message}", markup=False, highlight=False)
+    raise typer.Exit(code)
+
+
+def globals_of(ctx: typer.Context) -> Globals:
+    obj = ctx.find_root().obj
+    assert isinstance(obj, Globals)
+    return obj
+
+
+def load_files(files: list[Path]) -> list[KubeObject]:
+    try:
+        return load_manifests(files)
+    except ManifestError as exc:
+        for problem in exc.problems:
+            stderr.print(f"error: {problem}", markup=False, highlight=False)
+        raise typer.Exit(EXIT_INVALID) from exc
+
+
+def check_output(output: str) -> None:
+    if output not in ("table", "json", "yaml"):
+        raise typer.BadParameter("must be table, json or yaml", param_hint="-o/--output")
+
+
+FilesOption = Annotated[
+    list[Path] | None,
+    typer.Option("-f", "--filename", help="Manifest file (YAML or JSON, multi-document); '-' for stdin."),
+]
+OutputOption = Annotated[str, typer.Option("-o", "--output", help="table, json or yaml.")]
+
+
+EndpointOption = Annotated[
+    str | None,
+    typer.Option(
+        "--aws-endpoint",
+        help="AWS endpoint: 'local' for the embedded endpoint, or a URL (default: AWS, or AWS_ENDPOINT_URL).",
+    ),
+]
+RegionOption = Annotated[str | None, typer.Option("--region", help="AWS region (default: the AWSCluster's).")]
+ProfileOption = Annotated[str | None, typer.Option("--profile", help="AWS shared-config profile.")]
+TraitsOption = Annotated[
+    str | None,
+    typer.Option("--endpoint-profile", help="Trait profile: aws, moto or localstack (default: by endpoint)."),
+]
+WaitOption = Annotated[bool, typer.Option("--wait/--no-wait", help="Run the controllers until done.")]
+TimeoutOption = Annotated[str, typer.Option("--timeout", help="How long --wait waits (90s, 15m, 1h).")]
+
+
+def region_of(objects: list[KubeObject], store: ObjectStore | None = None) -> str | None:
+    for obj in objects:
+        if isinstance(obj, AWSCluster):
+            return obj.spec.region
+    if store is not None:
+        clusters = store.list(AWSCluster)
+        if clusters:
+            return clusters[0].spec.region
+    return None
+
+
+def aws_context(
+    ctx: typer.Context, endpoint: str | None, region: str | None, profile: str | None, traits: str | None
+) -> AWSContext:
+    try:
+        return build_aws_context(globals_of(ctx).state, endpoint, region, profile, traits)
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    except (AWSError, local.LocalEndpointError) as exc:
+        fail(str(exc))
+
+
+def calls_summary(calls: CallCounter) -> dict[str, Any]:
+    return {
+        "total": calls.total(),
+        "mutating": calls.total(mutating=True),
+        "byOperation": calls.by_operation(),
+        "byOutcome": calls.by_outcome(),
+    }
