@@ -30,7 +30,7 @@ from capa_py.api.aws import (
 )
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, APIEndpoint, Cluster
 from capa_py.api.conditions import READY, set_condition
-from capa_py.aws.errors import InvalidRequest
+from capa_py.aws.errors import AWSError, DependencyViolation, InvalidRequest, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action, Context
@@ -561,9 +561,7 @@ class ClusterReconcile:
         waiting: list[str] = []
         for rc in classes:
             for observed in rc.describe_by_tags(tag, None):
-                if rc is self.igw_rc:
-                    for attachment in observed.attributes.get("attachments", []):
-                        self._detach(observed.id, str(attachment["vpc_id"]))
+                self._release_dependents(rc, observed)
                 try:
                     rc.delete(observed.id)
                     _log.warning(
@@ -572,12 +570,36 @@ class ClusterReconcile:
                         resource_id=observed.id,
                         cluster=self.cluster,
                     )
-                except Exception as exc:
+                except AWSNotFound:
+                    continue
+                except (Retryable, DependencyViolation) as exc:
                     waiting.append(f"{rc.kind} {observed.id}: {exc}")
+                except AWSError as exc:
+                    # Not something waiting fixes (a permission, a resource another cluster still uses):
+                    # reported prominently and left for `capa audit`, not a finalizer stuck forever.
+                    _log.error(
+                        "could not delete a stray resource tagged with the cluster; `capa audit` lists it",
+                        kind=rc.kind,
+                        resource_id=observed.id,
+                        cluster=self.cluster,
+                        error=str(exc),
+                    )
+                    continue
                 if rc.deletion_is_slow and rc.describe_by_id(observed.id) is not None:
                     waiting.append(f"{rc.kind} {observed.id} deleting")
         if waiting:
             raise Waiting("sweeping stray cluster resources: " + "; ".join(waiting[:5]), 10.0)
+
+    def _release_dependents(self, rc: ResourceClass[Any], observed: Observed) -> None:
+        """What AWS refuses to delete while attached: detach gateways, disassociate route tables."""
+        if rc is self.igw_rc:
+            for attachment in observed.attributes.get("attachments", []):
+                self._detach(observed.id, str(attachment["vpc_id"]))
+        elif rc is self.rt_rc:
+            for association in observed.attributes.get("associations", []):
+                if not association.get("main") and association.get("id"):
+                    with contextlib.suppress(AWSNotFound):
+                        self.assoc_rc.delete(str(association["id"]))
 
     def _detach(self, gateway_id: str, vpc_id: str) -> None:
         with contextlib.suppress(AWSNotFound):
