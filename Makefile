@@ -34,11 +34,14 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/run.py
 
+# LocalStack runs without Docker only on Python 3.13: found on PATH or through pyenv, or named here.
+LOCALSTACK_PYTHON ?=
+
 localstack-test: setup
-	localstack/run-tests.sh
+	LOCALSTACK_PYTHON="$(LOCALSTACK_PYTHON)" bash localstack/run-tests.sh $(PYTEST_ARGS)
 
 e2e: setup
 	$(BIN)/python -m pytest -q -m slow tests
 
 clean:
-	rm -rf $(VENV) .capa .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-localstack .capa .pytest_cache .mypy_cache .ruff_cache

@@ -364,11 +364,15 @@ class ClusterReconcile:
             if (rec := self.scope.recorder.recorded(f"sg-{role}")) is not None
         }
         if len(ids) < len(SG_ROLES):
-            # First pass: make the groups, so rules can name each other.
+            # First pass: make (or find) the groups, so rules can name each other. Rules are left alone
+            # here: a group found again after a lost record keeps its rules, never a moment without.
             for role in SG_ROLES:
                 if role not in ids:
                     observed = self.ensure(
-                        self.sg_rc, f"sg-{role}", self._sg_desired(role, ()), shared=role == "lb"
+                        self.sg_rc,
+                        f"sg-{role}",
+                        self._sg_desired(role, (), manage_rules=False),
+                        shared=role == "lb",
                     )
                     ids[role] = observed.id
         rules = self.security_group_rules(ids)
@@ -378,12 +382,16 @@ class ClusterReconcile:
             )
             self.security_groups[role] = SecurityGroupStatus(id=observed.id, name=f"{self.cluster}-{role}")
 
-    def _sg_desired(self, role: str, rules: tuple[IngressRule, ...]) -> SecurityGroupDesired:
+    def _sg_desired(
+        self, role: str, rules: tuple[IngressRule, ...], manage_rules: bool = True
+    ) -> SecurityGroupDesired:
         assert self.vpc_id is not None
         purpose = {"controlplane": "control plane", "node": "nodes", "lb": "load balancers (cloud provider)"}[
             role
         ]
-        return SecurityGroupDesired(self.vpc_id, f"{self.cluster}-{role}", f"{self.cluster} {purpose}", rules)
+        return SecurityGroupDesired(
+            self.vpc_id, f"{self.cluster}-{role}", f"{self.cluster} {purpose}", rules, manage_rules
+        )
 
     def lb_subnets(self) -> tuple[str, ...]:
         scheme = self.obj.spec.control_plane_load_balancer.scheme

@@ -58,6 +58,9 @@ class SecurityGroupDesired:
     group_name: str
     description: str
     ingress: tuple[IngressRule, ...] = ()
+    manage_rules: bool = True
+    """False: make (or find) the group but leave its rules as they are — for a first pass that only needs
+    the group ids that rules will name."""
 
 
 class RuleKey(NamedTuple):
@@ -218,6 +221,8 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
     def update(self, observed: Observed, desired: SecurityGroupDesired) -> bool:
         """Authorize missing ingress rules, then revoke extra ones (in that order, so that a rule being
         changed never leaves a window with neither)."""
+        if not desired.manage_rules:
+            return False
         wanted = {rule_key(rule, observed.id): rule.description for rule in desired.ingress}
         present = _rule_keys(observed)
         missing = [ip_permission(key, text) for key, text in wanted.items() if key not in present]
