@@ -14,11 +14,11 @@ function into a ctrlkit action that maps outcomes to a condition and a queue res
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from capa_py.api.conditions import set_condition
+from capa_py.api.conditions import READY, set_condition
 from capa_py.api.meta import KubeObject
 from capa_py.aws.errors import AWSError, Fatal, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
@@ -87,6 +87,35 @@ class ReconcileScope(Generic[T]):
             set_condition(obj.status, condition_type, ok, reason, message, severity)
 
         self.change_status(change)
+
+    def summarize(self, condition_types: Sequence[str]) -> None:
+        """End of a create pass: observedGeneration, the failure (if a step failed permanently), and
+        ``Ready`` from the first of ``condition_types`` that is not true."""
+        generation = self.obj.metadata.generation
+        failure = self.failure
+
+        def summary(obj: Any) -> None:
+            status = obj.status
+            status.observed_generation = generation
+            if failure is not None:
+                status.failure_reason = failure.reason
+                status.failure_message = str(failure)
+                status.ready = False
+            if status.ready:
+                return
+            first = next(
+                (c for c in status.conditions if c.type in condition_types and c.status != "True"), None
+            )
+            set_condition(
+                status,
+                READY,
+                False,
+                first.reason if first else "Reconciling",
+                first.message if first else "reconciling",
+                first.severity if first else "Info",
+            )
+
+        self.change_status(summary)
 
     def patch(self) -> T:
         """Write the collected status changes (nothing is written when nothing changed)."""

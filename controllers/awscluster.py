@@ -717,29 +717,7 @@ class AWSClusterController:
         if obj.being_deleted:
             return self._delete(work)
         result = ignore_exit(work.create_workflow().run(Context()))
-        generation = scope.obj.metadata.generation
-
-        def observed(o: AWSCluster) -> None:
-            o.status.observed_generation = generation
-            if scope.failure is not None:
-                o.status.failure_reason = scope.failure.reason
-                o.status.failure_message = str(scope.failure)
-                o.status.ready = False
-            if not o.status.ready or scope.failure is not None:
-                first = next(
-                    (c for c in o.status.conditions if c.type in CLUSTER_CONDITIONS and c.status != "True"),
-                    None,
-                )
-                set_condition(
-                    o.status,
-                    READY,
-                    False,
-                    first.reason if first else "Reconciling",
-                    first.message if first else "reconciling",
-                    first.severity if first else "Info",
-                )
-
-        scope.change_status(observed)
+        scope.summarize(CLUSTER_CONDITIONS)
         settle(self, key, scope.obj)
         scope.patch()
         return result

@@ -304,33 +304,7 @@ class AWSMachineController:
             {**awscluster.spec.additional_tags, **obj.spec.additional_tags},
         )
         result = ignore_exit(MachineReconcile(scope, machine, awscluster, bootstrap).create())
-        generation = scope.obj.metadata.generation
-
-        def observed(o: AWSMachine) -> None:
-            o.status.observed_generation = generation
-            if scope.failure is not None:
-                o.status.failure_reason = scope.failure.reason
-                o.status.failure_message = str(scope.failure)
-                o.status.ready = False
-            if not o.status.ready:
-                first = next(
-                    (
-                        c
-                        for c in o.status.conditions
-                        if c.type in (INSTANCE_READY, LB_ATTACHED) and c.status != "True"
-                    ),
-                    None,
-                )
-                set_condition(
-                    o.status,
-                    READY,
-                    False,
-                    first.reason if first else "Reconciling",
-                    first.message if first else "reconciling",
-                    first.severity if first else "Info",
-                )
-
-        scope.change_status(observed)
+        scope.summarize((INSTANCE_READY, LB_ATTACHED))
         settle(self, key, scope.obj)
         scope.patch()
         return result
