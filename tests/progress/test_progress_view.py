@@ -1,0 +1,49 @@
+"""The live progress view of ``capa apply``: one row per object with its state and conditions."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from capa_py.api.aws import AWSCluster, AWSClusterSpec
+from capa_py.api.conditions import set_condition
+from capa_py.api.meta import ObjectMeta
+from capa_py.cli.progress import ProgressView, render
+
+
+def _cluster(ready: bool) -> AWSCluster:
+    obj = AWSCluster(
+        metadata=ObjectMeta(name="demo", namespace="default"), spec=AWSClusterSpec(region="us-east-1")
+    )
+    set_condition(obj.status, "VpcReady", True)
+    set_condition(obj.status, "NatGatewaysReady", False, "Waiting", "NAT gateways are pending", "Info")
+    set_condition(
+        obj.status,
+        "Ready",
+        ready,
+        None if ready else "Waiting",
+        None if ready else "NAT gateways are pending",
+    )
+    obj.status.ready = ready
+    return obj
+
+
+def test_rows_show_state_conditions_and_what_the_object_waits_on() -> None:
+    target = _cluster(False)
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(render([target], [target], ["pending"]))
+    text = console.file.getvalue()  # type: ignore[attr-defined]
+    assert "awscluster/demo" in text
+    assert "pending" in text
+    assert "VpcReady ✓" in text
+    assert "NatGatewaysReady ✗" in text
+    assert "Waiting: NAT gateways are pending" in text
+
+
+def test_the_view_stays_silent_when_not_on_a_terminal() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=False)
+    with ProgressView(console, [_cluster(True)], enabled=True) as view:
+        view.update([_cluster(True)])
+    assert buffer.getvalue() == ""
