@@ -1,0 +1,31 @@
+"""The ``capa`` command with test faults injected: ``python tests/harness/crashing_capa.py ARGS…``.
+
+Installs the fault hooks :mod:`tests.harness.faults` reads from ``CAPA_TEST_*`` environment variables
+(crash after the N-th mutating AWS call, a throttling storm, failing operations), then runs exactly what
+the ``capa`` console script runs, with the same arguments. Without any ``CAPA_TEST_*`` variable it *is*
+``capa``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run by path, only this file's directory is on sys.path; the harness is imported as `tests.harness`.
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+
+def main() -> None:
+    from tests.harness.faults import install_from_env
+
+    install_from_env()
+    from capa_py.cli.main import run
+
+    sys.argv[0] = "capa"
+    run()
+
+
+if __name__ == "__main__":
+    main()
