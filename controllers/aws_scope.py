@@ -101,6 +101,10 @@ class ReconcileScope(Generic[T]):
                 status.failure_reason = failure.reason
                 status.failure_message = str(failure)
                 status.ready = False
+            else:
+                # A pass that met no permanent failure (after the spec was fixed) clears the old one.
+                status.failure_reason = None
+                status.failure_message = None
             if status.ready:
                 return
             first = next(

@@ -168,7 +168,7 @@ class MachineReconcile:
             self.obj.metadata.resource_version = updated.metadata.resource_version
             self.obj.metadata.generation = updated.metadata.generation
         if not self.instance_rc.is_ready(observed):
-            raise Waiting(f"instance {instance_id} is {state}", 10.0)
+            raise Waiting(f"instance {instance_id} is {state}", 3.0)
         return None
 
     def reconcile_load_balancer(self) -> Result | None:

@@ -23,10 +23,14 @@ def readiness(obj: KubeObject | None) -> Readiness:
     status = getattr(obj, "status", None)
     if status is None:
         return "ready"
-    if getattr(status, "failure_reason", None):
-        return "failed"
     phase = getattr(status, "phase", None)
-    if phase == "Failed":
+    # A failure is final only where it is the object's own and current: Cluster and Machine mirror their
+    # infrastructure's (which is judged on its own), and an infrastructure failure recorded for an older
+    # generation is being retried with the new spec.
+    own_failure = obj.KIND not in ("Cluster", "Machine")
+    observed = getattr(status, "observed_generation", None)
+    current = observed is None or obj.metadata.generation is None or observed >= obj.metadata.generation
+    if own_failure and current and (getattr(status, "failure_reason", None) or phase == "Failed"):
         return "failed"
     if obj.KIND == "Cluster":
         return "ready" if phase == "Provisioned" else "pending"

@@ -170,6 +170,17 @@ def test_bad_ami_fails_the_machine_with_an_error_condition_and_no_retry_storm(
     )
 
 
+def test_a_corrected_ami_applied_after_the_failure_converges(capa: Capa, tmp_path: Path) -> None:
+    manifest = _manifest_with_bad_ami(tmp_path / "bad-ami.yaml")
+    failed = capa.run("apply", "-f", str(manifest), "--timeout", "2m", "-o", "json")
+    assert failed.returncode == 1, f"the bad AMI should fail first:\n{failed}"
+    fixed = capa.run("apply", "-f", str(EXAMPLE), "--timeout", "2m", "-o", "json")
+    assert fixed.returncode == 0, f"re-applying the example's AMI should converge, not stay failed:\n{fixed}"
+    machine = next(o for o in capa.get("awsmachines") if o["metadata"]["name"] == "demo-worker-0")
+    assert machine["status"].get("ready") is True
+    assert not machine["status"].get("failureReason"), "the failure must be cleared once the machine is ready"
+
+
 def test_no_credentials_and_no_endpoint_exits_1_naming_aws_endpoint_local(tmp_path: Path) -> None:
     home = tmp_path / "empty-home"
     home.mkdir()
