@@ -217,7 +217,7 @@ class AWSCluster(KubeObject):
                     )
             if subnet.availability_zone is not None and not (
                 subnet.availability_zone.startswith(region)
-                and re.fullmatch(r"[a-z]", subnet.availability_zone[len(region) :])
+                and re.fullmatch(r"[a-h]", subnet.availability_zone[len(region) :])
             ):
                 issues.append(
                     FieldIssue(
