@@ -105,11 +105,12 @@ class ReconcileScope(Generic[T]):
                 # A pass that met no permanent failure (after the spec was fixed) clears the old one.
                 status.failure_reason = None
                 status.failure_message = None
+            pending = [c for c in status.conditions if c.type in condition_types and c.status != "True"]
+            if pending:
+                status.ready = False  # something it depends on has drifted or failed since
             if status.ready:
                 return
-            first = next(
-                (c for c in status.conditions if c.type in condition_types and c.status != "True"), None
-            )
+            first = pending[0] if pending else None
             set_condition(
                 status,
                 READY,

@@ -357,30 +357,22 @@ class ClusterReconcile:
 
     def reconcile_security_groups(self) -> None:
         assert self.vpc_id is not None
-        self.prefetch(self.sg_rc, [f"sg-{role}" for role in SG_ROLES])
-        ids = {
-            role: rec.id
-            for role in SG_ROLES
-            if (rec := self.scope.recorder.recorded(f"sg-{role}")) is not None
-        }
-        if len(ids) < len(SG_ROLES):
-            # First pass: make (or find) the groups, so rules can name each other. Rules are left alone
-            # here: a group found again after a lost record keeps its rules, never a moment without.
-            for role in SG_ROLES:
-                if role not in ids:
-                    observed = self.ensure(
-                        self.sg_rc,
-                        f"sg-{role}",
-                        self._sg_desired(role, (), manage_rules=False),
-                        shared=role == "lb",
-                    )
-                    ids[role] = observed.id
-        rules = self.security_group_rules(ids)
+        roles = [f"sg-{role}" for role in SG_ROLES]
+        self.prefetch(self.sg_rc, roles)
+        # First the groups themselves (found, adopted or re-created after drift), rules left alone, so
+        # that rules name the groups' current ids; then the rules, on the groups just observed.
+        observed: dict[str, Observed] = {}
         for role in SG_ROLES:
-            observed = self.ensure(
-                self.sg_rc, f"sg-{role}", self._sg_desired(role, rules[role]), shared=role == "lb"
+            observed[role] = self.ensure(
+                self.sg_rc, f"sg-{role}", self._sg_desired(role, (), manage_rules=False), shared=role == "lb"
             )
-            self.security_groups[role] = SecurityGroupStatus(id=observed.id, name=f"{self.cluster}-{role}")
+        rules = self.security_group_rules({role: o.id for role, o in observed.items()})
+        for role in SG_ROLES:
+            if role != "lb":  # shared with the cloud provider: create/delete only
+                self.sg_rc.update(observed[role], self._sg_desired(role, rules[role]))
+            self.security_groups[role] = SecurityGroupStatus(
+                id=observed[role].id, name=f"{self.cluster}-{role}"
+            )
 
     def _sg_desired(
         self, role: str, rules: tuple[IngressRule, ...], manage_rules: bool = True

@@ -9,7 +9,7 @@ from typing import Literal
 
 from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import CallCounter, call_scope
-from capa_py.runtime.manager import Controller, Manager
+from capa_py.runtime.manager import Controller, Manager, key_of
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
 
@@ -80,13 +80,20 @@ def converge(
     started = time.monotonic()
     last: list[KubeObject | None] = []
 
+    keys = [key_of(t) for t in targets]
+
     def done() -> bool:
+        # A status says what the last reconcile saw, maybe in another process long ago: an object counts
+        # only once this run has reconciled it, and "ready" only when no work is left in the queue.
         nonlocal last
         last = _refresh(store, targets)
         states = [readiness(o) for o in last]
         if goal == "gone":
             return all(s == "gone" for s in states)
-        return all(s == "ready" for s in states) or any(s == "failed" for s in states)
+        seen = [key in manager.reconciled_keys for key in keys]
+        if any(s == "failed" and fresh for s, fresh in zip(states, seen, strict=True)):
+            return True
+        return all(s == "ready" for s in states) and all(seen) and manager.idle
 
     def tick() -> None:
         if on_tick is not None:

@@ -74,6 +74,8 @@ class Manager:
         self.poll_interval = poll_interval
         self.reconciles: Counter[str] = Counter()
         self.calls_by_controller: dict[str, CallCounter] = {}
+        self.reconciled_keys: set[ObjectKey] = set()
+        """Every key reconciled at least once by this manager (its statuses are this run's)."""
         """AWS calls per controller, summed over its reconciles (for metrics and benchmarks)."""
         self.errors: list[tuple[ObjectKey, str]] = []
         self._versions: dict[str, str] = {}
@@ -163,6 +165,7 @@ class Manager:
                 _log.exception("reconcile raised", key=str(key))
                 result = Result(error=exc)
         self._settle(controller, key)
+        self.reconciled_keys.add(key)
         _log.debug(
             "reconciled",
             key=str(key),

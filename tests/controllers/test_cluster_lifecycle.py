@@ -236,3 +236,28 @@ def test_drifted_subnet_is_recreated_and_recorded(
     assert (
         harness.aws.ec2.call("DescribeSubnets", SubnetIds=[new])["Subnets"][0]["CidrBlock"] == "10.0.192.0/18"
     )
+
+
+def test_a_cluster_whose_aws_resources_all_vanished_is_rebuilt_by_the_next_apply(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    stored = _targets(harness.apply(example()))
+    assert harness.converge(stored).converged
+    harness.server.reset()  # every AWS resource is gone; the statuses still say ready
+    result = harness.converge(stored, timeout=90)
+    assert result.converged, _left(harness)
+    assert result.calls.total(mutating=True) >= 45, "a converge that trusted stale statuses did nothing"
+    awscluster = harness.store.get(AWSCluster, "demo", "default")
+    assert awscluster.status.ready
+    groups = awscluster.status.network.security_groups
+    found = harness.aws.ec2.call("DescribeSecurityGroups", GroupIds=[g.id for g in groups.values()])
+    assert len(found["SecurityGroups"]) == 3, "the recorded security groups must be the rebuilt ones"
+    assert len(_tagged(harness, "DescribeVpcs", "Vpcs")) == 1
+    assert len(_tagged(harness, "DescribeSubnets", "Subnets")) == 6
+    running = _tagged(
+        harness,
+        "DescribeInstances",
+        "Reservations",
+        [{"Name": "instance-state-name", "Values": ["pending", "running"]}],
+    )
+    assert sum(len(r["Instances"]) for r in running) == 3
