@@ -242,8 +242,7 @@ class Engine:
         )
         if observed is None:
             token = self._client_token(scope, role) if traits.client_token else None
-            observed = rc.create(desired, tags, token)
-            _log.info("created", kind=rc.kind, role=role, resource_id=observed.id, strategy="tag-on-create")
+            observed = self._create(rc, role, desired, tags, token, traits)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
         return observed
 
@@ -252,10 +251,7 @@ class Engine:
     ) -> Observed:
         observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
         if observed is None:
-            observed = rc.create(desired, None, self._client_token(scope, role))
-            _log.info(
-                "created", kind=rc.kind, role=role, resource_id=observed.id, strategy="token+separate-tagging"
-            )
+            observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=False)
         self._tag_or_retry(rc, observed, tags)
         self._record(scope, role, rc, observed, traits, tags_complete=True, quiet=True)
@@ -275,8 +271,7 @@ class Engine:
         adopted = self._adopt_intent(rc, role, desired, scope)
         if adopted is None:
             self._write_intent(rc, role, desired, scope, needed=not traits.natural_key)
-            adopted = rc.create(desired, None, None)
-            _log.info("created", kind=rc.kind, role=role, resource_id=adopted.id, strategy="separate-tagging")
+            adopted = self._create(rc, role, desired, None, None, traits)
         observed = adopted
         record_error: Exception | None = None
         tag_error: Exception | None = None
@@ -310,8 +305,7 @@ class Engine:
     ) -> Observed:
         observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
         if observed is None:
-            observed = rc.create(desired, None, self._client_token(scope, role))
-            _log.info("created", kind=rc.kind, role=role, resource_id=observed.id, strategy="token-only")
+            observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
         return observed
 
@@ -325,8 +319,7 @@ class Engine:
         adopted = self._adopt_intent(rc, role, desired, scope)
         if adopted is None:
             self._write_intent(rc, role, desired, scope, needed=not traits.natural_key)
-            adopted = rc.create(desired, None, None)
-            _log.info("created", kind=rc.kind, role=role, resource_id=adopted.id, strategy="untracked")
+            adopted = self._create(rc, role, desired, None, None, traits)
         try:
             self._record(scope, role, rc, adopted, traits, tags_complete=True)
         except RecordError as exc:
@@ -334,6 +327,25 @@ class Engine:
         return adopted
 
     # -- steps -------------------------------------------------------------------------------------------
+    def _create(
+        self,
+        rc: ResourceClass[D],
+        role: str,
+        desired: D,
+        tags: dict[str, str] | None,
+        token: str | None,
+        traits: Traits,
+    ) -> Observed:
+        observed = rc.create(desired, tags, token)
+        _log.info(
+            "created",
+            kind=rc.kind,
+            role=role,
+            resource_id=observed.id,
+            strategy=choose_strategy(traits).label,
+        )
+        return observed
+
     @staticmethod
     def _client_token(scope: Scope, role: str) -> str:
         """The token for a create of ``role``: the owner's and the role's, or — when the role's recorded
