@@ -38,39 +38,39 @@ class AWSError(Exception):
 
 
 class Retryable(AWSError):
-    pass
+    """Try again with backoff: nothing about the request is wrong."""
 
 
 class Throttled(Retryable):
-    pass
+    """AWS asked us to slow down; the request was refused, so repeating it is always safe."""
 
 
 class Transient(Retryable):
-    pass
+    """A 5xx, a timeout or a dropped connection: the outcome is unknown."""
 
 
 class DependencyViolation(Retryable):
-    pass
+    """A delete raced a dependent that is still going away; wait and delete again."""
 
 
 class NotFound(AWSError):
-    pass
+    """The resource does not exist: drift of a recorded id, or eventual consistency after a create."""
 
 
 class AlreadyExists(AWSError):
-    pass
+    """A natural key (a name, a rule, a route, an association) is already taken."""
 
 
 class Fatal(AWSError):
-    pass
+    """Retrying cannot help: report it on the object and back off."""
 
 
 class PermissionDenied(Fatal):
-    pass
+    """The credentials may not make this call."""
 
 
 class InvalidRequest(Fatal):
-    pass
+    """The request is wrong: a validation error, a quota, a bad AMI or key pair."""
 
 
 class MissingCredentials(Fatal):

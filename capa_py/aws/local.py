@@ -40,7 +40,7 @@ class LocalEndpoint:
 
 
 class LocalEndpointError(RuntimeError):
-    pass
+    """The local endpoint did not start or did not answer; its log says why."""
 
 
 def _free_port() -> int:

@@ -92,6 +92,14 @@ def _lookup(value: Any, part: str) -> Any:
     raise KeyError(part)
 
 
+def _has(value: Any, part: str) -> bool:
+    try:
+        _lookup(value, part)
+    except KeyError:
+        return False
+    return True
+
+
 def resolve_reference(target: KubeObject, expression: str) -> str:
     """The string value of ``target.X.Y`` on the target object."""
     parts = expression.strip().split(".")
@@ -102,12 +110,9 @@ def resolve_reference(target: KubeObject, expression: str) -> str:
         try:
             value = _lookup(value, part)
         except KeyError:
-            if index == 0:
-                try:
-                    value = _lookup(target.metadata, part)
-                    continue
-                except KeyError:
-                    pass
+            if index == 0 and _has(target.metadata, part):
+                value = _lookup(target.metadata, part)
+                continue
             raise StateError(
                 f"reference ${{{expression}}}: {type(target).__name__} has no {part!r}"
             ) from None

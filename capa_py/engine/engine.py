@@ -30,6 +30,7 @@ resource its interrupted create made and adopt it, or report that it cannot deci
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -496,9 +497,8 @@ class Engine:
 
     def _rollback(self, rc: ResourceClass[D], observed: Observed, role: str, why: str) -> None:
         try:
-            rc.delete(observed.id)
-        except NotFound:
-            pass
+            with contextlib.suppress(NotFound):  # already gone is what a rollback wants
+                rc.delete(observed.id)
         except AWSError as exc:
             _log.error(
                 "ORPHANED AWS RESOURCE: could not record it and could not delete it; delete it by hand or "

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 
 class EngineError(Exception):
-    pass
+    """Base of every engine outcome that is not plain success."""
 
 
 class RetryableError(EngineError):
-    pass
+    """Requeue with backoff: a status write or a tag failed, and nothing is lost."""
 
 
 class Waiting(EngineError):
