@@ -22,59 +22,18 @@ _ROOT = str(Path(__file__).resolve().parents[2])
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
-from capa_py.aws.session import AWSClients  # noqa: E402
 from capa_py.store import SQLiteStore  # noqa: E402
 from tests.engine.support import Faults, FlakyStatusStore, Owner  # noqa: E402
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
-from tests.resources.builders import Builder, clients_for  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def moto_server() -> Iterator[MotoServer]:
-    server = start_moto_server()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def moto_token_server() -> Iterator[MotoServer]:
-    server = start_moto_server(honour_tokens=True)
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="session")
-def _plain_clients(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> AWSClients:
-    return clients_for(moto_server, tmp_path_factory.mktemp("aws-env"))
-
-
-@pytest.fixture(scope="session")
-def _token_clients(moto_token_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> AWSClients:
-    return clients_for(moto_token_server, tmp_path_factory.mktemp("aws-env"))
-
-
-@pytest.fixture
-def aws(moto_server: MotoServer, _plain_clients: AWSClients) -> AWSClients:
-    """Clients against plain moto, reset first: every test starts from an empty account."""
-    moto_server.reset()
-    return _plain_clients
-
-
-@pytest.fixture
-def aws_tokens(moto_token_server: MotoServer, _token_clients: AWSClients) -> AWSClients:
-    """Clients against the ClientToken-honouring moto, reset first."""
-    moto_token_server.reset()
-    return _token_clients
-
-
-@pytest.fixture
-def build(aws: AWSClients) -> Builder:
-    return Builder(aws)
-
-
-@pytest.fixture
-def build_tokens(aws_tokens: AWSClients) -> Builder:
-    return Builder(aws_tokens)
+from tests.harness.fixtures import (  # noqa: E402, F401 - fixtures this package uses
+    _plain_clients,
+    _token_clients,
+    aws,
+    aws_tokens,
+    build,
+    build_tokens,
+    moto_server,
+    moto_token_server,
+)
 
 
 @pytest.fixture

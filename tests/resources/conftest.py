@@ -39,6 +39,7 @@ if _ROOT not in sys.path:
 from capa_py.aws.errors import NotFound  # noqa: E402
 from capa_py.aws.session import AWSClients  # noqa: E402
 from capa_py.engine.tags import lookup_tags  # noqa: E402
+from tests.harness.fixtures import _plain_clients, _token_clients, aws_tokens, build  # noqa: E402, F401
 from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
 from tests.localstack.endpoint import (  # noqa: E402
     REQUIRES_ELBV2,
@@ -46,7 +47,7 @@ from tests.localstack.endpoint import (  # noqa: E402
     ExternalEndpoint,
     endpoint_url,
 )
-from tests.resources.builders import CLUSTER, Builder, clients_for  # noqa: E402
+from tests.resources.builders import CLUSTER  # noqa: E402
 
 _HERE = Path(__file__).resolve().parent
 
@@ -134,16 +135,6 @@ def moto_token_server(external_endpoint: ExternalEndpoint | None) -> Iterator[Mo
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def _plain_clients(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> AWSClients:
-    return clients_for(moto_server, tmp_path_factory.mktemp("aws-env"))
-
-
-@pytest.fixture(scope="session")
-def _token_clients(moto_token_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -> AWSClients:
-    return clients_for(moto_token_server, tmp_path_factory.mktemp("aws-env"))
-
-
 @pytest.fixture
 def aws(request: pytest.FixtureRequest, external_endpoint: ExternalEndpoint | None) -> AWSClients:
     """AWS clients against the plain moto server, which is reset first: every test starts empty.
@@ -155,18 +146,6 @@ def aws(request: pytest.FixtureRequest, external_endpoint: ExternalEndpoint | No
     clients: AWSClients = request.getfixturevalue("_plain_clients")
     server.reset()
     return clients
-
-
-@pytest.fixture
-def aws_tokens(moto_token_server: MotoServer, _token_clients: AWSClients) -> AWSClients:
-    """AWS clients against the token-honouring moto server, which is reset first."""
-    moto_token_server.reset()
-    return _token_clients
-
-
-@pytest.fixture
-def build(aws: AWSClients) -> Builder:
-    return Builder(aws)
 
 
 @pytest.fixture
