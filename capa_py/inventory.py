@@ -49,7 +49,8 @@ class RecordedRow:
         return [self.cluster, self.owner, self.role, self.kind, self.id, self.strategy, tags, self.state]
 
 
-def _cluster_of(obj: AWSCluster | AWSMachine) -> str:
+def cluster_of(obj: AWSCluster | AWSMachine) -> str:
+    """The cluster an AWSCluster or AWSMachine belongs to: its cluster-name label, Cluster owner, or name."""
     owner = next((r.name for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
     return obj.metadata.labels.get(CLUSTER_NAME_LABEL) or owner or obj.name
 
@@ -61,10 +62,10 @@ def recorded_resources(
     regions: dict[tuple[str, str], str] = {}
     clusters = list(store.list(AWSCluster, namespace=namespace))
     for awscluster in clusters:
-        regions[(awscluster.metadata.namespace or "", _cluster_of(awscluster))] = awscluster.spec.region
+        regions[(awscluster.metadata.namespace or "", cluster_of(awscluster))] = awscluster.spec.region
     owners: list[AWSCluster | AWSMachine] = [*clusters, *store.list(AWSMachine, namespace=namespace)]
     for obj in owners:
-        name = _cluster_of(obj)
+        name = cluster_of(obj)
         if cluster is not None and name != cluster:
             continue
         region = regions.get((obj.metadata.namespace or "", name), "")

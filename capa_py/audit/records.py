@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from capa_py.api.aws import AWSCluster, AWSMachine, IntentRecord
-from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
+from capa_py.api.cluster import Cluster
+from capa_py.inventory import cluster_of
 from capa_py.store.protocol import ObjectStore
 
 
@@ -63,11 +64,6 @@ class StoreView:
 
     def cluster_exists(self, cluster: str) -> bool:
         return cluster in self.clusters
-
-
-def cluster_of(obj: AWSCluster | AWSMachine) -> str:
-    owner = next((r.name for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
-    return obj.metadata.labels.get(CLUSTER_NAME_LABEL) or owner or obj.name
 
 
 def read_store(store: ObjectStore, default_region: str) -> StoreView:
