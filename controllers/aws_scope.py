@@ -29,6 +29,7 @@ from capa_py.engine.engine import Engine, Scope
 from capa_py.engine.errors import NonRetryableError, RetryableError, Waiting
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.logging import get_logger
+from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 from controllers.base import patch_status
 
@@ -87,6 +88,22 @@ class ReconcileScope(Generic[T]):
             set_condition(obj.status, condition_type, ok, reason, message, severity)
 
         self.change_status(change)
+
+    def update_spec(self, mutate: Callable[[T], None]) -> None:
+        """Write a change to the object's spec now (re-applied on conflict) and keep the view in step."""
+        updated = retry_on_conflict(self.store, self.obj, mutate)
+        self.obj.spec = updated.spec  # type: ignore[attr-defined]
+        self.obj.metadata.resource_version = updated.metadata.resource_version
+        self.obj.metadata.generation = updated.metadata.generation
+
+    def mark_ready(self) -> None:
+        def ready(obj: Any) -> None:
+            obj.status.ready = True
+            obj.status.failure_reason = None
+            obj.status.failure_message = None
+            set_condition(obj.status, READY, True)
+
+        self.change_status(ready)
 
     def summarize(self, condition_types: Sequence[str]) -> None:
         """End of a create pass: observedGeneration, the failure (if a step failed permanently), and

@@ -43,7 +43,6 @@ from capa_py.engine.resource import Observed, ResourceClass
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
-from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, settle
@@ -430,19 +429,9 @@ class ClusterReconcile:
             def set_endpoint(o: AWSCluster) -> None:
                 o.spec.control_plane_endpoint = APIEndpoint(host=host, port=API_SERVER_PORT)
 
-            updated = retry_on_conflict(self.scope.store, self.obj, set_endpoint)
-            self.obj.metadata.resource_version = updated.metadata.resource_version
-            self.obj.metadata.generation = updated.metadata.generation
-            self.obj.spec = updated.spec
+            self.scope.update_spec(set_endpoint)
         self.record_network()
-
-        def ready(o: AWSCluster) -> None:
-            o.status.ready = True
-            o.status.failure_reason = None
-            o.status.failure_message = None
-            set_condition(o.status, READY, True)
-
-        self.scope.change_status(ready)
+        self.scope.mark_ready()
         return None
 
     def record_network(self) -> None:

@@ -30,7 +30,6 @@ from capa_py.engine.recorder import StatusRecorder
 from capa_py.engine.resource import Observed
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
-from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, resolve_ref, settle
@@ -163,10 +162,7 @@ class MachineReconcile:
                 o.spec.provider_id = pid
                 o.spec.instance_id = instance_id
 
-            updated = retry_on_conflict(self.scope.store, self.obj, set_spec)
-            self.obj.spec = updated.spec
-            self.obj.metadata.resource_version = updated.metadata.resource_version
-            self.obj.metadata.generation = updated.metadata.generation
+            self.scope.update_spec(set_spec)
         if not self.instance_rc.is_ready(observed):
             raise Waiting(f"instance {instance_id} is {state}", 3.0)
         return None
@@ -187,13 +183,7 @@ class MachineReconcile:
         return None
 
     def mark_ready(self) -> Result | None:
-        def ready(o: AWSMachine) -> None:
-            o.status.ready = True
-            o.status.failure_reason = None
-            o.status.failure_message = None
-            set_condition(o.status, READY, True)
-
-        self.scope.change_status(ready)
+        self.scope.mark_ready()
         return None
 
     def create_workflow(self) -> Action:
