@@ -32,7 +32,15 @@ from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, resolve_ref, settle
+from controllers.base import (
+    add_finalizer,
+    fetch,
+    get_or_none,
+    patch_status,
+    remove_finalizer,
+    resolve_ref,
+    settle,
+)
 from resources.instance import Instance, InstanceDesired
 from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
 
@@ -300,8 +308,6 @@ class AWSMachineController:
         return result
 
     def _waiting(self, obj: AWSMachine, reason: str, message: str) -> Result:
-        from controllers.base import patch_status
-
         def apply(o: AWSMachine) -> None:
             set_condition(o.status, INSTANCE_READY, False, reason, message, "Info")
             set_condition(o.status, READY, False, reason, message, "Info")

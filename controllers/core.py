@@ -29,6 +29,7 @@ from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.errors import NotFound
+from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.base import (
     add_finalizer,
@@ -102,8 +103,6 @@ class ClusterController:
 
                 def copy_endpoint(c: Cluster) -> None:
                     c.spec.control_plane_endpoint = endpoint.model_copy()
-
-                from capa_py.store.helpers import retry_on_conflict
 
                 cluster = retry_on_conflict(self.store, cluster, copy_endpoint)
         ready = infra_ready(infra)
@@ -243,7 +242,6 @@ class MachineController:
             getattr(infra, "spec", None), "provider_id", None
         )
         if provider_id and machine.spec.provider_id != provider_id:
-            from capa_py.store.helpers import retry_on_conflict
 
             def set_provider(m: Machine) -> None:
                 m.spec.provider_id = str(provider_id)

@@ -167,20 +167,30 @@ class Engine:
         }[strategy]
         observed = flow(rc, traits, role, desired, tags, scope)
         if not shared_with_cloud_provider:
-            self._update_attributes(rc, traits, role, observed, desired, scope)
+            recorded = scope.recorder.recorded(role)
+            self._update_attributes(
+                rc, traits, role, observed, desired, scope, recorded.tags_complete if recorded else True
+            )
         return observed
 
     def _update_attributes(
-        self, rc: ResourceClass[D], traits: Traits, role: str, observed: Observed, desired: D, scope: Scope
-    ) -> None:
-        """Bring mutable attributes to the desired state; re-record when the update changed the id."""
+        self,
+        rc: ResourceClass[D],
+        traits: Traits,
+        role: str,
+        observed: Observed,
+        desired: D,
+        scope: Scope,
+        tags_complete: bool,
+    ) -> bool:
+        """Bring mutable attributes to the desired state; re-record (and say so) when the update changed
+        the resource's id (a replaced route-table association)."""
         before = observed.id
         rc.update(observed, desired)
-        if observed.id != before:
-            recorded = scope.recorder.recorded(role)
-            self._record_or_retry(
-                scope, role, rc, observed, traits, tags_complete=recorded.tags_complete if recorded else True
-            )
+        if observed.id == before:
+            return False
+        self._record_or_retry(scope, role, rc, observed, traits, tags_complete)
+        return True
 
     def prefetch(self, rc: ResourceClass[Any], roles: Iterable[str], scope: Scope) -> None:
         """Describe the recorded resources of several roles in one batch, for the ensures that follow.
@@ -223,12 +233,8 @@ class Engine:
                     tags_complete = False
                     self._record(scope, role, rc, observed, traits, tags_complete=False, quiet=True)
                     raise RetryableError(f"{rc.kind} {observed.id}: tagging failed: {exc}") from exc
-        if not shared:
-            before = observed.id
-            rc.update(observed, desired)
-            if observed.id != before:
-                self._record_or_retry(scope, role, rc, observed, traits, tags_complete)
-                return observed
+        if not shared and self._update_attributes(rc, traits, role, observed, desired, scope, tags_complete):
+            return observed
         strategy = choose_strategy(traits).label
         if recorded.tags_complete != tags_complete or recorded.strategy != strategy:
             self._record(scope, role, rc, observed, traits, tags_complete)
