@@ -623,7 +623,8 @@ class AWSClusterController:
         self.store = store
         self.pool = pool
         self.engine = engine
-        self._cluster_views: dict[tuple[str, str], str] = {}
+        # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
+        self.views = {"Cluster": lambda c: (c.metadata.uid, c.paused)}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -650,12 +651,6 @@ class AWSClusterController:
             and obj.spec.infrastructure_ref
             and obj.spec.infrastructure_ref.kind == "AWSCluster"
         ):
-            # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
-            view = f"{obj.metadata.uid}|{obj.paused}|{event.type == 'DELETED'}"
-            seen_key = (obj.metadata.namespace or "", obj.name)
-            if self._cluster_views.get(seen_key) == view:
-                return []
-            self._cluster_views[seen_key] = view
             return [
                 ObjectKey("AWSCluster", obj.metadata.namespace or "", obj.spec.infrastructure_ref.name or "")
             ]

@@ -11,7 +11,6 @@ waits until the instance is gone, then drops the finalizer.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -216,7 +215,8 @@ class AWSMachineController:
         self.store = store
         self.pool = pool
         self.engine = engine
-        self._cluster_views: dict[tuple[str, str], str] = {}
+        # Machines need the cluster's readiness and network, not every condition it writes.
+        self.views = {"AWSCluster": lambda c: (c.status.ready, c.status.network.model_dump(mode="json"))}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -232,15 +232,6 @@ class AWSMachineController:
             cluster = obj.metadata.labels.get(CLUSTER_NAME_LABEL)
             if not cluster:
                 return []
-            # Machines need the cluster's readiness and network, not every condition it writes.
-            relevant = json.dumps(
-                [obj.status.ready, obj.status.network.model_dump(mode="json")],
-                sort_keys=True,
-            )
-            seen_key = (namespace, obj.name)
-            if self._cluster_views.get(seen_key) == relevant and event.type == "MODIFIED":
-                return []
-            self._cluster_views[seen_key] = relevant
             return [
                 ObjectKey("AWSMachine", namespace, m.name)
                 for m in self.store.list(

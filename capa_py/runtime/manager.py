@@ -53,6 +53,8 @@ class Controller(Protocol):
 
     # Optional: ``status_kinds``, the watched kinds whose *status* changes matter to this controller.
     # A status-only change of any other watched kind is not passed to ``map_event``.
+    # Optional: ``views``, per watched kind name, a function giving what of such an object the controller
+    # reacts to; a modification that leaves that view unchanged is not passed to ``map_event``.
 
     def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]: ...
 
@@ -87,6 +89,7 @@ class Manager:
         self._busy_lock = threading.Lock()
         self._seen: dict[ObjectKey, str] = {}
         self._settled: dict[ObjectKey, int] = {}
+        self._views: dict[tuple[str, ObjectKey], object] = {}
         self.skipped_status_events = 0
 
     # -- events -------------------------------------------------------------------------------------
@@ -136,8 +139,20 @@ class Manager:
                 k.KIND for k in getattr(controller, "status_kinds", ())
             }:
                 continue
+            if not self._view_changed(controller, event):
+                continue
             for mapped in controller.map_event(event):
                 self.queue.add(mapped)
+
+    def _view_changed(self, controller: Controller, event: WatchEvent[KubeObject]) -> bool:
+        view_of = getattr(controller, "views", {}).get(event.object.KIND)
+        if view_of is None:
+            return True
+        slot = (controller.name, key_of(event.object))
+        view = None if event.type == "DELETED" else view_of(event.object)
+        unchanged = event.type == "MODIFIED" and slot in self._views and self._views[slot] == view
+        self._views[slot] = view
+        return not unchanged
 
     # -- work ---------------------------------------------------------------------------------------
     def process_one(self, timeout: float | None = 0.0) -> bool:
