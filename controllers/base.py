@@ -99,10 +99,3 @@ def settle(controller: object, key: ObjectKey, final: KubeObject) -> None:
 
     settled: dict[ObjectKey, str] = controller.__dict__.setdefault("final_state", {})
     settled[key] = desired_fingerprint(final)
-
-
-def owner_of_kind(obj: KubeObject, kind: str) -> ObjectKey | None:
-    for ref in obj.metadata.owner_references:
-        if ref.kind == kind:
-            return ObjectKey(kind, obj.metadata.namespace or "", ref.name)
-    return None

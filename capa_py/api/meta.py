@@ -107,10 +107,6 @@ class ObjectMeta(KubeModel):
             validate_label_value(label_value)
         return value
 
-    def controller_owner(self) -> OwnerReference | None:
-        """The owner reference marked ``controller: true``, if any."""
-        return next((ref for ref in self.owner_references if ref.controller), None)
-
 
 ConditionStatus = Literal["True", "False", "Unknown"]
 

@@ -40,13 +40,6 @@ def _path(doc: dict[str, Any], path: str, default: str = "") -> str:
     return default if value is None else str(value)
 
 
-def _condition(doc: dict[str, Any], condition_type: str) -> str:
-    for condition in doc.get("status", {}).get("conditions", []):
-        if condition.get("type") == condition_type:
-            return str(condition.get("status", ""))
-    return ""
-
-
 def _endpoint(doc: dict[str, Any]) -> str:
     host = _path(doc, "spec.controlPlaneEndpoint.host")
     port = _path(doc, "spec.controlPlaneEndpoint.port", "0")

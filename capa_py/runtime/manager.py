@@ -90,7 +90,6 @@ class Manager:
         self._seen: dict[ObjectKey, str] = {}
         self._settled: dict[ObjectKey, int] = {}
         self._views: dict[tuple[str, ObjectKey], object] = {}
-        self.skipped_status_events = 0
 
     # -- events -------------------------------------------------------------------------------------
     def prime(self) -> None:
@@ -130,9 +129,7 @@ class Manager:
             # wake it again (it asks for a requeue when it needs one); anything else does. Writes made
             # up to the state a reconcile reported it ended with are its own, and are settled too.
             own_write = int(event.resource_version) <= self._settled.get(key, -1)
-            if status_only or own_write:
-                self.skipped_status_events += 1
-            else:
+            if not (status_only or own_write):
                 self.queue.add(key)
         for controller in self.controllers.values():
             if status_only and event.object.KIND not in {
@@ -264,18 +261,3 @@ class Manager:
             for thread in threads:
                 thread.join(timeout=120)
         return outcome
-
-    def run_until_idle(self, max_reconciles: int = 10_000, settle: float = 0.0) -> int:
-        """Single-threaded: reconcile whatever is due until nothing is due (tests, benchmarks)."""
-        self.prime()
-        count = 0
-        while count < max_reconciles:
-            self.poll_events()
-            if self.process_one(timeout=0):
-                count += 1
-                continue
-            next_due = self.queue.next_due()
-            if next_due is None or next_due - time.monotonic() > settle:
-                return count
-            time.sleep(max(0.0, next_due - time.monotonic()))
-        return count

@@ -10,7 +10,6 @@ it sees writes made by other processes.
 
 from __future__ import annotations
 
-import builtins
 import json
 import secrets
 import sqlite3
@@ -27,7 +26,7 @@ from pydantic import ValidationError
 from capa_py.api.core import Secret
 from capa_py.api.loader import format_loc
 from capa_py.api.meta import KubeObject, utcnow, validate_dns_subdomain
-from capa_py.api.registry import REGISTRY, KindRegistry, UnknownKind
+from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
 from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound
 from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
@@ -152,12 +151,6 @@ class SQLiteStore:
         if not kind.NAMESPACED:
             return ""
         return namespace or "default"
-
-    def _model(self, api_version: str, kind: str) -> type[KubeObject]:
-        try:
-            return self.registry.for_gvk(api_version, kind)
-        except UnknownKind as exc:
-            raise Invalid(str(exc), "kind") from exc
 
     def _check_kind(self, kind: type[KubeObject]) -> None:
         if kind not in self.registry:
@@ -557,18 +550,3 @@ class SQLiteStore:
     def current_resource_version(self) -> str:
         with self._read() as conn:
             return str(conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0])
-
-    def all_objects(self) -> builtins.list[KubeObject]:
-        """Every stored object, of every registered kind (for dumps and audits)."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT api_version, kind, doc FROM objects ORDER BY kind, namespace, name"
-            ).fetchall()
-        result: builtins.list[KubeObject] = []
-        for api_version, kind, text in rows:
-            try:
-                model = self.registry.for_gvk(api_version, kind)
-            except UnknownKind:
-                continue
-            result.append(model.model_validate(json.loads(text)))
-        return result
