@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from textwrap import dedent
 
 import pytest
 
-from capa_py.ctrlkit.dsl import DSLError, parse, parse_file
+from capa_py.ctrlkit.codegen import generate
+from capa_py.ctrlkit.dsl import DSLError, StateRef, parse, parse_file
 from capa_py.ctrlkit.state import Selector
 
 FIXTURE = Path(__file__).parent / "fixtures" / "cronjob.ctrlkit"
@@ -391,3 +393,67 @@ def test_empty_document_has_nothing_declared() -> None:
     document = parse("// nothing here yet\n\n", "empty.ctrlkit")
 
     assert (document.binds, document.aliases, document.decls) == ((), (), ())
+
+
+# -- an action's states must be declared -----------------------------------------------------------------
+
+
+def test_action_taking_a_state_only_another_decl_declares_is_an_error_naming_action_state_and_line() -> None:
+    error = parse_error(
+        after_prelude(
+            "decl Lister for CronJob {",
+            STATE,
+            JOBS,
+            "        }",
+            "    }",
+            "}",
+            "decl Cleaner for CronJob {",
+            "    action {",
+            "        CleanUp(jobs)",
+            "    }",
+            "}",
+        )
+    )
+
+    assert (error.line, error.col) == (14, 17)
+    assert "action 'CleanUp'" in error.message
+    assert "decl 'Cleaner' declares (none is declared)" in error.message
+    assert error.message.endswith("found 'jobs'")
+
+
+def test_every_undeclared_state_of_an_action_is_reported() -> None:
+    error = parse_error(
+        after_prelude(
+            DECL, STATE, JOBS, "        }", "    }", "    action {", "        Sync(pods, jobs, cm)", "}}"
+        )
+    )
+
+    reported = [(e.line, e.col, e.message.rsplit(" ", 1)[-1]) for e in (error, *error.others)]
+    assert reported == [(12, 14, "'pods'"), (12, 26, "'cm'")]
+    assert all("action 'Sync'" in e.message for e in (error, *error.others))
+
+
+def test_a_state_declared_after_the_action_block_of_its_decl_is_declared() -> None:
+    document = parse(
+        after_prelude(
+            DECL, "    action {", "        Sync(jobs)", "    }", STATE, JOBS, "        }", "    }", "}"
+        )
+    )
+
+    (decl,) = document.decls
+    assert [s.name for s in decl.actions[0].states] == [s.name for s in decl.states] == ["jobs"]
+
+
+def test_code_generator_refuses_a_hand_built_document_whose_action_takes_an_undeclared_state() -> None:
+    document = parse_file(FIXTURE)
+    (decl,) = document.decls
+    first = decl.actions[0]
+    sneaked = replace(first, states=(*first.states, StateRef(line=first.line, col=99, name="pods")))
+    hand_built = replace(document, decls=(replace(decl, actions=(sneaked, *decl.actions[1:])),))
+
+    with pytest.raises(DSLError) as caught:
+        generate(hand_built, "cronjob.ctrlkit")
+
+    assert (caught.value.line, caught.value.col) == (first.line, 99)
+    assert f"action '{first.name}'" in caught.value.message
+    assert caught.value.message.endswith("found 'pods'")
