@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator
 
 from capa_py.api.cluster import APIEndpoint, MachineAddress
+from capa_py.api.immutable import immutable, without
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
 
 INFRA_API_VERSION = "infrastructure.cluster.x-k8s.io/v1beta2"
@@ -188,6 +189,42 @@ class AWSCluster(KubeObject):
     spec: AWSClusterSpec
     status: AWSClusterStatus = Field(default_factory=AWSClusterStatus)
 
+    def immutable_issues(self, old: AWSCluster) -> list[FieldIssue]:
+        """Cluster API Provider AWS's rule (region, the load balancer's scheme and name, the control-plane
+        endpoint once set, the VPC id once set), and capa-py's for what it creates once and never changes
+        in place: the VPC block, the zones chosen for default subnets, the subnets (their tags stay
+        mutable) and the load balancer's type and additional security groups."""
+        new, was = self.spec, old.spec
+        lb_fields = ("scheme", "name", "loadBalancerType", "additionalSecurityGroups")
+        lb_path = "spec.controlPlaneLoadBalancer"
+        issues = immutable("spec.region", was.region, new.region)
+        for name in lb_fields:
+            issues += immutable(
+                f"{lb_path}.{name}",
+                was.control_plane_load_balancer.model_dump(mode="json", by_alias=True)[name],
+                new.control_plane_load_balancer.model_dump(mode="json", by_alias=True)[name],
+            )
+        if was.control_plane_endpoint != APIEndpoint():
+            issues += immutable("spec.controlPlaneEndpoint", was.control_plane_endpoint, new.control_plane_endpoint)
+        vpc_fields = ("id", "cidrBlock", "availabilityZoneUsageLimit", "availabilityZoneSelection")
+        old_vpc, new_vpc = without(was.network.vpc, ["tags"]), without(new.network.vpc, ["tags"])
+        for name in vpc_fields:
+            issues += immutable(f"spec.network.vpc.{name}", old_vpc[name], new_vpc[name])
+        old_subnets, new_subnets = was.network.subnets, new.network.subnets
+        if len(old_subnets) != len(new_subnets):
+            issues.append(
+                FieldIssue(
+                    path="spec.network.subnets",
+                    message=f"immutable (was {len(old_subnets)} subnets, now {len(new_subnets)})",
+                )
+            )
+        else:
+            for index, (before, after) in enumerate(zip(old_subnets, new_subnets, strict=True)):
+                issues += immutable(
+                    f"spec.network.subnets[{index}]", without(before, ["tags"]), without(after, ["tags"])
+                )
+        return issues
+
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = []
         vpc = self.spec.network.vpc
@@ -310,6 +347,19 @@ class AWSMachine(KubeObject):
 
     spec: AWSMachineSpec
     status: AWSMachineStatus = Field(default_factory=AWSMachineStatus)
+
+    MUTABLE_SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
+        "providerID",
+        "instanceID",
+        "additionalTags",
+        "additionalSecurityGroups",
+    )
+    """What Cluster API Provider AWS lets an update change; every other spec field is immutable."""
+
+    def immutable_issues(self, old: AWSMachine) -> list[FieldIssue]:
+        return immutable(
+            "spec", without(old.spec, self.MUTABLE_SPEC_FIELDS), without(self.spec, self.MUTABLE_SPEC_FIELDS)
+        )
 
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = []

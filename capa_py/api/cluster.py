@@ -6,7 +6,8 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from capa_py.api.meta import Condition, KubeModel, KubeObject, ObjectReference
+from capa_py.api.immutable import immutable
+from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, ObjectReference
 
 CLUSTER_API_VERSION = "cluster.x-k8s.io/v1beta1"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
@@ -120,6 +121,10 @@ class Machine(KubeObject):
 
     spec: MachineSpec
     status: MachineStatus = Field(default_factory=MachineStatus)
+
+    def immutable_issues(self, old: Machine) -> list[FieldIssue]:
+        """As Cluster API: a machine never moves to another cluster."""
+        return immutable("spec.clusterName", old.spec.cluster_name, self.spec.cluster_name)
 
     @property
     def is_control_plane(self) -> bool:
