@@ -205,7 +205,9 @@ class AWSCluster(KubeObject):
                 new.control_plane_load_balancer.model_dump(mode="json", by_alias=True)[name],
             )
         if was.control_plane_endpoint != APIEndpoint():
-            issues += immutable("spec.controlPlaneEndpoint", was.control_plane_endpoint, new.control_plane_endpoint)
+            issues += immutable(
+                "spec.controlPlaneEndpoint", was.control_plane_endpoint, new.control_plane_endpoint
+            )
         vpc_fields = ("id", "cidrBlock", "availabilityZoneUsageLimit", "availabilityZoneSelection")
         old_vpc, new_vpc = without(was.network.vpc, ["tags"]), without(new.network.vpc, ["tags"])
         for name in vpc_fields:

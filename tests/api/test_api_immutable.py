@@ -137,7 +137,7 @@ def test_awscluster_control_plane_endpoint_is_free_until_set_then_immutable() ->
     cluster.spec.control_plane_endpoint = endpoint
     issues = _issues(cluster, lambda c: setattr(c.spec, "control_plane_endpoint", APIEndpoint()))
     assert issues == {
-        "spec.controlPlaneEndpoint.host": "immutable (was api.example.com, now \"\")",
+        "spec.controlPlaneEndpoint.host": 'immutable (was api.example.com, now "")',
         "spec.controlPlaneEndpoint.port": "immutable (was 6443, now 0)",
     }
 
