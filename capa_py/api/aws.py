@@ -12,7 +12,7 @@ import re
 from functools import cache
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from capa_py.api.cluster import APIEndpoint, MachineAddress
 from capa_py.api.immutable import immutable, without
@@ -300,6 +300,12 @@ class Volume(KubeModel):
     type: Literal["gp2", "gp3", "io1", "io2", "st1", "sc1", "standard"] = "gp3"
     iops: int | None = Field(default=None, ge=100)
     encrypted: bool | None = None
+
+    @model_validator(mode="after")
+    def _provisioned_types_need_iops(self) -> Volume:
+        if self.type in ("io1", "io2") and self.iops is None:
+            raise ValueError(f"iops is required for volume type {self.type}")
+        return self
 
 
 class AWSMachineSpec(KubeModel):
