@@ -86,6 +86,18 @@ class NetworkSpec(KubeModel):
     vpc: VPCSpec = Field(default_factory=VPCSpec)
     subnets: list[SubnetSpec] = Field(default_factory=list)
 
+    @model_validator(mode="after")
+    def _tags_only_on_what_capa_creates(self) -> NetworkSpec:
+        """Resources the user brings are never tagged: tags for them would be silently ignored."""
+        if self.vpc.id is not None and self.vpc.tags:
+            raise ValueError("vpc.tags: a bring-your-own VPC (vpc.id) is never tagged; remove the tags")
+        for index, subnet in enumerate(self.subnets):
+            if subnet.id is not None and subnet.tags:
+                raise ValueError(
+                    f"subnets[{index}].tags: a bring-your-own subnet (id) is never tagged; remove the tags"
+                )
+        return self
+
 
 class AWSLoadBalancerSpec(KubeModel):
     name: str | None = Field(default=None, max_length=32, pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
