@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from capa_py.api.immutable import immutable
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, ObjectReference
@@ -23,6 +23,17 @@ class NetworkRanges(KubeModel):
 
 class ClusterNetwork(KubeModel):
     api_server_port: int | None = Field(default=None, ge=1, le=65535)
+
+    @field_validator("api_server_port")
+    @classmethod
+    def _only_the_port_capa_py_serves(cls, value: int | None) -> int | None:
+        # The load balancer's listener, target group and security-group rules all use 6443.
+        if value is not None and value != 6443:
+            raise ValueError(
+                f"only 6443 is supported (the API server load balancer listens there), not {value}"
+            )
+        return value
+
     services: NetworkRanges | None = None
     pods: NetworkRanges | None = None
     service_domain: str | None = None

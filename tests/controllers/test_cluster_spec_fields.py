@@ -58,6 +58,8 @@ def test_vpc_and_subnet_tags_and_cross_zone_take_effect_and_follow_changes(
         spec.network.vpc.tags = {"cost-center": vpc_tag}
         spec.network.subnets[0].tags = {"tier": "edge"}
         spec.control_plane_load_balancer.cross_zone_load_balancing = cross_zone
+        spec.control_plane_load_balancer.scheme = "internal"
+        spec.control_plane_load_balancer.name = "demo-internal-api"
         return objects
 
     stored = harness.apply(declared("42", True))
@@ -72,6 +74,12 @@ def test_vpc_and_subnet_tags_and_cross_zone_take_effect_and_follow_changes(
     assert "tier" not in by_cidr["10.0.16.0/20"], "a subnet's tags went to another subnet"
     assert "cost-center" not in by_cidr["10.0.0.0/20"], "the VPC's tags went to a subnet"
     assert _cross_zone(harness) == "true"
+    described = harness.aws.elbv2.call("DescribeLoadBalancers", Names=["demo-internal-api"])["LoadBalancers"]
+    assert described[0]["Scheme"] == "internal", described[0]
+    private = {s.id for s in status.subnets if not s.is_public}
+    lb_subnets = {z["SubnetId"] for z in described[0]["AvailabilityZones"]}
+    assert lb_subnets, described[0]
+    assert lb_subnets <= private, f"an internal load balancer in {lb_subnets}, not {private}"
 
     outcomes = {a.object.ref(): a.outcome for a in apply_objects(harness.store, declared("43", False))}
     assert outcomes["AWSCluster default/demo"] == "configured", outcomes

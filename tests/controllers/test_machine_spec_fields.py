@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from capa_py.api.aws import AWSCluster, AWSMachine, AWSResourceReference, Volume
+from capa_py.api.cluster import Machine
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
 from capa_py.operations import apply_objects
@@ -43,6 +44,11 @@ def _targets(objects: list[KubeObject]) -> list[KubeObject]:
 
 
 def _with_everything(objects: list[KubeObject]) -> list[KubeObject]:
+    for obj in objects:
+        if isinstance(obj, AWSCluster):
+            obj.spec.ssh_key_name = "cluster-key"  # the default for machines that name none
+        if isinstance(obj, Machine) and obj.name == "demo-worker-1":
+            obj.spec.failure_domain = "us-east-1b"
     spec = _worker(objects).spec
     spec.ssh_key_name = "admin"
     spec.iam_instance_profile = "nodes"
@@ -55,6 +61,7 @@ def test_machine_launch_fields_reach_the_instance(
     harness: Harness, example: Callable[[], list[KubeObject]]
 ) -> None:
     harness.aws.ec2.call("CreateKeyPair", KeyName="admin")
+    harness.aws.ec2.call("CreateKeyPair", KeyName="cluster-key")
     profile_arn = harness.aws.client("iam").call("CreateInstanceProfile", InstanceProfileName="nodes")[
         "InstanceProfile"
     ]["Arn"]
@@ -76,11 +83,14 @@ def test_machine_launch_fields_reach_the_instance(
     found = {k: volume.get(k) for k in ("Size", "VolumeType", "Iops", "Encrypted")}
     assert found == {"Size": 20, "VolumeType": "gp3", "Iops": 4000, "Encrypted": True}, found
 
-    # Another worker, without those fields: no key, no profile, no public address, in a private subnet.
+    # Another worker, without those fields: the cluster's key, no public address, a private subnet in its
+    # failure domain.
     other = _instance(harness, "demo-worker-1")
-    assert "KeyName" not in other or not other["KeyName"], other.get("KeyName")
+    assert other.get("KeyName") == "cluster-key", other.get("KeyName")
+    assert not other.get("IamInstanceProfile"), other.get("IamInstanceProfile")
     assert not other.get("PublicIpAddress"), other.get("PublicIpAddress")
     assert other["SubnetId"] not in public_subnets
+    assert other["Placement"]["AvailabilityZone"] == "us-east-1b", other["Placement"]
 
 
 def test_additional_tags_and_security_groups_changes_reach_the_running_instance(
@@ -109,3 +119,17 @@ def test_additional_tags_and_security_groups_changes_reach_the_running_instance(
     groups = {g["GroupId"] for g in after["SecurityGroups"]}
     assert extra in groups, f"the additional security group is not on the instance: {groups}"
     assert {g["GroupId"] for g in before["SecurityGroups"]} < groups, "the cluster's groups were lost"
+
+
+def test_a_machine_naming_a_subnet_is_launched_in_it(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    objects = _targets(harness.apply([o for o in example() if not isinstance(o, Machine | AWSMachine)]))
+    assert harness.converge(objects).converged
+    subnets = harness.store.get(AWSCluster, "demo", "default").status.network.subnets
+    chosen = next(s for s in subnets if s.is_public and s.availability_zone == "us-east-1c")
+    machines = [o for o in example() if isinstance(o, Machine | AWSMachine) and o.name == WORKER]
+    _worker(machines).spec.subnet = AWSResourceReference(id=chosen.id)
+    stored = harness.apply(machines)
+    assert harness.converge(stored).converged
+    assert _instance(harness)["SubnetId"] == chosen.id
