@@ -56,7 +56,8 @@ def test_vpc_and_subnet_tags_and_cross_zone_take_effect_and_follow_changes(
         objects = _cluster_only(example())
         spec = _awscluster(objects).spec
         spec.network.vpc.tags = {"cost-center": vpc_tag}
-        spec.network.subnets[0].tags = {"tier": "edge"}
+        spec.network.subnets[0].tags = {"tier": f"edge-{vpc_tag}"}
+        spec.additional_tags = {"team": f"team-{vpc_tag}"}
         spec.control_plane_load_balancer.cross_zone_load_balancing = cross_zone
         spec.control_plane_load_balancer.scheme = "internal"
         spec.control_plane_load_balancer.name = "demo-internal-api"
@@ -70,7 +71,8 @@ def test_vpc_and_subnet_tags_and_cross_zone_take_effect_and_follow_changes(
     assert _tags(vpc).get(cluster_tag_key("demo")) == "owned", "a spec tag displaced a managed tag"
     assert _tags(vpc).get(ROLE_TAG) == "vpc", _tags(vpc)
     by_cidr = {s["CidrBlock"]: _tags(s) for s in _subnets(harness)}
-    assert by_cidr["10.0.0.0/20"].get("tier") == "edge", by_cidr["10.0.0.0/20"]
+    assert by_cidr["10.0.0.0/20"].get("tier") == "edge-42", by_cidr["10.0.0.0/20"]
+    assert _tags(vpc).get("team") == "team-42", _tags(vpc)
     assert "tier" not in by_cidr["10.0.16.0/20"], "a subnet's tags went to another subnet"
     assert "cost-center" not in by_cidr["10.0.0.0/20"], "the VPC's tags went to a subnet"
     assert _cross_zone(harness) == "true"
@@ -86,6 +88,9 @@ def test_vpc_and_subnet_tags_and_cross_zone_take_effect_and_follow_changes(
     assert harness.converge(stored).converged
     vpc = harness.aws.ec2.call("DescribeVpcs", VpcIds=[status.vpc_id])["Vpcs"][0]
     assert _tags(vpc).get("cost-center") == "43", _tags(vpc)
+    assert _tags(vpc).get("team") == "team-43", "a changed additionalTags value did not reach the VPC"
+    by_cidr = {s["CidrBlock"]: _tags(s) for s in _subnets(harness)}
+    assert by_cidr["10.0.0.0/20"].get("tier") == "edge-43", by_cidr["10.0.0.0/20"]
     assert _cross_zone(harness) == "false"
     assert len(_subnets(harness)) == 6, "a tag change made new subnets"
 
