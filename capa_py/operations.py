@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
-from capa_py.store.errors import NotFound
+from capa_py.store.errors import Invalid, NotFound
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 
@@ -99,8 +99,27 @@ def _merge_manifest(current: KubeObject, manifest: KubeObject) -> KubeObject:
     return type(current).model_validate(merged)
 
 
+def refuse_immutable_changes(store: ObjectStore, objects: Sequence[KubeObject]) -> None:
+    """Raise :class:`Invalid` naming every immutable field the manifests would change on a stored object,
+    before anything is written (an object being deleted is not updated but made anew: nothing to check)."""
+    problems: list[str] = []
+    for manifest in objects:
+        try:
+            current = store.get(type(manifest), manifest.metadata.name, manifest.metadata.namespace)
+        except NotFound:
+            continue
+        if current.being_deleted:
+            continue
+        merged = _merge_manifest(current, manifest)
+        problems += [f"{current.ref()}: {i.path}: {i.message}" for i in merged.immutable_issues(current)]
+    if problems:
+        raise Invalid("; ".join(problems))
+
+
 def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Applied]:
-    """Create or update each object, in order."""
+    """Create or update each object, in order. Changes to immutable fields are refused first, for every
+    object, so a refused apply writes nothing."""
+    refuse_immutable_changes(store, objects)
     results: list[Applied] = []
     for manifest in objects:
         kind = type(manifest)

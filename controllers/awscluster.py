@@ -13,9 +13,12 @@ user's business too).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import ipaddress
-from collections.abc import Callable, Iterable
+import random
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +136,27 @@ def default_subnets(vpc_cidr: str, zones: list[str]) -> list[SubnetSpec]:
     return specs
 
 
+_DEFAULT_SUBNET_ROLE = re.compile(r"^subnet-(public|private)-([a-z0-9-]+[a-z])$")
+
+
+def choose_zones(
+    zones: Iterable[str], limit: int, selection: str, seed: str, recorded: Iterable[str] = ()
+) -> list[str]:
+    """The zones default subnets use (``availabilityZoneSelection``, at most ``availabilityZoneUsageLimit``).
+
+    ``Ordered`` takes zones in name order; ``Random`` in an order shuffled by a generator seeded with the
+    AWSCluster's uid, so every reconcile of one cluster makes the same choice. Zones whose subnets are
+    already recorded come first: once subnets exist, the choice stays fixed (as Cluster API Provider AWS
+    fixes the subnets it picked), even if the region's zones change.
+    """
+    ranked = sorted(set(zones))
+    if selection == "Random":
+        random.Random(seed).shuffle(ranked)
+    kept = list(dict.fromkeys(sorted(recorded)))
+    chosen = kept + [z for z in ranked if z not in kept]
+    return sorted(chosen[: max(limit, len(kept))])
+
+
 @dataclass
 class SubnetInfo:
     role: str
@@ -189,14 +213,21 @@ class ClusterReconcile:
     def recorded_roles(self, prefix: str) -> list[str]:
         return [role for role in self.obj.status.resources if role.startswith(prefix)]
 
-    def ensure(self, rc: ResourceClass[Any], role: str, desired: Any, shared: bool = False) -> Observed:
+    def ensure(
+        self,
+        rc: ResourceClass[Any],
+        role: str,
+        desired: Any,
+        shared: bool = False,
+        extra_tags: Mapping[str, str] | None = None,
+    ) -> Observed:
+        """``extra_tags``: the resource's own spec tags (a VPC's, a subnet's), over the cluster's
+        additional tags; managed tags still win, so lookups never miss it."""
+        scope = self.scope.engine_scope
+        if extra_tags:
+            scope = dataclasses.replace(scope, additional_tags={**scope.additional_tags, **extra_tags})
         return self.engine.ensure(
-            rc,
-            role,
-            desired,
-            self.scope.engine_scope,
-            name=f"{self.cluster}-{role}",
-            shared_with_cloud_provider=shared,
+            rc, role, desired, scope, name=f"{self.cluster}-{role}", shared_with_cloud_provider=shared
         )
 
     # -- create steps ---------------------------------------------------------------------------------
@@ -211,11 +242,13 @@ class ClusterReconcile:
             self.vpc_id = observed.id
             return
         assert spec.cidr_block is not None
-        observed = self.ensure(self.vpc_rc, "vpc", VpcDesired(cidr_block=spec.cidr_block))
+        observed = self.ensure(
+            self.vpc_rc, "vpc", VpcDesired(cidr_block=spec.cidr_block), extra_tags=spec.tags
+        )
         self.vpc_id = observed.id
 
     def _zones(self) -> list[str]:
-        limit = self.obj.spec.network.vpc.availability_zone_usage_limit
+        vpc = self.obj.spec.network.vpc
         zones = [
             z["ZoneName"]
             for z in self.scope.aws.ec2.call(
@@ -223,7 +256,14 @@ class ClusterReconcile:
             ).get("AvailabilityZones", [])
             if z.get("ZoneType", "availability-zone") == "availability-zone"
         ]
-        return sorted(zones)[:limit]
+        recorded = [
+            match.group(2)
+            for role, record in self.obj.status.resources.items()
+            if record.kind == "subnet" and (match := _DEFAULT_SUBNET_ROLE.match(role))
+        ]
+        return choose_zones(
+            zones, vpc.availability_zone_usage_limit, vpc.availability_zone_selection, self.obj.uid, recorded
+        )
 
     def subnet_specs(self) -> list[SubnetSpec]:
         declared = self.obj.spec.network.subnets
@@ -257,7 +297,7 @@ class ClusterReconcile:
             assert spec.cidr_block is not None
             assert spec.availability_zone is not None
             desired = SubnetDesired(self.vpc_id, spec.cidr_block, spec.availability_zone, spec.is_public)
-            observed = self.ensure(self.subnet_rc, role, desired, shared=False)
+            observed = self.ensure(self.subnet_rc, role, desired, extra_tags=spec.tags)
             self.subnets.append(
                 SubnetInfo(
                     role, observed.id, spec.cidr_block, spec.availability_zone, spec.is_public, managed=True
@@ -400,7 +440,15 @@ class ClusterReconcile:
         spec = self.obj.spec.control_plane_load_balancer
         name = spec.name or aws_name(self.cluster, "apiserver")
         lb = self.ensure(
-            self.lb_rc, "apiserver-lb", LoadBalancerDesired(name, self.lb_subnets(), spec.scheme)
+            self.lb_rc,
+            "apiserver-lb",
+            LoadBalancerDesired(
+                name,
+                self.lb_subnets(),
+                spec.scheme,
+                cross_zone=spec.cross_zone_load_balancing,
+                security_group_ids=tuple(spec.additional_security_groups),
+            ),
         )
         tg = self.ensure(
             self.tg_rc,

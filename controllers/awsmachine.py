@@ -100,8 +100,18 @@ class MachineReconcile:
             return self.obj.spec.subnet.id
         subnets = self.awscluster.status.network.subnets
         zone = self.machine.spec.failure_domain
-        private = [s for s in subnets if not s.is_public and (zone is None or s.availability_zone == zone)]
-        candidates = private or [s for s in subnets if zone is None or s.availability_zone == zone]
+        in_zone = [s for s in subnets if zone is None or s.availability_zone == zone]
+        if self.obj.spec.public_ip:
+            # As Cluster API Provider AWS: a machine asking for a public address goes to a public subnet.
+            candidates = [s for s in in_zone if s.is_public]
+            if not candidates:
+                raise InvalidRequest(
+                    f"spec.publicIP: no public subnet for machine {self.machine.name} "
+                    f"(failureDomain {zone!r})",
+                    code="NoPublicSubnet",
+                )
+        else:
+            candidates = [s for s in in_zone if not s.is_public] or in_zone
         if not candidates:
             raise InvalidRequest(
                 f"no subnet for machine {self.machine.name} (failureDomain {zone!r})", code="NoSubnet"
@@ -136,7 +146,10 @@ class MachineReconcile:
             key_name=spec.ssh_key_name or self.awscluster.spec.ssh_key_name,
             root_volume_size=volume.size if volume else None,
             root_volume_type=volume.type if volume else "gp3",
+            root_volume_iops=volume.iops if volume else None,
+            root_volume_encrypted=volume.encrypted if volume else None,
             root_device_name=root_device,
+            public_ip=spec.public_ip,
             user_data=self.bootstrap,
         )
 

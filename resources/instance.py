@@ -39,8 +39,14 @@ class InstanceDesired:
     root_volume_size: int | None = None
     """GiB; None keeps the AMI's root volume as it is."""
     root_volume_type: str = "gp3"
+    root_volume_iops: int | None = None
+    """Provisioned IOPS of the root volume (io1, io2, gp3); None: the volume type's default."""
+    root_volume_encrypted: bool | None = None
+    """None: the account's default encryption setting decides."""
     root_device_name: str | None = None
     """None: read from the AMI (``DescribeImages``) when a root volume size is given."""
+    public_ip: bool | None = None
+    """Whether the primary interface gets a public address; None: the subnet's default decides."""
     user_data: bytes = field(default=b"", repr=False)
     """The bootstrap data, raw (not base64). Secret: never logged, never fingerprinted, not in repr."""
 
@@ -65,6 +71,14 @@ def _observed(instance: Mapping[str, Any]) -> Observed:
             "security_group_ids": sorted(g["GroupId"] for g in instance.get("SecurityGroups", [])),
             "iam_instance_profile_arn": profile.get("Arn"),
             "key_name": instance.get("KeyName"),
+            "root_volume_id": next(
+                (
+                    m.get("Ebs", {}).get("VolumeId")
+                    for m in instance.get("BlockDeviceMappings", [])
+                    if m.get("DeviceName") == instance.get("RootDeviceName")
+                ),
+                None,
+            ),
         },
     )
 
@@ -87,26 +101,44 @@ class Instance(ResourceClass[InstanceDesired]):
             "InstanceType": desired.instance_type,
             "MinCount": 1,
             "MaxCount": 1,
-            "SubnetId": desired.subnet_id,
             **tag_specifications(("instance", "volume"), tags),
             **client_token_param(token),
         }
-        if desired.security_group_ids:
-            params["SecurityGroupIds"] = list(desired.security_group_ids)
+        if desired.public_ip is None:
+            params["SubnetId"] = desired.subnet_id
+            if desired.security_group_ids:
+                params["SecurityGroupIds"] = list(desired.security_group_ids)
+        else:
+            # AssociatePublicIpAddress exists only on an interface specification, which then carries the
+            # subnet and the groups too (EC2 refuses them at both levels).
+            interface: dict[str, Any] = {
+                "DeviceIndex": 0,
+                "SubnetId": desired.subnet_id,
+                "AssociatePublicIpAddress": desired.public_ip,
+                "DeleteOnTermination": True,
+            }
+            if desired.security_group_ids:
+                interface["Groups"] = list(desired.security_group_ids)
+            params["NetworkInterfaces"] = [interface]
         if desired.iam_instance_profile:
             profile_key = "Arn" if desired.iam_instance_profile.startswith("arn:") else "Name"
             params["IamInstanceProfile"] = {profile_key: desired.iam_instance_profile}
         if desired.key_name:
             params["KeyName"] = desired.key_name
         if desired.root_volume_size is not None:
+            ebs: dict[str, Any] = {
+                "VolumeSize": desired.root_volume_size,
+                "VolumeType": desired.root_volume_type,
+                "DeleteOnTermination": True,
+            }
+            if desired.root_volume_iops is not None:
+                ebs["Iops"] = desired.root_volume_iops
+            if desired.root_volume_encrypted is not None:
+                ebs["Encrypted"] = desired.root_volume_encrypted
             params["BlockDeviceMappings"] = [
                 {
                     "DeviceName": desired.root_device_name or self.root_device_name(desired.image_id),
-                    "Ebs": {
-                        "VolumeSize": desired.root_volume_size,
-                        "VolumeType": desired.root_volume_type,
-                        "DeleteOnTermination": True,
-                    },
+                    "Ebs": ebs,
                 }
             ]
         if desired.user_data:
@@ -160,6 +192,23 @@ class Instance(ResourceClass[InstanceDesired]):
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         ec2_create_tags(self.aws, resource_id, tags)
 
+    def update(self, observed: Observed, desired: InstanceDesired) -> bool:
+        """The security groups (an AWSMachine's additional groups are mutable), and the root volume's
+        provisioned IOPS where the volume does not have them (an endpoint that ignored them at launch)."""
+        changed = False
+        wanted = sorted(set(desired.security_group_ids))
+        if wanted and sorted(observed.attributes.get("security_group_ids") or []) != wanted:
+            self.aws.ec2.call("ModifyInstanceAttribute", InstanceId=observed.id, Groups=wanted)
+            observed.attributes["security_group_ids"] = wanted
+            changed = True
+        volume_id = observed.attributes.get("root_volume_id")
+        if desired.root_volume_iops is not None and volume_id:
+            volumes = ec2_items(self.aws.ec2, "DescribeVolumes", "Volumes", VolumeIds=[volume_id])
+            if volumes and volumes[0].get("Iops") != desired.root_volume_iops:
+                self.aws.ec2.call("ModifyVolume", VolumeId=volume_id, Iops=desired.root_volume_iops)
+                changed = True
+        return changed
+
     def delete(self, resource_id: str) -> None:
         self.aws.ec2.call("TerminateInstances", InstanceIds=[resource_id])
 
@@ -180,6 +229,8 @@ class Instance(ResourceClass[InstanceDesired]):
             fingerprint["key_name"] = desired.key_name
         if desired.root_volume_size is not None:
             fingerprint["root_volume"] = f"{desired.root_volume_size}GiB {desired.root_volume_type}"
+        if desired.public_ip is not None:
+            fingerprint["public_ip"] = str(desired.public_ip).lower()
         return fingerprint
 
     def _instances(self, **params: Any) -> list[dict[str, Any]]:

@@ -48,11 +48,18 @@ def _with_tags(resource: ResourceClass[Any], observed: Observed) -> Observed:
 # -- load balancer -------------------------------------------------------------------------------------
 
 
+CROSS_ZONE = "load_balancing.cross_zone.enabled"
+
+
 @dataclass(frozen=True)
 class LoadBalancerDesired:
     name: str
     subnet_ids: tuple[str, ...]
     scheme: str = "internet-facing"
+    cross_zone: bool = False
+    """The ``load_balancing.cross_zone.enabled`` attribute (off by default on a network load balancer)."""
+    security_group_ids: tuple[str, ...] = ()
+    """Given at create only: AWS never adds groups to a network load balancer created without any."""
 
 
 def _observed_lb(lb: Mapping[str, Any]) -> Observed:
@@ -67,6 +74,7 @@ def _observed_lb(lb: Mapping[str, Any]) -> Observed:
             "type": lb.get("Type"),
             "vpc_id": lb.get("VpcId"),
             "subnet_ids": sorted(z["SubnetId"] for z in lb.get("AvailabilityZones", []) if z.get("SubnetId")),
+            "security_group_ids": sorted(lb.get("SecurityGroups", [])),
         },
     )
 
@@ -93,6 +101,7 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
             Scheme=desired.scheme,
             Subnets=list(desired.subnet_ids),
             IpAddressType="ipv4",
+            **({"SecurityGroups": list(desired.security_group_ids)} if desired.security_group_ids else {}),
             **({"Tags": tag_list(tags)} if tags else {}),
         )
         observed = _observed_lb(response["LoadBalancers"][0])
@@ -126,6 +135,23 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
 
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         _add_tags(self, resource_id, tags)
+
+    def update(self, observed: Observed, desired: LoadBalancerDesired) -> bool:
+        """Cross-zone load balancing, on create and whenever the spec changes it."""
+        attributes = self.aws.elbv2.call(
+            "DescribeLoadBalancerAttributes", after_create=True, LoadBalancerArn=observed.id
+        ).get("Attributes", [])
+        current = next((a.get("Value") for a in attributes if a.get("Key") == CROSS_ZONE), "false")
+        wanted = "true" if desired.cross_zone else "false"
+        if current == wanted:
+            return False
+        self.aws.elbv2.call(
+            "ModifyLoadBalancerAttributes",
+            after_create=True,
+            LoadBalancerArn=observed.id,
+            Attributes=[{"Key": CROSS_ZONE, "Value": wanted}],
+        )
+        return True
 
     def delete(self, resource_id: str) -> None:
         self.aws.elbv2.call("DeleteLoadBalancer", LoadBalancerArn=resource_id)

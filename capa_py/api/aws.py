@@ -12,9 +12,10 @@ import re
 from functools import cache
 from typing import ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from capa_py.api.cluster import APIEndpoint, MachineAddress
+from capa_py.api.immutable import immutable, without
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
 
 INFRA_API_VERSION = "infrastructure.cluster.x-k8s.io/v1beta2"
@@ -84,6 +85,18 @@ class SubnetSpec(KubeModel):
 class NetworkSpec(KubeModel):
     vpc: VPCSpec = Field(default_factory=VPCSpec)
     subnets: list[SubnetSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tags_only_on_what_capa_creates(self) -> NetworkSpec:
+        """Resources the user brings are never tagged: tags for them would be silently ignored."""
+        if self.vpc.id is not None and self.vpc.tags:
+            raise ValueError("vpc.tags: a bring-your-own VPC (vpc.id) is never tagged; remove the tags")
+        for index, subnet in enumerate(self.subnets):
+            if subnet.id is not None and subnet.tags:
+                raise ValueError(
+                    f"subnets[{index}].tags: a bring-your-own subnet (id) is never tagged; remove the tags"
+                )
+        return self
 
 
 class AWSLoadBalancerSpec(KubeModel):
@@ -188,6 +201,44 @@ class AWSCluster(KubeObject):
     spec: AWSClusterSpec
     status: AWSClusterStatus = Field(default_factory=AWSClusterStatus)
 
+    def immutable_issues(self, old: AWSCluster) -> list[FieldIssue]:
+        """Cluster API Provider AWS's rule (region, the load balancer's scheme and name, the control-plane
+        endpoint once set, the VPC id once set), and capa-py's for what it creates once and never changes
+        in place: the VPC block, the zones chosen for default subnets, the subnets (their tags stay
+        mutable) and the load balancer's type and additional security groups."""
+        new, was = self.spec, old.spec
+        lb_fields = ("scheme", "name", "loadBalancerType", "additionalSecurityGroups")
+        lb_path = "spec.controlPlaneLoadBalancer"
+        issues = immutable("spec.region", was.region, new.region)
+        for name in lb_fields:
+            issues += immutable(
+                f"{lb_path}.{name}",
+                was.control_plane_load_balancer.model_dump(mode="json", by_alias=True)[name],
+                new.control_plane_load_balancer.model_dump(mode="json", by_alias=True)[name],
+            )
+        if was.control_plane_endpoint != APIEndpoint():
+            issues += immutable(
+                "spec.controlPlaneEndpoint", was.control_plane_endpoint, new.control_plane_endpoint
+            )
+        vpc_fields = ("id", "cidrBlock", "availabilityZoneUsageLimit", "availabilityZoneSelection")
+        old_vpc, new_vpc = without(was.network.vpc, ["tags"]), without(new.network.vpc, ["tags"])
+        for name in vpc_fields:
+            issues += immutable(f"spec.network.vpc.{name}", old_vpc[name], new_vpc[name])
+        old_subnets, new_subnets = was.network.subnets, new.network.subnets
+        if len(old_subnets) != len(new_subnets):
+            issues.append(
+                FieldIssue(
+                    path="spec.network.subnets",
+                    message=f"immutable (was {len(old_subnets)} subnets, now {len(new_subnets)})",
+                )
+            )
+        else:
+            for index, (before, after) in enumerate(zip(old_subnets, new_subnets, strict=True)):
+                issues += immutable(
+                    f"spec.network.subnets[{index}]", without(before, ["tags"]), without(after, ["tags"])
+                )
+        return issues
+
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = []
         vpc = self.spec.network.vpc
@@ -262,6 +313,12 @@ class Volume(KubeModel):
     iops: int | None = Field(default=None, ge=100)
     encrypted: bool | None = None
 
+    @model_validator(mode="after")
+    def _provisioned_types_need_iops(self) -> Volume:
+        if self.type in ("io1", "io2") and self.iops is None:
+            raise ValueError(f"iops is required for volume type {self.type}")
+        return self
+
 
 class AWSMachineSpec(KubeModel):
     provider_id: str | None = Field(default=None, alias="providerID")
@@ -310,6 +367,19 @@ class AWSMachine(KubeObject):
 
     spec: AWSMachineSpec
     status: AWSMachineStatus = Field(default_factory=AWSMachineStatus)
+
+    MUTABLE_SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
+        "providerID",
+        "instanceID",
+        "additionalTags",
+        "additionalSecurityGroups",
+    )
+    """What Cluster API Provider AWS lets an update change; every other spec field is immutable."""
+
+    def immutable_issues(self, old: AWSMachine) -> list[FieldIssue]:
+        return immutable(
+            "spec", without(old.spec, self.MUTABLE_SPEC_FIELDS), without(self.spec, self.MUTABLE_SPEC_FIELDS)
+        )
 
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = []

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from capa_py.api.meta import Condition, KubeModel, KubeObject, ObjectReference
+from capa_py.api.immutable import immutable
+from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, ObjectReference
 
 CLUSTER_API_VERSION = "cluster.x-k8s.io/v1beta1"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
@@ -22,6 +23,17 @@ class NetworkRanges(KubeModel):
 
 class ClusterNetwork(KubeModel):
     api_server_port: int | None = Field(default=None, ge=1, le=65535)
+
+    @field_validator("api_server_port")
+    @classmethod
+    def _only_the_port_capa_py_serves(cls, value: int | None) -> int | None:
+        # The load balancer's listener, target group and security-group rules all use 6443.
+        if value is not None and value != 6443:
+            raise ValueError(
+                f"only 6443 is supported (the API server load balancer listens there), not {value}"
+            )
+        return value
+
     services: NetworkRanges | None = None
     pods: NetworkRanges | None = None
     service_domain: str | None = None
@@ -120,6 +132,10 @@ class Machine(KubeObject):
 
     spec: MachineSpec
     status: MachineStatus = Field(default_factory=MachineStatus)
+
+    def immutable_issues(self, old: Machine) -> list[FieldIssue]:
+        """As Cluster API: a machine never moves to another cluster."""
+        return immutable("spec.clusterName", old.spec.cluster_name, self.spec.cluster_name)
 
     @property
     def is_control_plane(self) -> bool:

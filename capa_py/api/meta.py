@@ -234,3 +234,7 @@ class KubeObject(KubeModel):
     def semantic_issues(self) -> list[FieldIssue]:
         """Cross-field validation beyond what field types express. Kinds override."""
         return []
+
+    def immutable_issues(self, old: Self) -> list[FieldIssue]:
+        """Fields this update (``self``, replacing the stored ``old``) may not change. Kinds override."""
+        return []

@@ -1,0 +1,135 @@
+"""Every AWSMachine spec field takes effect on the instance the controller launches, read back from moto:
+key pair, instance profile, public address, root volume (size, type, IOPS, encryption); and the mutable
+fields (additional tags, additional security groups) reach the running instance when they change."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from capa_py.api.aws import AWSCluster, AWSMachine, AWSResourceReference, Volume
+from capa_py.api.cluster import Machine
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
+from capa_py.operations import apply_objects
+from tests.controllers.conftest import Harness
+
+WORKER = "demo-worker-0"
+
+
+def _instance(harness: Harness, name: str = WORKER) -> dict[str, Any]:
+    instance_id = harness.store.get(AWSMachine, name, "default").status.instance_id
+    assert instance_id, f"{name} has no instance recorded"
+    reservations = harness.aws.ec2.call("DescribeInstances", InstanceIds=[instance_id])["Reservations"]
+    return dict(reservations[0]["Instances"][0])
+
+
+def _root_volume(harness: Harness, instance: dict[str, Any]) -> dict[str, Any]:
+    volume_id = next(
+        m["Ebs"]["VolumeId"]
+        for m in instance["BlockDeviceMappings"]
+        if m["DeviceName"] == instance["RootDeviceName"]
+    )
+    return dict(harness.aws.ec2.call("DescribeVolumes", VolumeIds=[volume_id])["Volumes"][0])
+
+
+def _worker(objects: list[KubeObject]) -> AWSMachine:
+    machine = next(o for o in objects if isinstance(o, AWSMachine) and o.name == WORKER)
+    assert isinstance(machine, AWSMachine)
+    return machine
+
+
+def _targets(objects: list[KubeObject]) -> list[KubeObject]:
+    return [o for o in objects if not isinstance(o, Secret)]
+
+
+def _with_everything(objects: list[KubeObject]) -> list[KubeObject]:
+    for obj in objects:
+        if isinstance(obj, AWSCluster):
+            obj.spec.ssh_key_name = "cluster-key"  # the default for machines that name none
+        if isinstance(obj, Machine) and obj.name == "demo-worker-1":
+            obj.spec.failure_domain = "us-east-1b"
+    spec = _worker(objects).spec
+    spec.ssh_key_name = "admin"
+    spec.iam_instance_profile = "nodes"
+    spec.public_ip = True
+    spec.root_volume = Volume(size=20, type="gp3", iops=4000, encrypted=True)
+    return objects
+
+
+def test_machine_launch_fields_reach_the_instance(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    harness.aws.ec2.call("CreateKeyPair", KeyName="admin")
+    harness.aws.ec2.call("CreateKeyPair", KeyName="cluster-key")
+    profile_arn = harness.aws.client("iam").call("CreateInstanceProfile", InstanceProfileName="nodes")[
+        "InstanceProfile"
+    ]["Arn"]
+    objects = _targets(harness.apply(_with_everything(example())))
+    result = harness.converge(objects)
+    assert result.converged, f"not converged: {result.states}"
+
+    instance = _instance(harness)
+    assert instance.get("KeyName") == "admin", instance.get("KeyName")
+    assert instance.get("IamInstanceProfile", {}).get("Arn") == profile_arn, instance.get(
+        "IamInstanceProfile"
+    )
+    assert instance.get("PublicIpAddress"), "spec.publicIP: true launched an instance without a public IP"
+    public_subnets = {
+        s.id for s in harness.store.get(AWSCluster, "demo", "default").status.network.subnets if s.is_public
+    }
+    assert instance["SubnetId"] in public_subnets, "a machine with publicIP: true is not in a public subnet"
+    volume = _root_volume(harness, instance)
+    found = {k: volume.get(k) for k in ("Size", "VolumeType", "Iops", "Encrypted")}
+    assert found == {"Size": 20, "VolumeType": "gp3", "Iops": 4000, "Encrypted": True}, found
+
+    # Another worker, without those fields: the cluster's key, no public address, a private subnet in its
+    # failure domain.
+    other = _instance(harness, "demo-worker-1")
+    assert other.get("KeyName") == "cluster-key", other.get("KeyName")
+    assert not other.get("IamInstanceProfile"), other.get("IamInstanceProfile")
+    assert not other.get("PublicIpAddress"), other.get("PublicIpAddress")
+    assert other["SubnetId"] not in public_subnets
+    assert other["Placement"]["AvailabilityZone"] == "us-east-1b", other["Placement"]
+
+
+def test_additional_tags_and_security_groups_changes_reach_the_running_instance(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    objects = _targets(harness.apply(example()))
+    assert harness.converge(objects).converged
+    before = _instance(harness)
+    vpc_id = harness.store.get(AWSCluster, "demo", "default").status.network.vpc_id
+    extra = harness.aws.ec2.call(
+        "CreateSecurityGroup", GroupName="monitoring", Description="monitoring", VpcId=vpc_id
+    )["GroupId"]
+
+    changed = example()
+    spec = _worker(changed).spec
+    spec.additional_tags = {"role": "batch"}
+    spec.additional_security_groups = [AWSResourceReference(id=extra)]
+    outcomes = {a.object.ref(): a.outcome for a in apply_objects(harness.store, changed)}
+    assert outcomes[f"AWSMachine default/{WORKER}"] == "configured", outcomes
+    assert harness.converge(objects).converged
+
+    after = _instance(harness)
+    assert after["InstanceId"] == before["InstanceId"], "a mutable change replaced the instance"
+    tags = {t["Key"]: t["Value"] for t in after.get("Tags", [])}
+    assert tags.get("role") == "batch", tags
+    groups = {g["GroupId"] for g in after["SecurityGroups"]}
+    assert extra in groups, f"the additional security group is not on the instance: {groups}"
+    assert {g["GroupId"] for g in before["SecurityGroups"]} < groups, "the cluster's groups were lost"
+
+
+def test_a_machine_naming_a_subnet_is_launched_in_it(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    objects = _targets(harness.apply([o for o in example() if not isinstance(o, Machine | AWSMachine)]))
+    assert harness.converge(objects).converged
+    subnets = harness.store.get(AWSCluster, "demo", "default").status.network.subnets
+    chosen = next(s for s in subnets if s.is_public and s.availability_zone == "us-east-1c")
+    machines = [o for o in example() if isinstance(o, Machine | AWSMachine) and o.name == WORKER]
+    _worker(machines).spec.subnet = AWSResourceReference(id=chosen.id)
+    stored = harness.apply(machines)
+    assert harness.converge(stored).converged
+    assert _instance(harness)["SubnetId"] == chosen.id
