@@ -11,8 +11,8 @@ In order, a found resource is
 4. without one: ``pending intent`` when it matches an intent record the way the engine would adopt it (same
    kind and region, the intent's request attributes, not among the resources that already existed when the
    intent was written, created within the adoption window when its creation time is known, among what the
-   intent's first examination saw once there was one), else ``untagged in managed VPC`` when it lies in a VPC a cluster owns, else it is
-   not the audit's business and gets no row.
+   intent's first examination saw once there was one), else ``untagged in managed VPC`` when it lies in a
+   VPC a cluster owns, else it is not the audit's business and gets no row.
 
 In the other direction, a record whose resource AWS does not know is ``missing`` (drift).
 """

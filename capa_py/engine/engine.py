@@ -486,21 +486,23 @@ class Engine:
             if c.id not in preexisting and (c.created_at is None or earliest <= c.created_at <= window_end)
         ]
         if intent.examined_at is None:
-            seen = sorted(c.id for c in candidates)
-            self._note_examination(rc, role, intent, now, seen, scope)
-            if now > window_end and any(c.created_at is None for c in candidates):
-                raise UndecidableIntent(
-                    f"{rc.kind} for role {role}: the interrupted create of "
-                    f"{intent.started_at:%Y-%m-%d %H:%M:%S} was first examined "
-                    f"{(now - intent.started_at).total_seconds():.0f}s later, after the "
-                    f"{self.profile.adoption_window:.0f}s adoption window, and {', '.join(seen)} "
-                    "cannot be dated: it may be someone else's; nothing is adopted. Check it (see "
-                    "`capa audit`), delete it if it is a stray, and clear the intent",
-                    seen,
-                )
+            examined_at = now
+            self._note_examination(rc, role, intent, now, sorted(c.id for c in candidates), scope)
         else:
+            examined_at = intent.examined_at
             seen_first = set(intent.seen)
             candidates = [c for c in candidates if c.id in seen_first]
+        undated = sorted(c.id for c in candidates if c.created_at is None)
+        if examined_at > window_end and undated:
+            raise UndecidableIntent(
+                f"{rc.kind} for role {role}: the interrupted create of "
+                f"{intent.started_at:%Y-%m-%d %H:%M:%S} was first examined "
+                f"{(examined_at - intent.started_at).total_seconds():.0f}s later, after the "
+                f"{self.profile.adoption_window:.0f}s adoption window, and {', '.join(undated)} cannot be "
+                "dated: it may be someone else's; nothing is adopted. Check it (see `capa audit`); once it "
+                "is deleted (or tagged by its owner) the next reconcile creates anew",
+                sorted(c.id for c in candidates),
+            )
         if len(candidates) == 1:
             _log.warning(
                 "adopting the resource an interrupted create made",
@@ -514,7 +516,8 @@ class Engine:
             ids = sorted(c.id for c in candidates)
             raise UndecidableIntent(
                 f"{rc.kind} for role {role}: an interrupted create may have made one of {', '.join(ids)}; "
-                "cannot decide which; delete the stray one (see `capa audit`) and clear the intent",
+                "cannot decide which; delete the strays (see `capa audit`): the next reconcile adopts the "
+                "one left",
                 ids,
             )
         return None

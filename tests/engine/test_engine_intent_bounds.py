@@ -191,7 +191,7 @@ def test_a_dated_resource_of_the_interrupted_create_is_adopted_even_when_examine
     assert owner.status().resources[subject.role].id == created
 
 
-def test_an_undated_resource_first_examined_after_the_window_is_undecidable(
+def test_an_undated_resource_first_examined_after_the_window_stays_undecidable_until_removed(
     aws: AWSClients, build: Builder, owner: Owner, faults: Faults
 ) -> None:
     subject = SUBJECTS["vpc"]
@@ -211,6 +211,16 @@ def test_an_undated_resource_first_examined_after_the_window_is_undecidable(
     assert failure.value.candidates == [created], "nothing dates it: it may be anyone's"
     assert subject.role not in owner.status().resources
     assert live(aws).keys() == {created}
+
+    with pytest.raises(UndecidableIntent):  # the examination was late: it stays undecidable
+        _engine(5, subject).ensure(subject.cls(aws), subject.role, desired, owner.scope())
+    assert subject.role not in owner.status().resources
+
+    aws.ec2.call("DeleteVpc", VpcId=created)  # a human removes the resource the report named
+    observed = _engine(5, subject).ensure(subject.cls(aws), subject.role, desired, owner.scope())
+
+    assert live(aws).keys() == {observed.id}, "nothing left to attribute: the create is made anew"
+    assert owner.status().resources[subject.role].id == observed.id
 
 
 def test_a_look_alike_appearing_after_the_first_examination_is_not_considered(
