@@ -25,7 +25,11 @@ Resources shared with the cloud provider are create/delete only.
 Beyond the seed: a natural key is looked up before every create that has one (what makes classes 3 and 5
 idempotent), and before a create with neither tags, token nor key the engine writes an *intent* to the
 owner's status — with the candidates that already existed — so that after a crash it can find the one
-resource its interrupted create made and adopt it, or report that it cannot decide.
+resource its interrupted create made and adopt it, or report that it cannot decide. That adoption is
+bounded by the profile's adoption window and by what the intent's first examination saw (see
+``_adopt_intent``). Whatever the engine takes without having recorded it (found by tags, by key or through
+an intent) is first compared with the desired state: a differing immutable attribute is
+:class:`~capa_py.engine.errors.AdoptionRefused`, before anything is tagged, changed or recorded.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from capa_py.engine.profiles import MOTO
 from capa_py.engine.resource import tag_list
 from capa_py.engine.tags import managed_tags
 from resources.instance import Instance
-from resources.load_balancer import TargetGroup, TargetGroupDesired
+from resources.load_balancer import LoadBalancer, LoadBalancerDesired, TargetGroup, TargetGroupDesired
 from resources.security_group import SecurityGroup, SecurityGroupDesired
 from resources.subnet import Subnet, SubnetDesired
 from resources.vpc import Vpc, VpcDesired
@@ -134,6 +134,32 @@ def test_a_target_group_found_with_another_port_is_refused(
         )
 
     _refused(failure, existing.id, "port 443", "port 6443")
+
+
+def test_a_load_balancer_found_by_its_name_with_another_scheme_in_another_vpc_is_refused(
+    aws: AWSClients, build: Builder, owner: Owner
+) -> None:
+    theirs, ours = build.subnet().id, build.subnet(build.vpc("10.9.0.0/16").id, cidr="10.9.1.0/24").id
+    existing = LoadBalancer(aws).create(
+        LoadBalancerDesired("alpha-apiserver", (theirs,), scheme="internal"),
+        managed_tags(CLUSTER, "apiserver-lb"),
+        None,
+    )
+    their_vpc = existing.attributes["vpc_id"]
+    our_vpc = aws.ec2.call("DescribeSubnets", SubnetIds=[ours])["Subnets"][0]["VpcId"]
+
+    with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
+        ENGINE.ensure(
+            LoadBalancer(aws), "apiserver-lb", LoadBalancerDesired("alpha-apiserver", (ours,)), owner.scope()
+        )
+
+    _refused(
+        failure,
+        f"load-balancer {existing.id} found by its tags",
+        f"scheme internal, vpcId {their_vpc}",
+        f"scheme internet-facing, vpcId {our_vpc}",
+    )
+    assert calls.total(mutating=True) == 0
 
 
 def test_a_vpc_found_by_its_tags_with_the_desired_cidr_is_adopted(aws: AWSClients, owner: Owner) -> None:
