@@ -161,6 +161,7 @@ class Instance(ResourceClass[InstanceDesired]):
                 "instanceType": (desired.instance_type, found.get("instance_type")),
                 "subnetId": (desired.subnet_id, found.get("subnet_id")),
                 "imageId": (desired.image_id, found.get("image_id")),
+                "keyName": (desired.key_name, found.get("key_name")),
             }
         )
 

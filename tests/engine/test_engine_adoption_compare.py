@@ -21,6 +21,8 @@ from capa_py.engine.resource import tag_list
 from capa_py.engine.tags import managed_tags
 from resources.instance import Instance
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired, TargetGroup, TargetGroupDesired
+from resources.nat_gateway import NatGateway, NatGatewayDesired
+from resources.route_table import RouteTable, RouteTableDesired
 from resources.security_group import SecurityGroup, SecurityGroupDesired
 from resources.subnet import Subnet, SubnetDesired
 from resources.vpc import Vpc, VpcDesired
@@ -160,6 +162,39 @@ def test_a_load_balancer_found_by_its_name_with_another_scheme_in_another_vpc_is
         f"scheme internet-facing, vpcId {our_vpc}",
     )
     assert calls.total(mutating=True) == 0
+
+
+def test_a_route_table_carrying_the_roles_tags_in_another_vpc_is_refused(
+    aws: AWSClients, build: Builder, owner: Owner
+) -> None:
+    ours, other = build.vpc().id, build.vpc("10.9.0.0/16").id
+    table = RouteTable(aws).create(
+        RouteTableDesired(other), managed_tags(CLUSTER, "route-table-public"), None
+    )
+
+    with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
+        ENGINE.ensure(RouteTable(aws), "route-table-public", RouteTableDesired(ours), owner.scope())
+
+    _refused(failure, f"route-table {table.id} found by its tags", f"vpcId {other}", f"vpcId {ours}")
+    assert calls.total(mutating=True) == 0
+
+
+def test_a_nat_gateway_carrying_the_roles_tags_in_another_subnet_is_refused(
+    aws: AWSClients, build: Builder, owner: Owner
+) -> None:
+    vpc_id = build.vpc().id
+    theirs = build.subnet(vpc_id, cidr="10.0.1.0/24", public=True).id
+    ours = build.subnet(vpc_id, cidr="10.0.2.0/24", public=True).id
+    gateway = NatGateway(aws).create(
+        NatGatewayDesired(theirs, build.elastic_ip().id), managed_tags(CLUSTER, "nat-gateway-a"), None
+    )
+    desired = NatGatewayDesired(ours, build.elastic_ip().id)
+
+    with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
+        ENGINE.ensure(NatGateway(aws), "nat-gateway-a", desired, owner.scope())
+
+    _refused(failure, f"nat-gateway {gateway.id} found by its tags", f"subnetId {theirs}", f"subnetId {ours}")
+    assert calls.total(mutating=True) == 0, "no second gateway, no tags"
 
 
 def test_a_vpc_found_by_its_tags_with_the_desired_cidr_is_adopted(aws: AWSClients, owner: Owner) -> None:
