@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
@@ -81,6 +81,9 @@ class ElasticIp(ResourceClass[ElasticIpDesired]):
         filters = [{"Name": "domain", "Values": ["vpc"]}]
         addresses = ec2_items(self.aws.ec2, "DescribeAddresses", "Addresses", Filters=filters)
         return [o for o in map(_observed, addresses) if not o.tags and not o.attributes["association_id"]]
+
+    def mismatches(self, observed: Observed, desired: ElasticIpDesired) -> list[Mismatch]:
+        return compare({"domain": ("vpc", observed.attributes.get("domain"))})
 
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         ec2_create_tags(self.aws, resource_id, tags)

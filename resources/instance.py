@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from capa_py.aws.errors import InvalidRequest
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
 from resources._common import carries, client_token_param, ec2_create_tags, ec2_items, tag_specifications
@@ -185,6 +185,17 @@ class Instance(ResourceClass[InstanceDesired]):
         ]
         found = map(_observed, self._instances(Filters=filters))
         return [o for o in found if o.state in LIVE_STATES and owning_cluster(o.tags) is None]
+
+    def mismatches(self, observed: Observed, desired: InstanceDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "instanceType": (desired.instance_type, found.get("instance_type")),
+                "subnetId": (desired.subnet_id, found.get("subnet_id")),
+                "imageId": (desired.image_id, found.get("image_id")),
+                "keyName": (desired.key_name, found.get("key_name")),
+            }
+        )
 
     def is_ready(self, observed: Observed) -> bool:
         return observed.state == "running"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capa_py.aws.errors import InvalidRequest, NotFound
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_create_tags, ec2_items, split_id, tag_specifications
 
@@ -134,6 +134,15 @@ class InternetGatewayAttachment(ResourceClass[InternetGatewayAttachmentDesired])
             if exc.code != _NOT_ATTACHED:
                 raise
             raise NotFound(str(exc), exc.service, exc.operation, exc.code) from exc
+
+    def mismatches(self, observed: Observed, desired: InternetGatewayAttachmentDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "internetGatewayId": (desired.internet_gateway_id, found.get("internet_gateway_id")),
+                "vpcId": (desired.vpc_id, found.get("vpc_id")),
+            }
+        )
 
     def key_of(self, desired: InternetGatewayAttachmentDesired) -> str:
         return attachment_id(desired.internet_gateway_id, desired.vpc_id)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from capa_py.aws.errors import NotFound
-from capa_py.engine.resource import Observed, ResourceClass, tag_list
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_list
 from capa_py.engine.traits import Traits
 from resources._common import carries, elbv2_tags, split_id
 
@@ -130,6 +130,19 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
         lbs = [_observed_lb(lb) for lb in self.aws.elbv2.pages("DescribeLoadBalancers", "LoadBalancers")]
         return _tagged(self, lbs, tags)
 
+    def mismatches(self, observed: Observed, desired: LoadBalancerDesired) -> list[Mismatch]:
+        """Name, scheme and type, and the VPC: the desired subnets' VPC (asked only when adopting)."""
+        found = observed.attributes
+        pairs: dict[str, tuple[Any, Any]] = {
+            "loadBalancerName": (desired.name, found.get("name")),
+            "scheme": (desired.scheme, found.get("scheme")),
+            "type": ("network", found.get("type")),
+        }
+        if found.get("vpc_id") and desired.subnet_ids:
+            subnets = self.aws.ec2.call("DescribeSubnets", SubnetIds=[desired.subnet_ids[0]])["Subnets"]
+            pairs["vpcId"] = (subnets[0].get("VpcId") if subnets else None, found.get("vpc_id"))
+        return compare(pairs)
+
     def is_ready(self, observed: Observed) -> bool:
         return observed.state == "active"
 
@@ -234,6 +247,17 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
     def describe_by_tags(self, tags: Mapping[str, str], desired: TargetGroupDesired | None) -> list[Observed]:
         tgs = [_observed_tg(tg) for tg in self.aws.elbv2.pages("DescribeTargetGroups", "TargetGroups")]
         return _tagged(self, tgs, tags)
+
+    def mismatches(self, observed: Observed, desired: TargetGroupDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "targetGroupName": (desired.name, found.get("name")),
+                "protocol": (desired.protocol, found.get("protocol")),
+                "port": (desired.port, found.get("port")),
+                "vpcId": (desired.vpc_id, found.get("vpc_id")),
+            }
+        )
 
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         _add_tags(self, resource_id, tags)
@@ -349,6 +373,16 @@ class Listener(ResourceClass[ListenerDesired]):
             ]
         listeners = [listener for arn in lb_arns for listener in self._listeners_of(arn)]
         return _tagged(self, listeners, tags)
+
+    def mismatches(self, observed: Observed, desired: ListenerDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "loadBalancerArn": (desired.load_balancer_arn, found.get("load_balancer_arn")),
+                "port": (desired.port, found.get("port")),
+                "protocol": (desired.protocol, found.get("protocol")),
+            }
+        )
 
     def update(self, observed: Observed, desired: ListenerDesired) -> bool:
         if observed.attributes.get("target_group_arn") == desired.target_group_arn:

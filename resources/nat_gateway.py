@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from capa_py.aws.errors import NotFound
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
 from resources._common import (
@@ -47,6 +47,7 @@ def _observed(gateway: Mapping[str, Any]) -> Observed:
             "vpc_id": gateway.get("VpcId"),
             "allocation_ids": [a["AllocationId"] for a in addresses if a.get("AllocationId")],
             "public_ips": [a["PublicIp"] for a in addresses if a.get("PublicIp")],
+            "connectivity_type": gateway.get("ConnectivityType"),
             "failure_code": gateway.get("FailureCode"),
             "failure_message": gateway.get("FailureMessage"),
         },
@@ -118,6 +119,15 @@ class NatGateway(ResourceClass[NatGatewayDesired]):
             and desired.allocation_id in o.attributes["allocation_ids"]
             and owning_cluster(o.tags) is None
         ]
+
+    def mismatches(self, observed: Observed, desired: NatGatewayDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "subnetId": (desired.subnet_id, found.get("subnet_id")),
+                "connectivityType": ("public", found.get("connectivity_type")),
+            }
+        )
 
     def is_ready(self, observed: Observed) -> bool:
         return observed.state == "available"

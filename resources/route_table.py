@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
 from resources._common import (
@@ -153,6 +153,9 @@ class RouteTable(ResourceClass[RouteTableDesired]):
             if not o.attributes["main"] and owning_cluster(o.tags) is None
         ]
 
+    def mismatches(self, observed: Observed, desired: RouteTableDesired) -> list[Mismatch]:
+        return compare({"vpcId": (desired.vpc_id, observed.attributes.get("vpc_id"))})
+
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         ec2_create_tags(self.aws, resource_id, tags)
 
@@ -229,6 +232,15 @@ class Route(ResourceClass[RouteDesired]):
     def delete(self, resource_id: str) -> None:
         table_id, destination = split_id(resource_id, "|", self.kind)
         self.aws.ec2.call("DeleteRoute", RouteTableId=table_id, DestinationCidrBlock=destination)
+
+    def mismatches(self, observed: Observed, desired: RouteDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "routeTableId": (desired.route_table_id, found.get("route_table_id")),
+                "destinationCidrBlock": (desired.destination_cidr_block, found.get("destination_cidr_block")),
+            }
+        )
 
     def key_of(self, desired: RouteDesired) -> str:
         return route_id(desired.route_table_id, desired.destination_cidr_block)
@@ -337,6 +349,9 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
 
     def delete(self, resource_id: str) -> None:
         self.aws.ec2.call("DisassociateRouteTable", AssociationId=resource_id)
+
+    def mismatches(self, observed: Observed, desired: RouteTableAssociationDesired) -> list[Mismatch]:
+        return compare({"subnetId": (desired.subnet_id, observed.attributes.get("subnet_id"))})
 
     def key_of(self, desired: RouteTableAssociationDesired) -> str:
         return f"subnet {desired.subnet_id}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from capa_py.aws.errors import AlreadyExists, NotFound
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
@@ -214,6 +214,15 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
         ]
         groups = ec2_items(self.aws.ec2, "DescribeSecurityGroups", "SecurityGroups", Filters=filters)
         return _observed(groups[0]) if groups else None
+
+    def mismatches(self, observed: Observed, desired: SecurityGroupDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "vpcId": (desired.vpc_id, found.get("vpc_id")),
+                "groupName": (desired.group_name, found.get("group_name")),
+            }
+        )
 
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         ec2_create_tags(self.aws, resource_id, tags)

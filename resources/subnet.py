@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
@@ -79,6 +79,16 @@ class Subnet(ResourceClass[SubnetDesired]):
         ]
         subnets = ec2_items(self.aws.ec2, "DescribeSubnets", "Subnets", Filters=filters)
         return _observed(subnets[0]) if subnets else None
+
+    def mismatches(self, observed: Observed, desired: SubnetDesired) -> list[Mismatch]:
+        found = observed.attributes
+        return compare(
+            {
+                "vpcId": (desired.vpc_id, found.get("vpc_id")),
+                "cidrBlock": (desired.cidr_block, found.get("cidr_block")),
+                "availabilityZone": (desired.availability_zone, found.get("availability_zone")),
+            }
+        )
 
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         ec2_create_tags(self.aws, resource_id, tags)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.engine.resource import Observed, ResourceClass, tag_dict, tag_filters
+from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
@@ -76,6 +76,9 @@ class Vpc(ResourceClass[VpcDesired]):
             for o in map(_observed, vpcs)
             if not o.attributes["is_default"] and owning_cluster(o.tags) is None
         ]
+
+    def mismatches(self, observed: Observed, desired: VpcDesired) -> list[Mismatch]:
+        return compare({"cidrBlock": (desired.cidr_block, observed.attributes.get("cidr_block"))})
 
     def tag(self, resource_id: str, tags: Mapping[str, str]) -> None:
         ec2_create_tags(self.aws, resource_id, tags)

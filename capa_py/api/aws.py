@@ -142,6 +142,11 @@ class IntentRecord(KubeModel):
     started_at: Time
     fingerprint: str
     request: dict[str, str] = Field(default_factory=dict)
+    examined_at: Time | None = None
+    """When a reconcile first looked for the resource the interrupted create may have made."""
+    seen: list[str] = Field(default_factory=list)
+    """The candidates that first examination saw; later ones consider no other (a look-alike appearing
+    later was not made by the interrupted create)."""
 
 
 class SubnetStatus(KubeModel):

@@ -10,8 +10,9 @@ In order, a found resource is
    still has a Cluster or AWSCluster object, else ``orphan (cluster gone)``;
 4. without one: ``pending intent`` when it matches an intent record the way the engine would adopt it (same
    kind and region, the intent's request attributes, not among the resources that already existed when the
-   intent was written), else ``untagged in managed VPC`` when it lies in a VPC a cluster owns, else it is
-   not the audit's business and gets no row.
+   intent was written, created within the adoption window when its creation time is known, among what the
+   intent's first examination saw once there was one), else ``untagged in managed VPC`` when it lies in a
+   VPC a cluster owns, else it is not the audit's business and gets no row.
 
 In the other direction, a record whose resource AWS does not know is ``missing`` (drift).
 """
@@ -19,12 +20,13 @@ In the other direction, a record whose resource AWS does not know is ``missing``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 
 from capa_py.audit.model import ORPHAN_CLASSES, AuditClass, AuditRow, Found
 from capa_py.audit.records import Intent, Record, StoreView
 from capa_py.engine.engine import PREEXISTING
+from capa_py.engine.profiles import ADOPTION_WINDOW, CLOCK_SKEW
 from capa_py.engine.resource import ResourceClass
 from capa_py.engine.tags import CLOUD_PROVIDER_TAG_PREFIX, CLUSTER_TAG_PREFIX, ROLE_TAG, SHARED
 
@@ -57,14 +59,25 @@ def _engine_adopts_candidates(kind: str) -> bool:
     return cls.describe_candidates is not ResourceClass.describe_candidates
 
 
-def matches_intent(found: Found, intent: Intent) -> bool:
-    """Whether an untagged resource may be what the create behind ``intent`` made."""
+def matches_intent(
+    found: Found, intent: Intent, window: float = ADOPTION_WINDOW, skew: float = CLOCK_SKEW
+) -> bool:
+    """Whether an untagged resource may be what the create behind ``intent`` made, by the engine's bounds:
+    not among the resources that already existed, created within the adoption window when its creation
+    time is known, and among what the intent's first examination saw once there was one."""
     request = intent.record.request
     if found.kind != intent.record.kind or found.region != intent.region or found.owner is not None:
         return False
     if not _engine_adopts_candidates(found.kind):
         return False
     if found.id in set(filter(None, request.get(PREEXISTING, "").split(","))):
+        return False
+    if intent.record.examined_at is not None and found.id not in intent.record.seen:
+        return False
+    started = intent.record.started_at
+    if found.created_at is not None and not (
+        started - timedelta(seconds=skew) <= found.created_at <= started + timedelta(seconds=window)
+    ):
         return False
     if found.kind == "elastic-ip" and (found.tags or found.attributes.get("association_id")):
         return False
@@ -176,6 +189,12 @@ class _Classifier:
                     f"matches the intent for role {intent.role} of {intent.owner} (written "
                     f"{intent.record.started_at:%Y-%m-%d %H:%M:%S}): the next reconcile may adopt it"
                 )
+                if intent.record.examined_at is not None:
+                    reason += (
+                        f"; first examined {intent.record.examined_at:%Y-%m-%d %H:%M:%S}, when it saw "
+                        f"{', '.join(intent.record.seen)}: several, or one seen after the adoption window, "
+                        "are undecidable until the strays are deleted and the intent cleared"
+                    )
                 row = self.row(found, AuditClass.PENDING_INTENT, intent.cluster, reason)
                 row.owner, row.role = intent.owner, intent.role
                 return row

@@ -25,7 +25,11 @@ Resources shared with the cloud provider are create/delete only.
 Beyond the seed: a natural key is looked up before every create that has one (what makes classes 3 and 5
 idempotent), and before a create with neither tags, token nor key the engine writes an *intent* to the
 owner's status — with the candidates that already existed — so that after a crash it can find the one
-resource its interrupted create made and adopt it, or report that it cannot decide.
+resource its interrupted create made and adopt it, or report that it cannot decide. That adoption is
+bounded by the profile's adoption window and by what the intent's first examination saw (see
+``_adopt_intent``). Whatever the engine takes without having recorded it (found by tags, by key or through
+an intent) is first compared with the desired state: a differing immutable attribute is
+:class:`~capa_py.engine.errors.AdoptionRefused`, before anything is tagged, changed or recorded.
 """
 
 from __future__ import annotations
@@ -33,14 +37,16 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from capa_py.api.aws import IntentRecord, RecordedResource
 from capa_py.api.meta import utcnow
 from capa_py.aws.errors import AWSError, DependencyViolation, NotFound
 from capa_py.engine.errors import (
+    AdoptionRefused,
     NaturalKeyTaken,
     NonRetryableError,
     RecordError,
@@ -109,6 +115,22 @@ def _owned(observed: Observed, scope: Scope, role: str) -> bool:
     return all(observed.tags.get(k) == v for k, v in wanted.items())
 
 
+def _deletable(rc: ResourceClass[D], observed: Observed, desired: D | None, role: str, how: str) -> bool:
+    """Whether an unrecorded resource found for ``role`` may be deleted: not when it differs from the
+    spec in an immutable attribute (ensure would have refused to adopt it, so it is not ours)."""
+    mismatches = rc.mismatches(observed, desired) if desired is not None else []
+    if mismatches:
+        _log.warning(
+            "not deleting a resource that differs from the spec: it was never adopted",
+            kind=rc.kind,
+            role=role,
+            resource_id=observed.id,
+            found_by=how,
+            attributes=[m.attribute for m in mismatches],
+        )
+    return not mismatches
+
+
 def _fingerprint(values: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(dict(values), sort_keys=True).encode()).hexdigest()[:16]
 
@@ -116,8 +138,10 @@ def _fingerprint(values: Mapping[str, str]) -> str:
 class Engine:
     """Runs the strategy flows. One engine serves every resource class under one endpoint profile."""
 
-    def __init__(self, profile: EndpointProfile = AWS) -> None:
+    def __init__(self, profile: EndpointProfile = AWS, clock: Callable[[], datetime] = utcnow) -> None:
         self.profile = profile
+        self.clock = clock
+        """Now, in UTC: intents are stamped and judged with it (tests move it past the adoption window)."""
 
     def traits(self, rc: ResourceClass[Any]) -> Traits:
         return self.profile.effective(rc.kind, rc.traits)
@@ -244,9 +268,7 @@ class Engine:
     def _create_tag_on_create(
         self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
     ) -> Observed:
-        observed = self._find_by_tags(rc, traits, role, desired, scope) or self._find_by_key(
-            rc, traits, role, desired, scope, require_owned=traits.taggable
-        )
+        observed = self._found(rc, traits, role, desired, scope, by_tags=True, require_owned=traits.taggable)
         if observed is None:
             token = self._client_token(scope, role) if traits.client_token else None
             observed = self._create(rc, role, desired, tags, token, traits)
@@ -256,7 +278,7 @@ class Engine:
     def _create_token_then_tag(
         self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
     ) -> Observed:
-        observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
+        observed = self._found(rc, traits, role, desired, scope, by_tags=False, require_owned=False)
         if observed is None:
             observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=False)
@@ -267,9 +289,7 @@ class Engine:
     def _create_then_tag(
         self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
     ) -> Observed:
-        observed = self._find_by_tags(rc, traits, role, desired, scope) or self._find_by_key(
-            rc, traits, role, desired, scope, require_owned=False
-        )
+        observed = self._found(rc, traits, role, desired, scope, by_tags=True, require_owned=False)
         if observed is not None:
             self._record_or_retry(scope, role, rc, observed, traits, tags_complete=False)
             self._tag_or_retry(rc, observed, missing_tags(observed.tags, tags))
@@ -310,7 +330,7 @@ class Engine:
     def _create_with_token(
         self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
     ) -> Observed:
-        observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
+        observed = self._found(rc, traits, role, desired, scope, by_tags=False, require_owned=False)
         if observed is None:
             observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
@@ -319,7 +339,7 @@ class Engine:
     def _create_untracked(
         self, rc: ResourceClass[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
     ) -> Observed:
-        observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=False)
+        observed = self._found(rc, traits, role, desired, scope, by_tags=False, require_owned=False)
         if observed is not None:
             self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
             return observed
@@ -409,13 +429,84 @@ class Engine:
             )
         return observed
 
+    def _found(
+        self,
+        rc: ResourceClass[D],
+        traits: Traits,
+        role: str,
+        desired: D,
+        scope: Scope,
+        by_tags: bool,
+        require_owned: bool,
+    ) -> Observed | None:
+        """The unrecorded resource of ``role`` found by its tags (when ``by_tags``) or else by its natural
+        key, once its immutable attributes are known to match ``desired``."""
+        if by_tags:
+            observed = self._find_by_tags(rc, traits, role, desired, scope)
+            if observed is not None:
+                return self._compared(rc, observed, desired, "found by its tags")
+        observed = self._find_by_key(rc, traits, role, desired, scope, require_owned=require_owned)
+        if observed is not None:
+            return self._compared(rc, observed, desired, f"found by its key {rc.key_of(desired)}")
+        return None
+
+    @staticmethod
+    def _compared(rc: ResourceClass[D], observed: Observed, desired: D, how: str) -> Observed:
+        """``observed`` when it is what ``desired`` asks for; else :class:`AdoptionRefused`, before the
+        engine tags, modifies or records anything."""
+        mismatches = rc.mismatches(observed, desired)
+        if mismatches:
+            _log.warning(
+                "refusing to adopt a resource that differs from the spec",
+                kind=rc.kind,
+                resource_id=observed.id,
+                found_by=how,
+                attributes=[m.attribute for m in mismatches],
+            )
+            raise AdoptionRefused(rc.kind, observed.id, how, mismatches)
+        return observed
+
     def _adopt_intent(self, rc: ResourceClass[D], role: str, desired: D, scope: Scope) -> Observed | None:
-        """After a crash between create and record: find the one resource the interrupted create made."""
+        """After a crash between create and record: find the one resource the interrupted create made.
+
+        Evidence bounds it (see the README, "Intents"): candidates that existed when the intent was written
+        are excluded; a candidate whose creation time AWS reports must have been created within
+        ``[started_at - clock_skew, started_at + adoption_window]``; the first examination is written into
+        the intent and later ones consider only what it saw; a first examination after the window that
+        sees a candidate without a creation time cannot attribute it (undecidable). One candidate left is
+        adopted (after the comparison every adoption makes), none means create anew, several are
+        undecidable.
+        """
         intent = scope.recorder.intent(role)
         if intent is None:
             return None
+        now = self.clock()
+        window_end = intent.started_at + timedelta(seconds=self.profile.adoption_window)
+        earliest = intent.started_at - timedelta(seconds=self.profile.clock_skew)
         preexisting = set(filter(None, intent.request.get(PREEXISTING, "").split(",")))
-        candidates = [c for c in rc.describe_candidates(desired) if c.id not in preexisting]
+        candidates = [
+            c
+            for c in rc.describe_candidates(desired)
+            if c.id not in preexisting and (c.created_at is None or earliest <= c.created_at <= window_end)
+        ]
+        if intent.examined_at is None:
+            examined_at = now
+            self._note_examination(rc, role, intent, now, sorted(c.id for c in candidates), scope)
+        else:
+            examined_at = intent.examined_at
+            seen_first = set(intent.seen)
+            candidates = [c for c in candidates if c.id in seen_first]
+        undated = sorted(c.id for c in candidates if c.created_at is None)
+        if examined_at > window_end and undated:
+            raise UndecidableIntent(
+                f"{rc.kind} for role {role}: the interrupted create of "
+                f"{intent.started_at:%Y-%m-%d %H:%M:%S} was first examined "
+                f"{(examined_at - intent.started_at).total_seconds():.0f}s later, after the "
+                f"{self.profile.adoption_window:.0f}s adoption window, and {', '.join(undated)} cannot be "
+                "dated: it may be someone else's; nothing is adopted. Check it (see `capa audit`); once it "
+                "is deleted (or tagged by its owner) the next reconcile creates anew",
+                sorted(c.id for c in candidates),
+            )
         if len(candidates) == 1:
             _log.warning(
                 "adopting the resource an interrupted create made",
@@ -424,15 +515,29 @@ class Engine:
                 resource_id=candidates[0].id,
                 intent_started=str(intent.started_at),
             )
-            return candidates[0]
+            return self._compared(rc, candidates[0], desired, "adopted from an interrupted create's intent")
         if len(candidates) > 1:
             ids = sorted(c.id for c in candidates)
             raise UndecidableIntent(
                 f"{rc.kind} for role {role}: an interrupted create may have made one of {', '.join(ids)}; "
-                "cannot decide which; delete the stray one (see `capa audit`) and clear the intent",
+                "cannot decide which; delete the strays (see `capa audit`): the next reconcile adopts the "
+                "one left",
                 ids,
             )
         return None
+
+    @staticmethod
+    def _note_examination(
+        rc: ResourceClass[D], role: str, intent: IntentRecord, now: datetime, seen: list[str], scope: Scope
+    ) -> None:
+        """Write what the first examination of an intent saw, before deciding anything from it."""
+        examined = intent.model_copy(update={"examined_at": now, "seen": seen})
+        try:
+            scope.recorder.write_intent(role, examined)
+        except RecordError as exc:
+            raise RetryableError(
+                f"{rc.kind} for role {role}: cannot record the examination of the intent; nothing adopted"
+            ) from exc
 
     def _write_intent(self, rc: ResourceClass[D], role: str, desired: D, scope: Scope, needed: bool) -> None:
         if not needed:
@@ -440,7 +545,7 @@ class Engine:
         request = dict(rc.fingerprint(desired))
         request[PREEXISTING] = ",".join(sorted(c.id for c in rc.describe_candidates(desired)))
         intent = IntentRecord(
-            kind=rc.kind, started_at=utcnow(), fingerprint=_fingerprint(request), request=request
+            kind=rc.kind, started_at=self.clock(), fingerprint=_fingerprint(request), request=request
         )
         try:
             scope.recorder.write_intent(role, intent)
@@ -555,7 +660,8 @@ class Engine:
             ids.append(recorded.id)
         else:
             if rc.traits.taggable or rc.traits.tag_on_create:
-                ids.extend(o.id for o in rc.describe_by_tags(lookup_tags(scope.cluster, role), desired))
+                tagged = rc.describe_by_tags(lookup_tags(scope.cluster, role), desired)
+                ids.extend(o.id for o in tagged if _deletable(rc, o, desired, role, "found by its tags"))
             if traits.natural_key and desired is not None:
                 keyed = rc.describe_by_key(desired)
                 # Judged by the effective traits, as ensure adopts: only what is tagged at creation is
@@ -568,6 +674,7 @@ class Engine:
                         _owned(keyed, scope, role)
                         or (not tagged_at_birth and owning_cluster(keyed.tags) is None)
                     )
+                    and _deletable(rc, keyed, desired, role, "found by its key")
                 ):
                     ids.append(keyed.id)
             if desired is not None and scope.recorder.intent(role) is not None:

@@ -6,10 +6,17 @@
  └─ ``NonRetryableError``  stop and report: retrying cannot help, or a resource may be orphaned
      ├─ ``RollbackFailed``     created, could not be recorded, and could not be deleted: orphan logged
      ├─ ``UndecidableIntent``  an interrupted create left several candidates; a human must decide
-     └─ ``NaturalKeyTaken``    the name/key is held by a resource this cluster does not own
+     ├─ ``NaturalKeyTaken``    the name/key is held by a resource this cluster does not own
+     └─ ``AdoptionRefused``    a found, unrecorded resource differs from the spec in an immutable attribute
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from capa_py.engine.resource import Mismatch
 
 
 class EngineError(Exception):
@@ -49,6 +56,25 @@ class UndecidableIntent(NonRetryableError):
 
 class NaturalKeyTaken(NonRetryableError):
     reason = "NaturalKeyTaken"
+
+
+class AdoptionRefused(NonRetryableError):
+    """A resource found by its tags, its natural key or an intent is not what the spec asks for: an
+    immutable attribute differs. Nothing is tagged, modified, recorded or deleted."""
+
+    reason = "AdoptionRefused"
+
+    def __init__(self, kind: str, resource_id: str, how: str, mismatches: Sequence[Mismatch]) -> None:
+        self.kind = kind
+        self.resource_id = resource_id
+        self.how = how
+        self.mismatches = list(mismatches)
+        found = ", ".join(f"{m.attribute} {m.found}" for m in self.mismatches)
+        wanted = ", ".join(f"{m.attribute} {m.wanted}" for m in self.mismatches)
+        super().__init__(
+            f"{kind} {resource_id} {how} has {found}; the spec asks for {wanted}. It is not adopted: "
+            "remove or retag it, or change the spec"
+        )
 
 
 class RecordError(EngineError):

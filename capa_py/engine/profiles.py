@@ -9,10 +9,16 @@ kind (``"*"`` for every kind). Tests use the same mechanism to drive every strat
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from capa_py.engine.traits import Traits
+
+ADOPTION_WINDOW = 600.0
+"""Default bound, in seconds, on adopting what an interrupted create made (see
+:attr:`EndpointProfile.adoption_window`): ten minutes covers a restart after a crash or a lost process."""
+CLOCK_SKEW = 60.0
+"""Default tolerance, in seconds, between this machine's clock and the creation times AWS reports."""
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,12 @@ class EndpointProfile:
     consistency_window: float = 0.0
     """Seconds after a create during which a recorded resource that describe cannot see is presumed
     not yet visible (AWS's eventual consistency) rather than gone."""
+    adoption_window: float = ADOPTION_WINDOW
+    """Seconds after an intent's start within which a resource the interrupted create may have made must
+    have been created (when its creation time is known), and within which the intent must first be
+    examined for candidates without a creation time to be adoptable at all."""
+    clock_skew: float = CLOCK_SKEW
+    """Seconds a creation time reported by AWS may precede the intent's start (clocks differ)."""
 
     def effective(self, kind: str, declared: Traits) -> Traits:
         traits = declared
@@ -37,7 +49,7 @@ class EndpointProfile:
         merged: dict[str, dict[str, bool]] = {k: dict(v) for k, v in self.overrides.items()}
         for kind, traits in overrides.items():
             merged.setdefault(kind, {}).update(traits)
-        return EndpointProfile(name or f"{self.name}+overrides", merged, self.notes, self.consistency_window)
+        return replace(self, name=name or f"{self.name}+overrides", overrides=merged)
 
 
 AWS = EndpointProfile(

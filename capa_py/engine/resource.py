@@ -30,6 +30,26 @@ class Observed:
     created_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Mismatch:
+    """An immutable attribute whose value on a found resource differs from the desired one."""
+
+    attribute: str
+    """The attribute as AWS names it (``cidrBlock``, ``availabilityZone``)."""
+    wanted: str
+    found: str
+
+
+def compare(pairs: Mapping[str, tuple[Any, Any]]) -> list[Mismatch]:
+    """``{"cidrBlock": (wanted, found)}`` → the mismatches; a found value of None (not reported by the
+    endpoint) cannot be compared and is skipped."""
+    return [
+        Mismatch(attribute, str(wanted), str(found))
+        for attribute, (wanted, found) in pairs.items()
+        if found is not None and wanted is not None and str(wanted) != str(found)
+    ]
+
+
 D = TypeVar("D")
 
 
@@ -107,6 +127,12 @@ class ResourceClass(ABC, Generic[D]):
     def describe_candidates(self, desired: D) -> list[Observed]:
         """Resources that may be the result of an interrupted create of ``desired`` (no tag, token or
         key to find it by): those matching its attributes that nothing else claims."""
+        return []
+
+    def mismatches(self, observed: Observed, desired: D) -> list[Mismatch]:
+        """The immutable attributes of a found resource (by tags, key or intent, not yet recorded) that
+        differ from ``desired``: the engine refuses to adopt it when there is any. Only attributes the
+        describe reports are compared; the default compares nothing."""
         return []
 
     def is_ready(self, observed: Observed) -> bool:
