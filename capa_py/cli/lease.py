@@ -1,0 +1,75 @@
+"""One reconciler per store: the commands that run controllers hold the store's lease while they do.
+
+``capa apply`` and ``capa delete --wait`` store (or mark) their objects first, then take the Lease
+``capa-system/capa-py-controller`` before the controllers start, renew it while they run and release it
+when they stop. A second such command on the same store waits for it, saying once who holds it, or with
+``--no-wait-for-lock`` exits 1 naming the holder. A command that loses the lease stops reconciling and
+exits 1. ``CAPA_LEASE_DURATION`` (whole seconds) shortens or lengthens how long a killed holder blocks
+others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+import typer
+
+from capa_py.api.coordination import Lease
+from capa_py.cli.common import EXIT_INVALID, fail, stderr
+from capa_py.runtime.leader import (
+    LeaderElector,
+    LeaseHeld,
+    LeaseLost,
+    LeaseTiming,
+    describe_holder,
+    holder_identity,
+    leading,
+)
+from capa_py.store.protocol import ObjectStore
+
+
+def _check_lease_environment(value: bool) -> bool:
+    # Checked while the options are parsed, so a malformed duration exits 2 before the store changes.
+    try:
+        LeaseTiming.from_env()
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    return value
+
+
+NoWaitForLockOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-wait-for-lock",
+        help="When another process holds the store's lease, exit 1 naming it instead of waiting.",
+        callback=_check_lease_environment,
+    ),
+]
+
+
+def _announce(lease: Lease) -> None:
+    message = f"waiting for the store lease held by {describe_holder(lease)}"
+    stderr.print(message, markup=False, highlight=False)
+
+
+@contextmanager
+def store_lease(
+    store: ObjectStore, command: str, wait: bool = True, timeout: float | None = None
+) -> Iterator[LeaderElector]:
+    """Hold the store's lease around running controllers; exit 1 when it is held (and not waited for,
+    or not freed within ``timeout``) or when it is lost. Wrap the run's tick in ``elector.guard``."""
+    try:
+        timing = LeaseTiming.from_env()
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    try:
+        with leading(
+            store, holder_identity(command), timing=timing, wait=wait, timeout=timeout, on_wait=_announce
+        ) as elector:
+            yield elector
+    except LeaseHeld as exc:
+        fail(str(exc))
+    except LeaseLost as exc:
+        fail(f"{exc}; stopped reconciling")
