@@ -25,8 +25,8 @@ from capa_py.runtime.leader import (
     LeaseTiming,
     describe_holder,
     holder_identity,
-    leading,
 )
+from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
 
 
@@ -64,12 +64,17 @@ def store_lease(
         timing = LeaseTiming.from_env()
     except ValueError as exc:
         fail(str(exc), EXIT_INVALID)
+    elector = LeaderElector(store, holder_identity(command), timing=timing)
     try:
-        with leading(
-            store, holder_identity(command), timing=timing, wait=wait, timeout=timeout, on_wait=_announce
-        ) as elector:
-            yield elector
+        elector.acquire(wait=wait, timeout=timeout, on_wait=_announce)
     except LeaseHeld as exc:
         fail(str(exc))
+    except StoreError as exc:
+        fail(f"cannot take the store lease: {exc}")
+    elector.start_renewing()
+    try:
+        yield elector
     except LeaseLost as exc:
         fail(f"{exc}; stopped reconciling")
+    finally:
+        elector.release()
