@@ -4,12 +4,16 @@
 ``capa-system/capa-py-controller`` before the controllers start, renew it while they run and release it
 when they stop. A second such command on the same store waits for it, saying once who holds it, or with
 ``--no-wait-for-lock`` exits 1 naming the holder. A command that loses the lease stops reconciling and
-exits 1. ``CAPA_LEASE_DURATION`` (whole seconds) shortens or lengthens how long a killed holder blocks
-others.
+exits 1 (at the latest when another process could take the lease over: a run that has not stopped by
+then ends the process). ``CAPA_LEASE_DURATION`` (whole seconds) shortens or lengthens how long a killed
+holder blocks others.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated
@@ -17,7 +21,8 @@ from typing import Annotated
 import typer
 
 from capa_py.api.coordination import Lease
-from capa_py.cli.common import EXIT_INVALID, fail, stderr
+from capa_py.cli.common import EXIT_FAILED, EXIT_INVALID, fail, stderr
+from capa_py.logging import get_logger
 from capa_py.runtime.leader import (
     LeaderElector,
     LeaseHeld,
@@ -28,6 +33,8 @@ from capa_py.runtime.leader import (
 )
 from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
+
+_log = get_logger("cli.lease")
 
 
 def _check_lease_environment(value: bool) -> bool:
@@ -54,6 +61,42 @@ def _announce(lease: Lease) -> None:
     stderr.print(message, markup=False, highlight=False)
 
 
+class _StopDeadline:
+    """After the lease is lost, the controllers get until another process may take it over to stop;
+    a run still going then ends the process, so no two reconcilers ever act on one store."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.elector: LeaderElector | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._timer = threading.Timer(self.seconds, self._stop_now)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def cancel(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+
+    def _stop_now(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+        _log.warning("the controllers did not stop after the lease was lost; exiting now")
+        message = self.elector.lost_message() if self.elector is not None else "lost the store lease"
+        stderr.print(f"error: {message}; stopped reconciling", markup=False, highlight=False)
+        sys.stderr.flush()
+        os._exit(EXIT_FAILED)
+
+
 @contextmanager
 def store_lease(
     store: ObjectStore, command: str, wait: bool = True, timeout: float | None = None
@@ -64,7 +107,9 @@ def store_lease(
         timing = LeaseTiming.from_env()
     except ValueError as exc:
         fail(str(exc), EXIT_INVALID)
-    elector = LeaderElector(store, holder_identity(command), timing=timing)
+    deadline = _StopDeadline(timing.duration - timing.renew_deadline)
+    elector = LeaderElector(store, holder_identity(command), timing=timing, on_lost=deadline.start)
+    deadline.elector = elector
     try:
         elector.acquire(wait=wait, timeout=timeout, on_wait=_announce)
     except LeaseHeld as exc:
@@ -77,4 +122,5 @@ def store_lease(
     except LeaseLost as exc:
         fail(f"{exc}; stopped reconciling")
     finally:
+        deadline.cancel()
         elector.release()

@@ -143,6 +143,7 @@ class LeaderElector:
         name: str = STORE_LEASE_NAME,
         timing: LeaseTiming | None = None,
         clock: Callable[[], datetime] = now_micro,
+        on_lost: Callable[[], None] | None = None,
     ) -> None:
         self.store = store
         self.identity = identity
@@ -150,6 +151,8 @@ class LeaderElector:
         self.name = name
         self.timing = timing or LeaseTiming()
         self.clock = clock
+        self.on_lost = on_lost
+        """Called once, from the renewing thread, when the lease is lost."""
         self.observed: Lease | None = None
         """The record as last read or written."""
         self.lost = threading.Event()
@@ -314,12 +317,17 @@ class LeaderElector:
         self.lost_to = self.observed.holder if self.observed is not None else ""
         _log.warning("lost the lease", lease=f"{self.namespace}/{self.name}", reason=why)
         self.lost.set()
+        if self.on_lost is not None:
+            self.on_lost()
+
+    def lost_message(self) -> str:
+        now_held_by = f" (held by {self.lost_to} now)" if self.lost_to not in ("", self.identity) else ""
+        return f"lost the store lease {self.namespace}/{self.name}{now_held_by}"
 
     def check(self) -> None:
         """Raise :class:`LeaseLost` when the lease was lost."""
         if self.lost.is_set():
-            now_held_by = f" (held by {self.lost_to} now)" if self.lost_to not in ("", self.identity) else ""
-            raise LeaseLost(f"lost the store lease {self.namespace}/{self.name}{now_held_by}")
+            raise LeaseLost(self.lost_message())
 
     def guard(self, work: Callable[P, R]) -> Callable[P, R]:
         """``work`` that first checks the lease: a loop calling it stops with :class:`LeaseLost`."""
