@@ -240,8 +240,9 @@ class LeaderElector:
                 _log.info("acquired the lease", lease=f"{self.namespace}/{self.name}")
                 return
             observed = self.observed
-            if observed is None:
-                continue  # created by someone else just now: read it on the next attempt
+            if observed is None or not observed.holder or observed.expired(self.clock()):
+                # Free when we looked, yet another candidate wrote first: read who it was.
+                continue
             if not wait:
                 raise LeaseHeld(observed, self.clock())
             waited = time.monotonic() - started

@@ -306,3 +306,34 @@ def test_holder_identity_names_command_pid_and_host_and_is_unique() -> None:
     first, second = holder_identity("capa apply"), holder_identity("capa apply")
     assert first.startswith(f"capa apply pid {os.getpid()} on {socket.gethostname()} (")
     assert first != second
+
+
+class RivalWritesFirst:
+    """The store, where a rival candidate takes the lease just before our first write lands."""
+
+    def __init__(self, inner: SQLiteStore, rival: LeaderElector) -> None:
+        self.inner = inner
+        self.rival = rival
+        self.raced = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def update(self, obj: Any) -> Any:
+        if not self.raced:
+            self.raced = True
+            assert self.rival.try_acquire_or_renew() is True
+        return self.inner.update(obj)  # stale now: Conflict
+
+
+def test_a_candidate_that_loses_the_race_for_a_released_lease_names_the_winner(store: SQLiteStore) -> None:
+    first = elector(store, "first")
+    first.acquire()
+    first.release()
+    racing = RivalWritesFirst(store, elector(store, "rival"))
+    candidate = LeaderElector(racing, "candidate", clock=at(0))  # type: ignore[arg-type]
+
+    with pytest.raises(LeaseHeld, match=r"is held by rival, renewed 0s ago"):
+        candidate.acquire(wait=False)
+    assert racing.raced
+    assert the_lease(store).holder == "rival"
