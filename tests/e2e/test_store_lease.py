@@ -82,6 +82,7 @@ def test_two_concurrent_applies_on_one_store_make_exactly_one_of_everything(
     e2e_moto: MotoServer, tmp_path: Path
 ) -> None:
     expected = expected_counts()
+    waits = 0
     for attempt in range(3):
         e2e_moto.reset()
         workdir = tmp_path / f"attempt-{attempt}"
@@ -92,6 +93,7 @@ def test_two_concurrent_applies_on_one_store_make_exactly_one_of_everything(
             baseline = inspector.inventory().counts("total")
             processes = [start(capa, *APPLY) for _ in range(2)]
             runs = [finish(p, APPLY) for p in processes]
+            waits += sum("waiting for the store lease held by capa apply pid " in r.stderr for r in runs)
             for run in runs:
                 assert run.returncode == 0, f"attempt {attempt}: a concurrent apply failed:\n{run}"
                 assert run.json()["converged"] is True, f"attempt {attempt}: not converged:\n{run}"
@@ -105,6 +107,9 @@ def test_two_concurrent_applies_on_one_store_make_exactly_one_of_everything(
         lease = read_lease(capa.state)
         assert lease is not None, "the applies ran controllers without a lease"
         assert lease.holder == "", f"the lease was not released: {lease.to_dict()}"
+    # Started together, the second apply reaches the lease while the first converges (seconds): at least
+    # once in three attempts it must have waited, or the attempts did not overlap and proved nothing.
+    assert waits >= 1, "in no attempt did one apply wait for the other's lease"
 
 
 def test_with_no_wait_for_lock_apply_and_delete_exit_1_naming_the_holder(capa: Capa) -> None:
