@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
-from capa_py.store.errors import Invalid, NotFound
+from capa_py.store.errors import AlreadyExists, Invalid, NotFound
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 
@@ -130,8 +130,12 @@ def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[App
             first.metadata.annotations[LAST_APPLIED] = json.dumps(
                 _manifest_doc(manifest), sort_keys=True, separators=(",", ":")
             )
-            results.append(Applied(store.create(first), "created"))
-            continue
+            try:
+                results.append(Applied(store.create(first), "created"))
+                continue
+            except AlreadyExists:
+                # A concurrent apply created it since our read: apply over it like any existing object.
+                current = store.get(kind, manifest.metadata.name, manifest.metadata.namespace)
         merged = _merge_manifest(current, manifest)
         if merged.to_dict() == current.to_dict():
             results.append(Applied(current, "unchanged"))

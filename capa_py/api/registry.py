@@ -81,10 +81,11 @@ def default_registry() -> KindRegistry:
     """A registry with every kind capa-py ships."""
     from capa_py.api.aws import AWSCluster, AWSMachine
     from capa_py.api.cluster import Cluster, Machine
+    from capa_py.api.coordination import Lease
     from capa_py.api.core import Secret
 
     registry = KindRegistry()
-    for model in (Cluster, Machine, Secret, AWSCluster, AWSMachine):
+    for model in (Cluster, Machine, Secret, AWSCluster, AWSMachine, Lease):
         registry.register(model)
     return registry
 

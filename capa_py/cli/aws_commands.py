@@ -41,6 +41,7 @@ from capa_py.cli.common import (
     stdout,
 )
 from capa_py.cli.durations import parse_duration
+from capa_py.cli.lease import NoWaitForLockOption, store_lease
 from capa_py.cli.output import format_table, render_json
 from capa_py.cli.progress import ProgressView
 from capa_py.operations import apply_objects, delete_objects
@@ -67,6 +68,7 @@ def register(app: typer.Typer) -> None:
         wait: WaitOption = True,
         timeout: TimeoutOption = "30m",
         output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+        no_wait_for_lock: NoWaitForLockOption = False,
     ) -> None:
         """Store the objects of manifest files, then reconcile them until ready (with --wait)."""
         if not filename:
@@ -101,14 +103,17 @@ def register(app: typer.Typer) -> None:
             from controllers.run import converge
 
             targets = [a.object for a in applied if not isinstance(a.object, Secret)]
-            with ProgressView(stderr, targets, enabled=output == "table") as view:
+            with (
+                store_lease(store, "capa apply", not no_wait_for_lock, seconds) as lease,
+                ProgressView(stderr, targets, enabled=output == "table") as view,
+            ):
                 result = converge(
                     store,
                     aws_controllers(store, aws.pool, aws.engine),
                     targets,
                     goal="ready",
                     timeout=seconds,
-                    on_tick=view.update,
+                    on_tick=lease.guard(view.update),
                 )
         if output == "json":
             document = {
@@ -156,6 +161,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--wait/--no-wait", help="Reconcile until everything is gone.")
         ] = False,
         timeout: TimeoutOption = "30m",
+        no_wait_for_lock: NoWaitForLockOption = False,
     ) -> None:
         """Delete objects named by manifest files or by KIND NAME; --wait tears down their AWS resources."""
         if filename and (kind or name):
@@ -200,14 +206,17 @@ def register(app: typer.Typer) -> None:
             from controllers.run import converge
 
             targets = [last for _, last in results if last is not None]
-            with ProgressView(stderr, targets, enabled=True) as view:
+            with (
+                store_lease(store, "capa delete", not no_wait_for_lock, seconds) as lease,
+                ProgressView(stderr, targets, enabled=True) as view,
+            ):
                 result = converge(
                     store,
                     aws_controllers(store, aws.pool, aws.engine),
                     targets,
                     goal="gone",
                     timeout=seconds,
-                    on_tick=view.update,
+                    on_tick=lease.guard(view.update),
                 )
         _print_calls(result.calls)
         if not result.converged:

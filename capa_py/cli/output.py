@@ -71,6 +71,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("TYPE", lambda d: _path(d, "type")),
         ("DATA", lambda d: str(len(d.get("data", {})))),
     ],
+    "Lease": [("HOLDER", lambda d: _path(d, "spec.holderIdentity"))],
 }
 
 

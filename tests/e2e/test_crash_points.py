@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from capa_py.runtime.leader import LEASE_DURATION_ENV
 from tests.e2e.e2e_support import (
     EXAMPLE,
     Capa,
@@ -74,7 +75,8 @@ def _crash_then_recover(
     """Problems after crashing at point ``n`` and applying again; and what the crash followed."""
     server.reset()
     workdir.mkdir()
-    capa = Capa(state=workdir / "state.db", endpoint=server.url)
+    # The killed apply keeps the store lease until its duration passes: keep that wait short.
+    capa = Capa(state=workdir / "state.db", endpoint=server.url, env_extra={LEASE_DURATION_ENV: "3"})
     log = workdir / "faults.jsonl"
     crashed = capa.run(*APPLY, faults={CRASH_AFTER_MUTATING: str(n), FAULT_LOG: str(log)})
     crash = next((entry for entry in _read_log(log) if entry.get("fault") == "crash"), None)
