@@ -57,8 +57,8 @@ def test_a_second_cluster_of_the_same_name_and_region_in_another_namespace_exits
         "apply", "-f", str(_other_demo(tmp_path)), "--aws-endpoint", closed_endpoint, "--timeout", "5s"
     )
     assert result.exit_code == 2, f"a second cluster named demo in us-east-1 should exit 2:\n{result}"
-    assert "cluster default/demo already uses the name demo in us-east-1 in this store" in result.stderr, (
-        str(result)
+    assert "cluster default/demo already uses the name demo in us-east-1 in this store" in result.stderr, str(
+        result
     )
     assert "other/demo" in result.stderr, f"the refused cluster is not named:\n{result}"
     assert PROCESS_COUNTER.total() == calls, "the refused apply made AWS calls"
