@@ -168,8 +168,9 @@ def find_blocked(
 ) -> dict[str, Blocked]:
     """For each target (by ``ref()``) that cannot reach the goal by itself, why.
 
-    ``current`` is each target as now stored (None when gone). Conditions count only once this run has
-    reconciled the object, so a status written by an earlier run never ends a wait.
+    ``current`` is each target as now stored (None when gone). Conditions and what an object waits on
+    count only once this run has reconciled the object, so a status written by an earlier run never ends
+    a wait.
     """
     graph = _Graph(store, goal)
     target_keys = {key_of(t) for t in targets}
@@ -201,7 +202,9 @@ def find_blocked(
             return memo[key]
         obj = graph.get(kind, key)
         found = own(key, obj)
-        if found is None and obj is not None:
+        # What it waits on counts once this run has reconciled it (so its own condition, if it sets
+        # one, is current and comes first).
+        if found is None and obj is not None and key in manager.reconciled_keys:
             for dep_kind, dep_key in graph.waits_on(obj):
                 if dep_key in path:
                     continue

@@ -148,7 +148,7 @@ def register(app: typer.Typer) -> None:
                 from controllers.run import converge
 
                 with ProgressView(stderr, targets, enabled=output == "table") as view:
-                    return converge(
+                    result = converge(
                         store,
                         aws_controllers(store, aws.pool, aws.engine),
                         targets,
@@ -156,6 +156,8 @@ def register(app: typer.Typer) -> None:
                         timeout=max(deadline - time.monotonic(), 0.0),
                         on_tick=view.update,
                     )
+                    view.show_blocked(result.blocked)
+                    return result
 
             announced: set[str] = set()
             while deleting:
@@ -284,6 +286,7 @@ def register(app: typer.Typer) -> None:
                     timeout=seconds,
                     on_tick=view.update,
                 )
+                view.show_blocked(result.blocked)
         _print_calls(result.calls)
         if not result.converged:
             left = ", ".join(r for r, s in result.states.items() if s != "gone")
