@@ -8,6 +8,7 @@ waiting out its timeout. No AWS call is needed to get there, so these run in-pro
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -62,3 +63,18 @@ def test_blocked_apply_on_a_terminal_shows_the_objects_blocked_and_exits_1(
     rows = [line for line in text.splitlines() if "machine/demo-worker-0" in line and "blocked" in line]
     assert rows, f"the live table does not show machine/demo-worker-0 blocked:\n{text}"
     assert "error: Machine default/demo-worker-0: ClusterNotFound" in text, text
+
+
+def test_blocked_apply_as_json_names_each_blocked_object_and_its_reason(
+    cli: Cli, tmp_path: Path, closed_endpoint: str
+) -> None:
+    manifest = str(_lost_machine(tmp_path))
+    result = cli("apply", "-f", manifest, "--aws-endpoint", closed_endpoint, "--timeout", "30m", "-o", "json")
+    assert result.exit_code == 1, f"a blocked apply should exit 1:\n{result}"
+    document = json.loads(result.stdout)
+    assert document["converged"] is False, document
+    assert document["timedOut"] is False, document
+    blocked = document["blocked"]
+    assert set(blocked) == {"Machine default/demo-worker-0", "AWSMachine default/demo-worker-0"}, blocked
+    assert {b["reason"] for b in blocked.values()} == {"ClusterNotFound"}, blocked
+    assert "cluster default/nowhere" in blocked["Machine default/demo-worker-0"]["message"], blocked

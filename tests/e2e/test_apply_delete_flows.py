@@ -197,3 +197,14 @@ def test_apply_exits_1_when_a_machine_names_a_cluster_that_does_not_exist(capa: 
         str(run)
     )
     assert "error: AWSMachine default/demo-worker-0: " in run.stderr, str(run)
+
+
+def test_delete_wait_exits_1_when_the_aws_endpoint_does_not_answer(capa: Capa) -> None:
+    _apply(capa)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        unreachable = Capa(state=capa.state, endpoint=f"http://127.0.0.1:{sock.getsockname()[1]}")
+        run = unreachable.run("delete", "-f", str(EXAMPLE), "--wait", *LONG, timeout=RETURNS_WITHIN)
+    assert run.returncode == 1, f"a blocked delete --wait should exit 1:\n{run}"
+    assert "EndpointUnreachable" in run.stderr, f"the blocking reason is not reported:\n{run}"
+    assert "not deleted after" not in run.stderr, f"delete --wait waited out its timeout:\n{run}"
