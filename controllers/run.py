@@ -103,7 +103,8 @@ def converge(
             seen = [key in manager.reconciled_keys for key in keys]
             if any(s == "failed" and fresh for s, fresh in zip(states, seen, strict=True)):
                 return True
-            if all(s == "ready" for s in states) and all(seen) and manager.idle:
+            deleting = any(o is not None and o.being_deleted for o in last)
+            if all(s == "ready" for s in states) and all(seen) and manager.idle and not deleting:
                 return True
         return _all_blocked()
 
@@ -113,7 +114,12 @@ def converge(
         if time.monotonic() - checked_at < BLOCKED_CHECK_INTERVAL:
             return False
         checked_at = time.monotonic()
-        remaining = [t.ref() for t, o in zip(targets, last, strict=True) if readiness(o) != goal]
+        # An object being deleted is not done with "ready", whatever its status still says.
+        remaining = [
+            t.ref()
+            for t, o in zip(targets, last, strict=True)
+            if readiness(o) != goal or (goal == "ready" and o is not None and o.being_deleted)
+        ]
         found = find_blocked(store, manager, targets, last, goal)
         if remaining and all(ref in found for ref in remaining):
             blocked = {ref: found[ref] for ref in remaining}
@@ -131,7 +137,9 @@ def converge(
     if goal == "gone":
         converged = all(s == "gone" for s in states.values())
     else:
-        converged = all(s == "ready" for s in states.values())
+        converged = all(s == "ready" for s in states.values()) and not any(
+            o is not None and o.being_deleted for o in last
+        )
     return ConvergeResult(
         converged=converged,
         timed_out=not finished,
