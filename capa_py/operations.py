@@ -4,6 +4,10 @@
 created; one that exists gets the manifest's spec (and data), labels and annotations, keeping what
 controllers own (status, finalizers, owner references). Callers validate every document first
 (:func:`capa_py.api.load_manifests` is all-or-nothing), so a bad manifest changes nothing.
+
+An object marked for deletion is never applied over (its finalizers are tearing down what the manifest
+declares): :func:`being_deleted` finds such objects first, so the caller waits for the deletion to finish
+and then creates them anew, or refuses; ``apply_objects`` raises :class:`BeingDeleted` for one it meets.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any, Literal
 
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
-from capa_py.store.errors import AlreadyExists, Invalid, NotFound
+from capa_py.store.errors import AlreadyExists, Conflict, Invalid, NotFound
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 
@@ -99,6 +103,27 @@ def _merge_manifest(current: KubeObject, manifest: KubeObject) -> KubeObject:
     return type(current).model_validate(merged)
 
 
+class BeingDeleted(Conflict):
+    """The object is marked for deletion: wait for it to go, then create it again."""
+
+    def __init__(self, obj: KubeObject) -> None:
+        self.object = obj
+        super().__init__(f"{obj.KIND.lower()}/{obj.name} is being deleted")
+
+
+def being_deleted(store: ObjectStore, objects: Sequence[KubeObject]) -> list[KubeObject]:
+    """The stored objects, among those named by ``objects``, that are marked for deletion."""
+    found: list[KubeObject] = []
+    for manifest in objects:
+        try:
+            current = store.get(type(manifest), manifest.metadata.name, manifest.metadata.namespace)
+        except NotFound:
+            continue
+        if current.being_deleted:
+            found.append(current)
+    return found
+
+
 def refuse_immutable_changes(store: ObjectStore, objects: Sequence[KubeObject]) -> None:
     """Raise :class:`Invalid` naming every immutable field the manifests would change on a stored object,
     before anything is written (an object being deleted is not updated but made anew: nothing to check)."""
@@ -117,8 +142,8 @@ def refuse_immutable_changes(store: ObjectStore, objects: Sequence[KubeObject]) 
 
 
 def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Applied]:
-    """Create or update each object, in order. Changes to immutable fields are refused first, for every
-    object, so a refused apply writes nothing."""
+    """Create or update each object, in order (:class:`BeingDeleted` for one marked for deletion).
+    Changes to immutable fields are refused first, for every object, so a refused apply writes nothing."""
     refuse_immutable_changes(store, objects)
     results: list[Applied] = []
     for manifest in objects:
@@ -136,6 +161,8 @@ def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[App
             except AlreadyExists:
                 # A concurrent apply created it since our read: apply over it like any existing object.
                 current = store.get(kind, manifest.metadata.name, manifest.metadata.namespace)
+        if current.being_deleted:
+            raise BeingDeleted(current)
         merged = _merge_manifest(current, manifest)
         if merged.to_dict() == current.to_dict():
             results.append(Applied(current, "unchanged"))
@@ -155,9 +182,20 @@ def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[App
 
 
 def delete_objects(
-    store: ObjectStore, objects: Sequence[KubeObject], ignore_not_found: bool = False
+    store: ObjectStore,
+    objects: Sequence[KubeObject],
+    ignore_not_found: bool = False,
+    partial_ok: bool = False,
 ) -> list[tuple[KubeObject, KubeObject | None]]:
-    """Delete each object (reverse manifest order, dependents before what they depend on)."""
+    """Delete each object (reverse manifest order, dependents before what they depend on).
+
+    A missing object is :class:`NotFound` (kubectl's behaviour) unless ``ignore_not_found``, or unless
+    ``partial_ok`` and some of ``objects`` are still stored: that is a re-run after a delete that did not
+    finish (interrupted, or without waiting), and what is gone is already deleted. Missing objects come
+    back as ``(object, None)``.
+    """
+    if partial_ok and not ignore_not_found:
+        ignore_not_found = any(_stored(store, obj) for obj in objects)
     results: list[tuple[KubeObject, KubeObject | None]] = []
     for obj in reversed(objects):
         try:
@@ -167,3 +205,11 @@ def delete_objects(
                 raise
             results.append((obj, None))
     return results
+
+
+def _stored(store: ObjectStore, obj: KubeObject) -> bool:
+    try:
+        store.get(type(obj), obj.metadata.name, obj.metadata.namespace)
+    except NotFound:
+        return False
+    return True

@@ -42,6 +42,7 @@ from controllers.base import (
     resolve_ref,
     settle,
 )
+from controllers.blocking import CLUSTER_NOT_FOUND
 
 INFRASTRUCTURE_READY = "InfrastructureReady"
 BOOTSTRAP_READY = "BootstrapReady"
@@ -217,14 +218,16 @@ class MachineController:
         if cluster is None:
 
             def waiting(m: Machine) -> None:
+                # Not a failure (the Cluster may be created later), but nothing this controller does
+                # will change it: a wait for this machine is blocked on it (controllers.blocking).
                 m.status.phase = "Pending"
                 set_condition(
                     m.status,
                     READY,
                     False,
-                    "WaitingForCluster",
-                    f"cluster {m.spec.cluster_name} does not exist",
-                    "Info",
+                    CLUSTER_NOT_FOUND,
+                    f"cluster {m.namespace}/{m.spec.cluster_name} (spec.clusterName) does not exist",
+                    "Warning",
                 )
 
             patch_status(self.store, machine, waiting)

@@ -12,7 +12,9 @@ from capa_py.aws.accounting import CallCounter, call_scope
 from capa_py.runtime.manager import Controller, Manager, key_of
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
+from controllers.blocking import Blocked, find_blocked
 
+BLOCKED_CHECK_INTERVAL = 0.5
 Readiness = Literal["ready", "failed", "pending", "gone"]
 
 
@@ -50,6 +52,8 @@ class ConvergeResult:
     calls: CallCounter
     elapsed: float
     reconciles: dict[str, int] = field(default_factory=dict)
+    blocked: dict[str, Blocked] = field(default_factory=dict)
+    """Why each target not done cannot get there by itself, when that ended the wait (else empty)."""
 
     @property
     def failed(self) -> list[str]:
@@ -75,10 +79,14 @@ def converge(
     on_tick: Callable[[list[KubeObject | None]], None] | None = None,
     workers: int = 4,
 ) -> ConvergeResult:
-    """Run the controllers until every target is ready (or gone), one has failed, or time runs out."""
+    """Run the controllers until every target is ready (or gone), one has failed, every target not yet
+    there is blocked on something that cannot change by itself (:mod:`controllers.blocking`), or time
+    runs out."""
     manager = Manager(store, controllers, workers=workers)
     started = time.monotonic()
     last: list[KubeObject | None] = []
+    blocked: dict[str, Blocked] = {}
+    checked_at = 0.0
 
     keys = [key_of(t) for t in targets]
 
@@ -89,11 +97,34 @@ def converge(
         last = _refresh(store, targets)
         states = [readiness(o) for o in last]
         if goal == "gone":
-            return all(s == "gone" for s in states)
-        seen = [key in manager.reconciled_keys for key in keys]
-        if any(s == "failed" and fresh for s, fresh in zip(states, seen, strict=True)):
+            if all(s == "gone" for s in states):
+                return True
+        else:
+            seen = [key in manager.reconciled_keys for key in keys]
+            if any(s == "failed" and fresh for s, fresh in zip(states, seen, strict=True)):
+                return True
+            deleting = any(o is not None and o.being_deleted for o in last)
+            if all(s == "ready" for s in states) and all(seen) and manager.idle and not deleting:
+                return True
+        return _all_blocked()
+
+    def _all_blocked() -> bool:
+        # Reading what the targets wait on costs store reads: once per BLOCKED_CHECK_INTERVAL is enough.
+        nonlocal blocked, checked_at
+        if time.monotonic() - checked_at < BLOCKED_CHECK_INTERVAL:
+            return False
+        checked_at = time.monotonic()
+        # An object being deleted is not done with "ready", whatever its status still says.
+        remaining = [
+            t.ref()
+            for t, o in zip(targets, last, strict=True)
+            if readiness(o) != goal or (goal == "ready" and o is not None and o.being_deleted)
+        ]
+        found = find_blocked(store, manager, targets, last, goal)
+        if remaining and all(ref in found for ref in remaining):
+            blocked = {ref: found[ref] for ref in remaining}
             return True
-        return all(s == "ready" for s in states) and all(seen) and manager.idle
+        return False
 
     def tick() -> None:
         if on_tick is not None:
@@ -106,7 +137,9 @@ def converge(
     if goal == "gone":
         converged = all(s == "gone" for s in states.values())
     else:
-        converged = all(s == "ready" for s in states.values())
+        converged = all(s == "ready" for s in states.values()) and not any(
+            o is not None and o.being_deleted for o in last
+        )
     return ConvergeResult(
         converged=converged,
         timed_out=not finished,
@@ -115,4 +148,5 @@ def converge(
         calls=calls,
         elapsed=time.monotonic() - started,
         reconciles=dict(manager.reconciles),
+        blocked={} if converged else blocked,
     )

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from capa_py.api.aws import AWSMachine
 from capa_py.api.core import Secret
-from capa_py.api.meta import ObjectMeta
+from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.aws import local
 from capa_py.aws.accounting import CallCounter
@@ -44,8 +45,12 @@ from capa_py.cli.durations import parse_duration
 from capa_py.cli.lease import NoWaitForLockOption, store_lease
 from capa_py.cli.output import format_table, render_json
 from capa_py.cli.progress import ProgressView
-from capa_py.operations import apply_objects, delete_objects
+from capa_py.cluster_names import name_clashes
+from capa_py.operations import apply_objects, being_deleted, delete_objects
 from capa_py.store.errors import Invalid, NotFound, StoreError
+
+if TYPE_CHECKING:
+    from controllers.run import ConvergeResult
 
 
 def _print_calls(calls: CallCounter) -> None:
@@ -54,6 +59,33 @@ def _print_calls(calls: CallCounter) -> None:
     rows = [[op, str(n)] for op, n in by_op.items()]
     if rows:
         sys.stdout.write(format_table(["OPERATION", "CALLS"], rows))
+
+
+def _label(obj: KubeObject) -> str:
+    return f"{obj.KIND.lower()}/{obj.name}"
+
+
+def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> None:
+    """Say on stderr why a wait ended before every target was done."""
+    if result.failed:
+        for obj in result.objects:
+            status: Any = getattr(obj, "status", None)
+            if getattr(status, "failure_reason", None):
+                stderr.print(
+                    f"error: {obj.ref()}: {status.failure_reason}: {status.failure_message}",
+                    markup=False,
+                    highlight=False,
+                )
+    elif result.blocked:
+        for ref, blocked in result.blocked.items():
+            stderr.print(f"error: {ref}: {blocked}", markup=False, highlight=False)
+        stderr.print(
+            f"error: stopped waiting: every object not {goal} is blocked on something that will not "
+            "change by itself (above)",
+            highlight=False,
+        )
+    else:
+        stderr.print(f"error: {timed_out}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -69,6 +101,13 @@ def register(app: typer.Typer) -> None:
         timeout: TimeoutOption = "30m",
         output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
         no_wait_for_lock: NoWaitForLockOption = False,
+        no_recreate: Annotated[
+            bool,
+            typer.Option(
+                "--no-recreate",
+                help="Refuse (exit 1) instead of waiting when an object is being deleted.",
+            ),
+        ] = False,
     ) -> None:
         """Store the objects of manifest files, then reconcile them until ready (with --wait)."""
         if not filename:
@@ -80,12 +119,70 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
         objects = load_files(filename)
-        aws = (
-            aws_context(ctx, aws_endpoint, region or region_of(objects), profile, endpoint_profile)
-            if wait
-            else None
-        )
+        deadline = time.monotonic() + seconds
         with globals_of(ctx).store() as store:
+            clashes = name_clashes(store, objects)
+            if clashes:
+                for clash in clashes:
+                    stderr.print(f"error: {clash}", markup=False, highlight=False)
+                raise typer.Exit(EXIT_INVALID)
+            deleting = being_deleted(store, objects)
+            if deleting and (no_recreate or not wait):
+                names = ", ".join(_label(o) for o in deleting)
+                fail(
+                    f"{names} {'is' if len(deleting) == 1 else 'are'} being deleted; nothing applied "
+                    + (
+                        "(--no-recreate)"
+                        if no_recreate
+                        else "(apply with --wait to wait for the deletion, then create them again)"
+                    )
+                )
+            aws = (
+                aws_context(ctx, aws_endpoint, region or region_of(objects), profile, endpoint_profile)
+                if wait
+                else None
+            )
+
+            def run_controllers(targets: list[KubeObject], goal: Literal["ready", "gone"]) -> ConvergeResult:
+                """The controllers run in-process until ``targets`` reach ``goal``, or are blocked."""
+                assert aws is not None
+                from controllers import aws_controllers
+                from controllers.run import converge
+
+                left = max(deadline - time.monotonic(), 0.0)
+                with (
+                    store_lease(store, "capa apply", not no_wait_for_lock, left) as lease,
+                    ProgressView(stderr, targets, enabled=output == "table") as view,
+                ):
+                    result = converge(
+                        store,
+                        aws_controllers(store, aws.pool, aws.engine),
+                        targets,
+                        goal=goal,
+                        timeout=max(deadline - time.monotonic(), 0.0),
+                        on_tick=lease.guard(view.update),
+                    )
+                    view.show_blocked(result.blocked)
+                    return result
+
+            announced: set[str] = set()
+            while deleting:
+                # Applying over an object being deleted would undo nothing its finalizers tear down:
+                # let the deletion finish (controllers running with goal "gone"), then create it anew.
+                for obj in deleting:
+                    if obj.ref() not in announced:
+                        announced.add(obj.ref())
+                        stderr.print(
+                            f"{_label(obj)} is being deleted; waiting for that to finish, "
+                            "then creating it again",
+                            markup=False,
+                            highlight=False,
+                        )
+                gone = run_controllers(deleting, "gone")
+                if not gone.converged:
+                    _report_unfinished(gone, f"not deleted after {timeout}", "deleted")
+                    raise typer.Exit(EXIT_FAILED)
+                deleting = being_deleted(store, objects)
             try:
                 applied = apply_objects(store, objects)
             except Invalid as exc:
@@ -99,28 +196,16 @@ def register(app: typer.Typer) -> None:
                     )
             if aws is None:
                 return
-            from controllers import aws_controllers
-            from controllers.run import converge
-
-            targets = [a.object for a in applied if not isinstance(a.object, Secret)]
-            with (
-                store_lease(store, "capa apply", not no_wait_for_lock, seconds) as lease,
-                ProgressView(stderr, targets, enabled=output == "table") as view,
-            ):
-                result = converge(
-                    store,
-                    aws_controllers(store, aws.pool, aws.engine),
-                    targets,
-                    goal="ready",
-                    timeout=seconds,
-                    on_tick=lease.guard(view.update),
-                )
+            result = run_controllers([a.object for a in applied if not isinstance(a.object, Secret)], "ready")
         if output == "json":
             document = {
                 "converged": result.converged,
                 "timedOut": result.timed_out and not result.converged,
                 "elapsedSeconds": round(result.elapsed, 3),
                 "states": result.states,
+                "blocked": {
+                    ref: {"reason": b.reason, "message": b.message} for ref, b in result.blocked.items()
+                },
                 "objects": [o.to_dict() for o in result.objects],
                 "awsCalls": calls_summary(result.calls),
             }
@@ -130,17 +215,7 @@ def register(app: typer.Typer) -> None:
             sys.stdout.write(format_table(["OBJECT", "STATE"], rows))
             _print_calls(result.calls)
         if not result.converged:
-            if result.failed:
-                for obj in result.objects:
-                    status: Any = getattr(obj, "status", None)
-                    if getattr(status, "failure_reason", None):
-                        stderr.print(
-                            f"error: {obj.ref()}: {status.failure_reason}: {status.failure_message}",
-                            markup=False,
-                            highlight=False,
-                        )
-            else:
-                stderr.print(f"error: not ready after {timeout}", highlight=False)
+            _report_unfinished(result, f"not ready after {timeout}", "ready")
             raise typer.Exit(EXIT_FAILED)
 
     @app.command()
@@ -191,11 +266,14 @@ def register(app: typer.Typer) -> None:
                     ctx, aws_endpoint, region or region_of(objects, store), profile, endpoint_profile
                 )
             try:
-                results = delete_objects(store, objects, ignore_not_found)
+                # A manifest re-deleted after a delete that did not finish: what is gone already is done.
+                results = delete_objects(store, objects, ignore_not_found, partial_ok=bool(filename))
             except NotFound as exc:
                 fail(str(exc))
             for requested, last in results:
                 if last is None:
+                    if filename:
+                        stdout.print(f"{_label(requested)} already deleted", highlight=False)
                     continue
                 pending = last.metadata.deletion_timestamp is not None and bool(last.metadata.finalizers)
                 label = f"{requested.KIND.lower()}/{requested.metadata.name}"
@@ -218,13 +296,14 @@ def register(app: typer.Typer) -> None:
                     timeout=seconds,
                     on_tick=lease.guard(view.update),
                 )
+                view.show_blocked(result.blocked)
         _print_calls(result.calls)
         if not result.converged:
-            stderr.print(
-                f"error: not deleted after {timeout}: "
-                + ", ".join(r for r, s in result.states.items() if s != "gone"),
-                highlight=False,
-            )
+            left = ", ".join(r for r, s in result.states.items() if s != "gone")
+            if result.blocked:
+                _report_unfinished(result, "", "deleted")
+            else:
+                stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
             raise typer.Exit(EXIT_FAILED)
 
     @app.command()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -34,20 +34,27 @@ def _waiting_on(obj: KubeObject | None) -> str:
 
 
 def render(
-    targets: Sequence[KubeObject], current: Sequence[KubeObject | None], states: Sequence[str]
+    targets: Sequence[KubeObject],
+    current: Sequence[KubeObject | None],
+    states: Sequence[str],
+    blocked: Mapping[str, object] | None = None,
 ) -> Table:
+    """One row per target; ``blocked`` (by ``ref()``) replaces a row's state and what it waits on."""
+    blocked = blocked or {}
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     table.add_column("OBJECT", no_wrap=True)
     table.add_column("STATE", no_wrap=True)
     table.add_column("CONDITIONS")
     table.add_column("WAITING ON", overflow="fold")
-    colours = {"ready": "green", "failed": "red", "pending": "yellow", "gone": "dim"}
-    for target, obj, state in zip(targets, current, states, strict=True):
+    colours = {"ready": "green", "failed": "red", "pending": "yellow", "gone": "dim", "blocked": "red"}
+    for target, obj, readiness in zip(targets, current, states, strict=True):
+        why = blocked.get(target.ref())
+        state = "blocked" if why is not None else readiness
         table.add_row(
             f"{target.KIND.lower()}/{target.name}",
             f"[{colours.get(state, 'white')}]{state}[/]",
             _conditions(obj),
-            _waiting_on(obj),
+            str(why) if why is not None else _waiting_on(obj),
         )
     return table
 
@@ -60,6 +67,7 @@ class ProgressView:
         self.targets = list(targets)
         self.enabled = enabled and console.is_terminal
         self._live: Live | None = None
+        self._current: Sequence[KubeObject | None] = [None] * len(self.targets)
 
     def __enter__(self) -> ProgressView:
         if self.enabled:
@@ -72,7 +80,17 @@ class ProgressView:
             return
         from controllers.run import readiness
 
+        self._current = list(current)
         self._live.update(render(self.targets, current, [readiness(o) for o in current]))
+
+    def show_blocked(self, blocked: Mapping[str, object]) -> None:
+        """Leave the table showing which objects are blocked, and why (by ``ref()``)."""
+        if self._live is None or not blocked:
+            return
+        from controllers.run import readiness
+
+        states = [readiness(o) for o in self._current]
+        self._live.update(render(self.targets, self._current, states, blocked))
 
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:

@@ -80,6 +80,8 @@ class Manager:
         """Every key reconciled at least once by this manager (its statuses are this run's)."""
         """AWS calls per controller, summed over its reconciles (for metrics and benchmarks)."""
         self.errors: list[tuple[ObjectKey, str]] = []
+        self.error_streaks: dict[ObjectKey, tuple[int, BaseException]] = {}
+        """Per key: reconciles in a row that ended in an error, and the last error (a clean one clears it)."""
         self._versions: dict[str, str] = {}
         self._kinds: dict[str, type[KubeObject]] = {}
         for controller in controllers:
@@ -185,6 +187,10 @@ class Manager:
             aws_calls=this_reconcile.total(),
             aws_mutating_calls=this_reconcile.total(mutating=True),
         )
+        if result.error is None:
+            self.error_streaks.pop(key, None)
+        else:
+            self.error_streaks[key] = (self.error_streaks.get(key, (0, result.error))[0] + 1, result.error)
         if result.error is not None:
             self.errors.append((key, str(result.error)))
             delay = self.queue.add_rate_limited(key)

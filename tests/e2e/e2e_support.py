@@ -65,6 +65,8 @@ def capa_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, st
             "AWS_SHARED_CREDENTIALS_FILE": str(home / "no-aws-credentials"),
             "NO_COLOR": "1",
             "COLUMNS": "250",
+            # The capa under test is this checkout's, whatever else the interpreter has installed.
+            "PYTHONPATH": str(ROOT),
         }
     )
     env.update(extra or {})
