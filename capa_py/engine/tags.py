@@ -50,7 +50,7 @@ _CAPA_ROLES: tuple[tuple[str, str], ...] = (
     ("subnet-public-", PUBLIC_ROLE),
     ("subnet-private-", PRIVATE_ROLE),
     ("route-table-public", PUBLIC_ROLE),
-    ("route-table-private", PRIVATE_ROLE),
+    ("route-table-private-", PRIVATE_ROLE),
     ("apiserver-", APISERVER_ROLE),
     ("sg-controlplane", "controlplane"),
     ("sg-node", NODE_ROLE),
