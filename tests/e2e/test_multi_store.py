@@ -138,3 +138,27 @@ def test_a_created_cluster_carries_capa_role_values_and_capa_py_roles(
     }
     got = {role: by_role[role].get(ROLE_TAG) for role in expected if role in by_role}
     assert got == expected, f"CAPA role values by capa-py role: {got}"
+
+
+def test_deleting_a_cluster_sweeps_only_this_stores_stray_resources(
+    tmp_path: Path, endpoint: str, inspector: MotoInspector
+) -> None:
+    a = _store(tmp_path, "a", endpoint)
+    manifest = _manifest(tmp_path, "eta", "10.6")
+    a.ok("apply", "-f", str(manifest), "--timeout", "2m")
+
+    def address(tags: dict[str, str]) -> str:
+        spec = [{"ResourceType": "elastic-ip", "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}]
+        return str(inspector.ec2.allocate_address(Domain="vpc", TagSpecifications=spec)["AllocationId"])
+
+    owned = {OWNED + "eta": "owned"}
+    ours = address({**owned, STORE_TAG: _uid(a)})  # a duplicate from a lost record: swept
+    theirs = address({**owned, STORE_TAG: "another-store-uid"})
+    storeless = address(owned)
+
+    a.ok("delete", "-f", str(manifest), "--wait", "--timeout", "2m")
+
+    left = {x["AllocationId"] for x in inspector.ec2.describe_addresses()["Addresses"]}
+    assert ours not in left, "this store's stray resource is swept with its cluster"
+    assert theirs in left, "another store's resource must never be swept"
+    assert storeless in left, "a resource no capa-py store tagged must never be swept"
