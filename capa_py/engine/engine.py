@@ -55,6 +55,7 @@ from capa_py.engine.resource import Observed, ResourceClass
 from capa_py.engine.tags import (
     CAPA_PY_ROLE_TAG,
     OWNED,
+    ROLE_TAG,
     STORE_TAG,
     cluster_tag_key,
     foreign_store,
@@ -275,9 +276,12 @@ class Engine:
             if not shared or not recorded.tags_complete:
                 missing = missing_tags(observed.tags, tags)
             else:
-                # Handed off, but capa-py's identity tags are added when missing (made by an older version).
+                # Handed off, but capa-py's identity tags are added when missing (made by an older version,
+                # whose CAPA role tag held capa-py's role: it gets CAPA's value once).
                 identity = (STORE_TAG, CAPA_PY_ROLE_TAG)
                 missing = {k: tags[k] for k in identity if k in tags and k not in observed.tags}
+                if CAPA_PY_ROLE_TAG in missing and ROLE_TAG in tags and observed.tags.get(ROLE_TAG) == role:
+                    missing[ROLE_TAG] = tags[ROLE_TAG]
             if missing:
                 try:
                     rc.tag(observed.id, missing)

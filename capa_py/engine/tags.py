@@ -82,11 +82,6 @@ def lookup_tags(cluster: str, role: str) -> dict[str, str]:
     return {cluster_tag_key(cluster): OWNED, CAPA_PY_ROLE_TAG: role}
 
 
-def legacy_lookup_tags(cluster: str, role: str) -> dict[str, str]:
-    """The tags a resource made before ``capa-py.io/role`` existed is found by: owned + role in CAPA's key."""
-    return {cluster_tag_key(cluster): OWNED, ROLE_TAG: role}
-
-
 def role_of(tags: Mapping[str, str]) -> str | None:
     """capa-py's role of a resource: ``capa-py.io/role``, else (made by an older version) the CAPA role tag
     of a resource capa-py owns."""

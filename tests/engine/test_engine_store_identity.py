@@ -187,3 +187,18 @@ def test_an_unrecorded_old_style_resource_of_this_store_is_found_by_the_old_role
     assert after[CAPA_PY_ROLE_TAG] == "vpc", after
     assert after[ROLE_TAG] == "common", after
     assert vpcs(aws).keys() == {old.id}
+
+
+def test_a_shared_old_style_resource_gets_only_the_identity_tags(aws: AWSClients, owner: Owner) -> None:
+    """Handed off to the cloud provider (create/delete only), yet migrated: store tag, capa-py's role, and
+    CAPA's role value in place of capa-py's old role — nothing else."""
+    old = Vpc(aws).create(VpcDesired("10.38.0.0/16"), _old_style_tags("alpha", "vpc"), None)
+    _record(owner, "vpc", old.id, aws)
+
+    ENGINE.ensure(Vpc(aws), "vpc", VpcDesired("10.38.0.0/16"), owner.scope(), shared_with_cloud_provider=True)
+
+    tags = vpcs(aws)[old.id]
+    assert tags[STORE_TAG] == owner.store.uid
+    assert tags[CAPA_PY_ROLE_TAG] == "vpc"
+    assert tags[ROLE_TAG] == "common"
+    assert "kubernetes.io/cluster/alpha" not in tags, "a handed-off resource gets nothing else"
