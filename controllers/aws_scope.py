@@ -68,7 +68,13 @@ class ReconcileScope(Generic[T]):
     @property
     def engine_scope(self) -> Scope:
         if self._engine_scope is None:
-            self._engine_scope = Scope(self.cluster_name, self.obj.uid, self.recorder, self.additional_tags)
+            self._engine_scope = Scope(
+                self.cluster_name,
+                self.obj.uid,
+                self.recorder,
+                self.additional_tags,
+                store_uid=self.store.uid,
+            )
         return self._engine_scope
 
     def change_status(self, change: Callable[[Any], None]) -> None:

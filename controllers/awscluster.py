@@ -43,7 +43,7 @@ from capa_py.engine.engine import Engine
 from capa_py.engine.errors import Waiting
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.engine.resource import Observed, ResourceClass
-from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED
+from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, foreign_store
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.protocol import ObjectStore, WatchEvent
@@ -572,8 +572,10 @@ class ClusterReconcile:
             raise Waiting("; ".join(waiting), 10.0)
 
     def sweep_cluster_resources(self) -> None:
-        """Delete whatever else carries the cluster's owned tag (duplicates from lost records)."""
+        """Delete whatever else carries the cluster's owned tag and this store's tag (duplicates from lost
+        records); another store's resources, and those with no capa-py store tag, are left alone."""
         tag = {CLUSTER_TAG_PREFIX + self.cluster: OWNED}
+        store_uid = self.scope.store.uid
         machines_left = list(
             self.scope.store.list(
                 AWSMachine,
@@ -598,6 +600,15 @@ class ClusterReconcile:
         waiting: list[str] = []
         for rc in classes:
             for observed in rc.describe_by_tags(tag, None):
+                if foreign_store(observed.tags, store_uid) is not None:
+                    # Another store's (or not capa-py's) resource under this cluster's name: never ours.
+                    _log.warning(
+                        "not sweeping a resource tagged with the cluster that another store owns",
+                        kind=rc.kind,
+                        resource_id=observed.id,
+                        cluster=self.cluster,
+                    )
+                    continue
                 self._release_dependents(rc, observed)
                 try:
                     rc.delete(observed.id)

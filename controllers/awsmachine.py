@@ -27,6 +27,7 @@ from capa_py.engine.engine import Engine
 from capa_py.engine.errors import Waiting
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.engine.resource import Observed
+from capa_py.engine.tags import CONTROL_PLANE_ROLE, NODE_ROLE
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.protocol import ObjectStore, WatchEvent
@@ -160,6 +161,7 @@ class MachineReconcile:
             self.desired(),
             self.scope.engine_scope,
             name=self.obj.name,
+            capa_role_value=CONTROL_PLANE_ROLE if self.machine.is_control_plane else NODE_ROLE,
         )
         self.instance = observed
         instance_id, pid, state, found = (

@@ -5,9 +5,10 @@ In order, a found resource is
 1. ``managed`` when a status records its kind and id;
 2. for a part that cannot carry tags (a route, a subnet association, a gateway attachment, a target
    registration) of an orphan, that orphan's class: it goes with it;
-3. with an owned tag: ``pending intent`` when its role has an intent record (a separate-tagging create was
-   interrupted after tagging: the next reconcile adopts it), else ``orphan (unrecorded)`` when the cluster
-   still has a Cluster or AWSCluster object, else ``orphan (cluster gone)``;
+3. with an owned tag: ``foreign (other store)`` when it carries another capa-py store's tag, ``foreign (no
+   capa-py store)`` when it carries none; else ``pending intent`` when its role has an intent record (a
+   separate-tagging create was interrupted after tagging: the next reconcile adopts it), else ``orphan
+   (unrecorded)`` when the cluster still has a Cluster or AWSCluster object, else ``orphan (cluster gone)``;
 4. without one: ``pending intent`` when it matches an intent record the way the engine would adopt it (same
    kind and region, the intent's request attributes, not among the resources that already existed when the
    intent was written, created within the adoption window when its creation time is known, among what the
@@ -23,12 +24,19 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import cache
 
-from capa_py.audit.model import ORPHAN_CLASSES, AuditClass, AuditRow, Found
+from capa_py.audit.model import FOREIGN_CLASSES, ORPHAN_CLASSES, AuditClass, AuditRow, Found
 from capa_py.audit.records import Intent, Record, StoreView
 from capa_py.engine.engine import PREEXISTING
 from capa_py.engine.profiles import ADOPTION_WINDOW, CLOCK_SKEW
 from capa_py.engine.resource import ResourceClass
-from capa_py.engine.tags import CLOUD_PROVIDER_TAG_PREFIX, CLUSTER_TAG_PREFIX, ROLE_TAG, SHARED
+from capa_py.engine.tags import (
+    CLOUD_PROVIDER_TAG_PREFIX,
+    CLUSTER_TAG_PREFIX,
+    SHARED,
+    foreign_store,
+    role_of,
+    store_of,
+)
 
 UNTAGGABLE_PARTS = {
     "route": "route-table",
@@ -136,8 +144,11 @@ class _Classifier:
         self.rows: dict[tuple[str, str], AuditRow] = {}
         self.managed_vpcs: dict[str, str | None] = {r.id: r.cluster for r in view.records if r.kind == "vpc"}
         for f in self.found:
-            if f.kind == "vpc" and f.id not in self.managed_vpcs and f.owner is not None:
+            if f.kind == "vpc" and f.id not in self.managed_vpcs and f.owner is not None and self.ours(f):
                 self.managed_vpcs[f.id] = f.owner
+
+    def ours(self, found: Found) -> bool:
+        return foreign_store(found.tags, self.view.store_uid) is None
 
     def row(self, found: Found, classification: AuditClass, cluster: str | None, reason: str) -> AuditRow:
         created_at = found.created_at
@@ -154,6 +165,7 @@ class _Classifier:
             vpc_id=found.vpc_id,
             parent=found.parent,
             state=found.state,
+            store=store_of(found.tags),
             tags=dict(found.tags),
             attributes=dict(found.attributes),
         )
@@ -178,7 +190,7 @@ class _Classifier:
             return row
         if found.kind in UNTAGGABLE_PARTS and found.parent is not None:
             parent = self.rows.get((UNTAGGABLE_PARTS[found.kind], found.parent))
-            if parent is not None and parent.classification in ORPHAN_CLASSES:
+            if parent is not None and parent.classification in ORPHAN_CLASSES | FOREIGN_CLASSES:
                 reason = f"part of {parent.kind} {parent.id}, which is an {parent.classification}"
                 return self.row(found, parent.classification, parent.cluster, reason)
         if found.owner is not None:
@@ -205,7 +217,17 @@ class _Classifier:
         return None
 
     def classify_owned(self, found: Found, cluster: str) -> AuditRow:
-        role = found.tags.get(ROLE_TAG)
+        other = foreign_store(found.tags, self.view.store_uid)
+        if other:
+            reason = f"owned by cluster {cluster} of capa-py store {other}, not of this store"
+            return self.row(found, AuditClass.FOREIGN_STORE, cluster, reason)
+        if other is not None:
+            reason = (
+                f"owned by cluster {cluster} but carries no capa-py store tag (made by CAPA, by hand, or by "
+                "a capa-py version without store tags)"
+            )
+            return self.row(found, AuditClass.FOREIGN_NO_STORE, cluster, reason)
+        role = role_of(found.tags)
         for intent in self.view.intents:
             if intent.cluster == cluster and role == intent.role and intent.record.kind == found.kind:
                 reason = (

@@ -11,12 +11,19 @@ The classes, and which of them are *leaks* (what makes ``capa audit`` exit 3):
 class                       meaning                                                         leak
 ==========================  ==============================================================  =====
 managed                     recorded in an AWSCluster/AWSMachine status                     no
-orphan (cluster gone)       carries the owned tag of a cluster no object exists for         yes
+orphan (cluster gone)       carries this store's tag and the owned tag of a cluster no      yes
+                            object of this store exists for
 orphan (unrecorded)         the cluster exists, but no object records this resource         yes
+foreign (other store)       carries a cluster's owned tag and another capa-py store's tag   no
+foreign (no capa-py store)  carries a cluster's owned tag and no capa-py store tag (CAPA's,  no
+                            made by hand, or by a capa-py version without store tags)
 pending intent              matches an intent record: a reconcile may still adopt it        no
 untagged in managed VPC     no owned tag, but inside a VPC a cluster owns                   yes
 missing                     recorded in a status, but AWS does not know it (drift)          no
 ==========================  ==============================================================  =====
+
+Foreign resources are listed only for clusters this store manages (a name clash) or named with
+``--cluster``; they are deleted only when asked with ``--cluster NAME --include-foreign``.
 """
 
 from __future__ import annotations
@@ -42,9 +49,12 @@ class AuditClass(StrEnum):
     PENDING_INTENT = "pending intent"
     UNTAGGED_IN_MANAGED_VPC = "untagged in managed VPC"
     MISSING = "missing"
+    FOREIGN_STORE = "foreign (other store)"
+    FOREIGN_NO_STORE = "foreign (no capa-py store)"
 
 
 ORPHAN_CLASSES = frozenset({AuditClass.ORPHAN_CLUSTER_GONE, AuditClass.ORPHAN_UNRECORDED})
+FOREIGN_CLASSES = frozenset({AuditClass.FOREIGN_STORE, AuditClass.FOREIGN_NO_STORE})
 LEAK_CLASSES = ORPHAN_CLASSES | {AuditClass.UNTAGGED_IN_MANAGED_VPC}
 
 
@@ -104,6 +114,8 @@ class AuditRow(_Model):
     owner: str | None = None
     """The object that records it (``awscluster/demo``), for managed, missing and pending rows."""
     role: str | None = None
+    store: str | None = None
+    """The capa-py store uid in the resource's ``capa-py.io/store`` tag (None: none)."""
     tags: dict[str, str] = Field(default_factory=dict)
     attributes: dict[str, Any] = Field(default_factory=dict, exclude=True)
     """What deletion needs to know (attachments, associations, references); not part of the output."""
@@ -121,7 +133,9 @@ class AuditReport(_Model):
     discovery: DiscoveryMode
     regions: list[str]
     clusters: list[str] | None = None
-    """The clusters audited; None: every cluster."""
+    """The clusters audited; None: this store's (its clusters, and what carries its store tag)."""
+    store_uid: str | None = None
+    """The uid of the store audited (what ``capa-py.io/store`` names on its resources)."""
     older_than_seconds: float | None = None
     rows: list[AuditRow] = Field(default_factory=list)
 

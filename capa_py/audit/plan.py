@@ -5,6 +5,8 @@ What may go (everything else is skipped, with the reason in the plan):
 * an orphan (``cluster gone`` or ``unrecorded``) that carries the owned tag, or that is an untaggable part
   (a route, an association, an attachment, a registration) of an orphan that goes;
 * an ``untagged in managed VPC`` resource only when that VPC is itself an orphan that goes;
+* ``foreign`` resources (another store's, or with no capa-py store tag) only when asked explicitly
+  (``--cluster NAME --include-foreign``), with the same rules as orphans;
 * never ``managed`` or ``pending intent`` resources, never anything *shared* (``…=shared``: given by the
   user), never a kind the audit has no delete call for.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from capa_py.audit.classify import UNTAGGABLE_PARTS, shared_with
 from capa_py.audit.model import (
+    FOREIGN_CLASSES,
     ORPHAN_CLASSES,
     AuditClass,
     AuditReport,
@@ -74,14 +77,17 @@ def _key(row: AuditRow) -> Key:
     return (row.kind, row.id)
 
 
-def _first_check(row: AuditRow, orphan_vpcs: set[str], going: set[Key]) -> str | None:
+def _first_check(
+    row: AuditRow, orphan_vpcs: set[str], going: set[Key], include_foreign: bool = False
+) -> str | None:
     """Why the row may not go on its own terms (None: it may)."""
     if row.kind not in KIND_ORDER:
         return f"capa-py has no delete call for {row.kind}: delete it by hand"
     shared = shared_with(row.tags)
     if shared:
         return f"shared with cluster {shared}: given by the user, never deleted"
-    if row.classification in ORPHAN_CLASSES:
+    deletable = ORPHAN_CLASSES | FOREIGN_CLASSES if include_foreign else ORPHAN_CLASSES
+    if row.classification in deletable:
         if owning_cluster(row.tags) is not None:
             return None
         parent_kind = UNTAGGABLE_PARTS.get(row.kind)
@@ -127,10 +133,11 @@ def _hurts_what_stays(row: AuditRow, rows: list[AuditRow], going: set[Key]) -> s
     return None
 
 
-def plan_deletion(report: AuditReport) -> DeletionPlan:
-    """The ordered deletions for the report's leaks, and the leaks left alone with why."""
+def plan_deletion(report: AuditReport, include_foreign: bool = False) -> DeletionPlan:
+    """The ordered deletions for the report's leaks (and, with ``include_foreign``, its foreign resources),
+    and the leaks left alone with why."""
     rows = report.rows
-    leaks = [row for row in rows if row.leak]
+    leaks = [row for row in rows if row.leak or (include_foreign and row.classification in FOREIGN_CLASSES)]
     going: set[Key] = {_key(row) for row in leaks}
     reasons: dict[Key, str] = {}
     changed = True
@@ -140,7 +147,9 @@ def plan_deletion(report: AuditReport) -> DeletionPlan:
         for row in leaks:
             if _key(row) not in going:
                 continue
-            reason = _first_check(row, orphan_vpcs, going) or _hurts_what_stays(row, rows, going)
+            reason = _first_check(row, orphan_vpcs, going, include_foreign) or _hurts_what_stays(
+                row, rows, going
+            )
             if reason is not None:
                 going.discard(_key(row))
                 reasons[_key(row)] = reason

@@ -49,6 +49,8 @@ class StoreView:
     """Names of clusters that have a Cluster or an AWSCluster object."""
     regions: frozenset[str] = frozenset()
     """Regions the AWSClusters name."""
+    store_uid: str = ""
+    """This store's uid: resources carrying another one (or none) in ``capa-py.io/store`` are foreign."""
 
     def __post_init__(self) -> None:
         self._by_id = {(r.kind, r.id): r for r in self.records}
@@ -89,4 +91,5 @@ def read_store(store: ObjectStore, default_region: str) -> StoreView:
         intents=intents,
         clusters=frozenset(clusters),
         regions=frozenset(c.spec.region for c in awsclusters),
+        store_uid=store.uid,
     )

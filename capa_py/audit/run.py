@@ -25,7 +25,7 @@ from capa_py.audit.model import (
 from capa_py.audit.plan import KIND_ORDER, plan_deletion
 from capa_py.audit.records import Record, StoreView, read_store
 from capa_py.aws.session import ClientPool
-from capa_py.engine.tags import ROLE_TAG
+from capa_py.engine.tags import role_of
 from capa_py.store.protocol import ObjectStore
 
 _CLASS_ORDER = {
@@ -34,14 +34,17 @@ _CLASS_ORDER = {
     AuditClass.UNTAGGED_IN_MANAGED_VPC: 2,
     AuditClass.PENDING_INTENT: 3,
     AuditClass.MISSING: 4,
-    AuditClass.MANAGED: 5,
+    AuditClass.FOREIGN_STORE: 5,
+    AuditClass.FOREIGN_NO_STORE: 6,
+    AuditClass.MANAGED: 7,
 }
 
 
 @dataclass(frozen=True)
 class AuditOptions:
     clusters: frozenset[str] | None = None
-    """Only these clusters' resources; None: every cluster."""
+    """Only these clusters' resources (this store's or not); None: this store's scope (see
+    :func:`in_store_scope`)."""
     regions: tuple[str, ...] = ()
     """Regions to search; empty: every region an AWSCluster names, and the default region."""
     discovery: DiscoveryMode = DiscoveryMode.TAGGING_API
@@ -58,6 +61,14 @@ def audit_regions(view: StoreView, options: AuditOptions, default_region: str) -
 
 def _in_scope(cluster: str | None, options: AuditOptions) -> bool:
     return options.clusters is None or cluster in options.clusters
+
+
+def in_store_scope(row: AuditRow, view: StoreView) -> bool:
+    """The default scope: everything of the clusters this store has objects for, and whatever carries this
+    store's tag (the orphans of its gone clusters). Another store's clusters are not this audit's business."""
+    if row.classification not in (AuditClass.FOREIGN_STORE, AuditClass.FOREIGN_NO_STORE):
+        return True
+    return row.cluster is not None and view.cluster_exists(row.cluster)
 
 
 def _exists(pool: ClientPool, record: Record) -> bool:
@@ -105,6 +116,8 @@ def run_audit(
     }
     found = discover(pool, options.discovery, scopes, options.include_iam)
     rows = [row for row in classify(found, view, now) if _in_scope(row.cluster, options)]
+    if options.clusters is None:
+        rows = [row for row in rows if in_store_scope(row, view)]
     records = [r for r in view.records if r.region in regions and _in_scope(r.cluster, options)]
     rows += drift_rows(records, {f.key for f in found}, lambda r: _exists(pool, r), now)
     if options.older_than is not None:
@@ -115,6 +128,7 @@ def run_audit(
         discovery=options.discovery,
         regions=regions,
         clusters=sorted(options.clusters) if options.clusters is not None else None,
+        store_uid=view.store_uid,
         older_than_seconds=options.older_than,
         rows=rows,
     )
@@ -131,7 +145,7 @@ def store_recheck(store: ObjectStore, default_region: str) -> Recheck:
         came_back = row.cluster is not None and view.cluster_exists(row.cluster)
         if row.classification == AuditClass.ORPHAN_CLUSTER_GONE and came_back:
             return f"cluster {row.cluster} has objects again since the audit: audit again"
-        role = row.tags.get(ROLE_TAG)
+        role = role_of(row.tags)
         found = Found(row.region, row.kind, row.id, dict(row.tags), attributes=dict(row.attributes))
         for intent in view.intents:
             tagged_match = (
@@ -150,7 +164,9 @@ def delete_leaks(
     pool: ClientPool,
     settings: DeletionSettings | None = None,
     plan: DeletionPlan | None = None,
+    include_foreign: bool = False,
 ) -> DeletionReport:
-    """Delete the report's deletable leaks (see :mod:`capa_py.audit.plan`); report every leak's fate."""
-    plan = plan or plan_deletion(report)
+    """Delete the report's deletable leaks (see :mod:`capa_py.audit.plan`); report every leak's fate.
+    ``include_foreign`` deletes the foreign rows too (only for a report of named clusters)."""
+    plan = plan or plan_deletion(report, include_foreign=include_foreign)
     return execute_plan(plan, pool, settings, store_recheck(store, pool.settings.region))

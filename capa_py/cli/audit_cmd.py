@@ -3,6 +3,11 @@
 A thin layer over :mod:`capa_py.audit`: options in, a table or JSON out. ``--delete`` is a dry run that
 prints the plan unless ``--yes`` is given or the deletion is confirmed by typing ``yes`` on a terminal.
 
+The default scope is this store's: the clusters it has objects for, and whatever carries its
+``capa-py.io/store`` tag. Resources of those clusters that another store (or no capa-py store) tagged are
+listed as ``foreign`` and are not leaks: they never change the exit code and are deleted only with
+``--cluster NAME --include-foreign``.
+
 Exit codes, for CI pipelines: 0 no leaks; 3 leaks found (after ``--delete --yes``: some could not be
 deleted, each with its reason); 1 the audit failed (AWS, the store, or a delete that failed); 2 invalid
 input.
@@ -94,7 +99,11 @@ def _print_report(report: AuditReport, show_managed: bool) -> None:
         sys.stdout.write(_rows_table(shown, len(report.regions)))
     counts = {k: n for k, n in report.summary().items() if n}
     summary = ", ".join(f"{n} {k}" for k, n in counts.items()) or "nothing"
-    scope = "every cluster" if report.clusters is None else "cluster " + ", ".join(report.clusters)
+    scope = (
+        f"this store's clusters (store {report.store_uid})"
+        if report.clusters is None
+        else "cluster " + ", ".join(report.clusters)
+    )
     _say(f"Audited {scope} in {', '.join(report.regions)} ({report.discovery}): {summary}.")
     hidden = counts.get(str(AuditClass.MANAGED), 0)
     if hidden and not show_managed:
@@ -191,7 +200,7 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option("--cluster", help="Only this cluster's resources.")
         ] = None,
         all_clusters: Annotated[
-            bool, typer.Option("--all-clusters", help="Every cluster's resources (the default).")
+            bool, typer.Option("--all-clusters", help="This store's clusters (the default).")
         ] = False,
         region: Annotated[
             list[str] | None,
@@ -211,6 +220,14 @@ def register(app: typer.Typer) -> None:
         yes: Annotated[
             bool, typer.Option("--yes", "-y", help="With --delete: delete without asking.")
         ] = False,
+        include_foreign: Annotated[
+            bool,
+            typer.Option(
+                "--include-foreign",
+                help="With --cluster and --delete: delete the cluster's resources another store (or no "
+                "capa-py store) tagged, too.",
+            ),
+        ] = False,
         show_managed: Annotated[
             bool, typer.Option("--show-managed", help="List managed resources too (table output).")
         ] = False,
@@ -224,13 +241,18 @@ def register(app: typer.Typer) -> None:
         if output not in ("table", "json"):
             raise typer.BadParameter("must be table or json", param_hint="-o/--output")
         options = _options(cluster, all_clusters, region, discovery, older_than)
+        if include_foreign and not cluster:
+            raise typer.BadParameter(
+                "--include-foreign deletes other stores' resources: name the cluster with --cluster NAME",
+                param_hint="--include-foreign",
+            )
         with globals_of(ctx).store() as store:
             default_region = options.regions[0] if options.regions else region_of([], store)
             aws = aws_context(ctx, aws_endpoint, default_region, profile, endpoint_profile)
             with call_scope() as calls:
                 try:
                     report = run_audit(store, aws.pool, options)
-                    plan = plan_deletion(report) if delete else None
+                    plan = plan_deletion(report, include_foreign=include_foreign) if delete else None
                     confirmed = yes or (output == "table" and plan is not None and _announce(report, plan))
                     deletion = None
                     if plan is not None and confirmed:

@@ -47,6 +47,7 @@ from capa_py.api.meta import utcnow
 from capa_py.aws.errors import AWSError, DependencyViolation, NotFound
 from capa_py.engine.errors import (
     AdoptionRefused,
+    ClusterOwnedElsewhere,
     NaturalKeyTaken,
     NonRetryableError,
     RecordError,
@@ -58,9 +59,13 @@ from capa_py.engine.errors import (
 from capa_py.engine.profiles import AWS, EndpointProfile
 from capa_py.engine.resource import Observed, ResourceClass
 from capa_py.engine.tags import (
+    CAPA_PY_ROLE_TAG,
     OWNED,
+    ROLE_TAG,
+    STORE_TAG,
     cluster_tag_key,
-    lookup_tags,
+    foreign_store,
+    has_role,
     managed_tags,
     missing_tags,
     owning_cluster,
@@ -108,11 +113,43 @@ class Scope:
     tagged: dict[str, list[Observed]] = field(default_factory=dict)
     """Per kind, every resource carrying this cluster's owned tag, listed once for the roles not yet
     recorded; ``_find_by_tags`` picks from it instead of asking per role."""
+    store_uid: str | None = None
+    """The uid of the store the owner lives in, written as ``capa-py.io/store`` and required of every
+    resource adopted or deleted by tags; taken from the recorder's store when not given (None when the
+    recorder has no store: no store tag is written or checked)."""
+
+    def __post_init__(self) -> None:
+        if self.store_uid is None:
+            uid = getattr(getattr(self.recorder, "store", None), "uid", None)
+            self.store_uid = uid if isinstance(uid, str) else None
 
 
 def _owned(observed: Observed, scope: Scope, role: str) -> bool:
-    wanted = lookup_tags(scope.cluster, role)
-    return all(observed.tags.get(k) == v for k, v in wanted.items())
+    return has_role(observed.tags, scope.cluster, role)
+
+
+def _this_stores(observed: Observed, scope: Scope) -> bool:
+    """Whether a resource found by tags or key may be this store's (never another store's, never one
+    carrying the cluster's owned tag but no capa-py store tag)."""
+    if scope.store_uid is None or observed.tags.get(cluster_tag_key(scope.cluster)) != OWNED:
+        return True
+    return foreign_store(observed.tags, scope.store_uid) is None
+
+
+def _refuse_foreign(kind: str, observed: Observed, scope: Scope) -> None:
+    """Raise :class:`ClusterOwnedElsewhere` for a resource of this cluster's name another store owns."""
+    if _this_stores(observed, scope):
+        return
+    assert scope.store_uid is not None
+    other = foreign_store(observed.tags, scope.store_uid) or ""
+    _log.error(
+        "a resource with this cluster's owned tag belongs to another store; nothing is adopted",
+        kind=kind,
+        resource_id=observed.id,
+        cluster=scope.cluster,
+        other_store=other or None,
+    )
+    raise ClusterOwnedElsewhere(scope.cluster, kind, observed.id, other)
 
 
 def _deletable(rc: ResourceClass[D], observed: Observed, desired: D | None, role: str, how: str) -> bool:
@@ -158,11 +195,23 @@ class Engine:
         scope: Scope,
         name: str | None = None,
         shared_with_cloud_provider: bool = False,
+        capa_role_value: str | None = None,
     ) -> Observed:
-        """Make the resource for ``role`` exist as ``desired`` and be recorded; return what AWS holds."""
+        """Make the resource for ``role`` exist as ``desired`` and be recorded; return what AWS holds.
+
+        ``capa_role_value`` is CAPA's role tag value where the role alone does not say it (an instance is
+        ``control-plane`` or ``node``)."""
         traits = self.traits(rc)
         strategy = choose_strategy(traits)
-        tags = managed_tags(scope.cluster, role, name, scope.additional_tags, shared_with_cloud_provider)
+        tags = managed_tags(
+            scope.cluster,
+            role,
+            name,
+            scope.additional_tags,
+            shared_with_cloud_provider,
+            store_uid=scope.store_uid,
+            capa_role_value=capa_role_value,
+        )
         log = _log.bind(kind=rc.kind, role=role, strategy=strategy.label)
         recorded = scope.recorder.recorded(role)
         if recorded is not None:
@@ -247,8 +296,16 @@ class Engine:
     ) -> Observed:
         tags_complete = True
         # A shared resource is handed off to the cloud provider, but only once its creation's tags arrived.
-        if traits.taggable and (not shared or not recorded.tags_complete):
-            missing = missing_tags(observed.tags, tags)
+        if traits.taggable:
+            if not shared or not recorded.tags_complete:
+                missing = missing_tags(observed.tags, tags)
+            else:
+                # Handed off, but capa-py's identity tags are added when missing (made by an older version,
+                # whose CAPA role tag held capa-py's role: it gets CAPA's value once).
+                identity = (STORE_TAG, CAPA_PY_ROLE_TAG)
+                missing = {k: tags[k] for k in identity if k in tags and k not in observed.tags}
+                if CAPA_PY_ROLE_TAG in missing and ROLE_TAG in tags and observed.tags.get(ROLE_TAG) == role:
+                    missing[ROLE_TAG] = tags[ROLE_TAG]
             if missing:
                 try:
                     rc.tag(observed.id, missing)
@@ -392,13 +449,17 @@ class Engine:
     ) -> Observed | None:
         if not (traits.taggable or traits.tag_on_create):
             return None
-        wanted = lookup_tags(scope.cluster, role)
+        # Listed by the owned tag alone and matched on capa-py's role here: one call finds resources made
+        # before ``capa-py.io/role`` existed (role in CAPA's key) as well.
         if rc.kind in scope.tagged:
-            found = [o for o in scope.tagged[rc.kind] if all(o.tags.get(k) == v for k, v in wanted.items())]
+            listed = scope.tagged[rc.kind]
         else:
-            found = rc.describe_by_tags(wanted, desired)
+            listed = rc.describe_by_tags({cluster_tag_key(scope.cluster): OWNED}, desired)
+        found = [o for o in listed if has_role(o.tags, scope.cluster, role)]
         if not found:
             return None
+        for observed in found:
+            _refuse_foreign(rc.kind, observed, scope)
         found.sort(key=lambda o: (o.created_at is None, o.created_at or 0, o.id))
         if len(found) > 1:
             _log.warning(
@@ -422,6 +483,8 @@ class Engine:
         # Without require_owned an untagged holder may be ours (a create interrupted before tagging), but
         # one another cluster owns never is.
         holder = owning_cluster(observed.tags)
+        if holder == scope.cluster:
+            _refuse_foreign(rc.kind, observed, scope)
         if (require_owned and not _owned(observed, scope, role)) or holder not in (None, scope.cluster):
             raise NaturalKeyTaken(
                 f"{rc.kind} {rc.key_of(desired)} already exists as {observed.id}, which cluster "
@@ -660,8 +723,19 @@ class Engine:
             ids.append(recorded.id)
         else:
             if rc.traits.taggable or rc.traits.tag_on_create:
-                tagged = rc.describe_by_tags(lookup_tags(scope.cluster, role), desired)
-                ids.extend(o.id for o in tagged if _deletable(rc, o, desired, role, "found by its tags"))
+                owned = rc.describe_by_tags({cluster_tag_key(scope.cluster): OWNED}, desired)
+                for o in owned:
+                    if not _owned(o, scope, role):
+                        continue
+                    if not _this_stores(o, scope):
+                        _log.warning(
+                            "not deleting a resource of this cluster's name that another store owns",
+                            kind=rc.kind,
+                            role=role,
+                            resource_id=o.id,
+                        )
+                    elif _deletable(rc, o, desired, role, "found by its tags"):
+                        ids.append(o.id)
             if traits.natural_key and desired is not None:
                 keyed = rc.describe_by_key(desired)
                 # Judged by the effective traits, as ensure adopts: only what is tagged at creation is
@@ -671,7 +745,7 @@ class Engine:
                     keyed is not None
                     and keyed.id not in ids
                     and (
-                        _owned(keyed, scope, role)
+                        (_owned(keyed, scope, role) and _this_stores(keyed, scope))
                         or (not tagged_at_birth and owning_cluster(keyed.tags) is None)
                     )
                     and _deletable(rc, keyed, desired, role, "found by its key")

@@ -7,7 +7,9 @@
      ├─ ``RollbackFailed``     created, could not be recorded, and could not be deleted: orphan logged
      ├─ ``UndecidableIntent``  an interrupted create left several candidates; a human must decide
      ├─ ``NaturalKeyTaken``    the name/key is held by a resource this cluster does not own
-     └─ ``AdoptionRefused``    a found, unrecorded resource differs from the spec in an immutable attribute
+     ├─ ``AdoptionRefused``    a found, unrecorded resource differs from the spec in an immutable attribute
+     └─ ``ClusterOwnedElsewhere``  the cluster's name is taken in this account by another store (or by
+                                   something that is not capa-py): never adopted, never deleted
 """
 
 from __future__ import annotations
@@ -74,6 +76,23 @@ class AdoptionRefused(NonRetryableError):
         super().__init__(
             f"{kind} {resource_id} {how} has {found}; the spec asks for {wanted}. It is not adopted: "
             "remove or retag it, or change the spec"
+        )
+
+
+class ClusterOwnedElsewhere(NonRetryableError):
+    """A resource carries this cluster's owned tag but another store's tag (or no capa-py store tag)."""
+
+    reason = "ClusterOwnedElsewhere"
+
+    def __init__(self, cluster: str, kind: str, resource_id: str, other_store: str) -> None:
+        self.cluster = cluster
+        self.kind = kind
+        self.resource_id = resource_id
+        self.other_store = other_store
+        holder = f"capa-py store {other_store}" if other_store else "something that is not a capa-py store"
+        super().__init__(
+            f"cluster {cluster}'s {kind} {resource_id} in this account belongs to {holder}; "
+            "use another cluster name or delete it there"
         )
 
 

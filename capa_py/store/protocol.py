@@ -44,6 +44,12 @@ class WatchEvent(Generic[T]):
 
 
 class ObjectStore(Protocol):
+    @property
+    def uid(self) -> str:
+        """The store's identity, stable for its lifetime (across processes and reopenings); every AWS
+        resource created for its objects carries it in the ``capa-py.io/store`` tag."""
+        ...
+
     def create(self, obj: T) -> T: ...
 
     def get(self, kind: type[T], name: str, namespace: str | None = None) -> T: ...

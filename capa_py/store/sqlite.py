@@ -64,7 +64,9 @@ CREATE TABLE IF NOT EXISTS events (
     prev_labels TEXT
 );
 CREATE INDEX IF NOT EXISTS events_kind ON events (api_version, kind, seq);
+CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+STORE_UID_KEY = "uid"
 
 _log = get_logger("store.sqlite")
 
@@ -95,10 +97,30 @@ class SQLiteStore:
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._uid: str | None = None
         with self._write() as conn:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+
+    @property
+    def uid(self) -> str:
+        """This store's identity: created once (the first time it is asked for), then read back."""
+        if self._uid is None:
+            with self._read() as conn:
+                row = conn.execute("SELECT value FROM store_meta WHERE name=?", (STORE_UID_KEY,)).fetchone()
+            if row is None:
+                with self._write() as conn:
+                    conn.execute(
+                        "INSERT OR IGNORE INTO store_meta (name, value) VALUES (?, ?)",
+                        (STORE_UID_KEY, str(uuid.uuid4())),
+                    )
+                    row = conn.execute(
+                        "SELECT value FROM store_meta WHERE name=?", (STORE_UID_KEY,)
+                    ).fetchone()
+                _log.info("store identity created", store_uid=row[0])
+            self._uid = str(row[0])
+        return self._uid
 
     # -- connections -----------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:

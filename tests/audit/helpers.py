@@ -30,6 +30,7 @@ from capa_py.aws.ratelimit import RateLimiter
 from capa_py.aws.session import AWSSettings, ClientPool, RetryPolicy, register_client_hook
 from capa_py.engine.engine import Engine
 from capa_py.engine.profiles import MOTO
+from capa_py.engine.tags import STORE_TAG
 from capa_py.operations import apply_objects
 from capa_py.store.errors import NotFound, StoreError
 from capa_py.store.protocol import ObjectStore
@@ -67,8 +68,13 @@ def make_pool(server: MotoServer, scratch: Path) -> ClientPool:
     return pool
 
 
-def owned(cluster: str) -> dict[str, str]:
-    return {OWNED_PREFIX + cluster: "owned"}
+def owned(cluster: str, store_uid: str | None) -> dict[str, str]:
+    """The owned tag of ``cluster``, and the store tag of ``store_uid`` (None: a resource no capa-py store
+    made, which the audit calls foreign)."""
+    tags = {OWNED_PREFIX + cluster: "owned"}
+    if store_uid is not None:
+        tags[STORE_TAG] = store_uid
+    return tags
 
 
 def tag_spec(resource_type: str, tags: dict[str, str]) -> list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from capa_py.cli import audit_cmd
 from capa_py.cli.main import app
+from capa_py.store.sqlite import SQLiteStore
 from tests.audit.helpers import REGION, ZONE, clean_aws_env, cluster_manifest, make_pool, owned, tag_spec
 from tests.harness.moto_server import MotoServer
 
@@ -58,12 +59,14 @@ def applied(moto_server: MotoServer, tmp_path_factory: pytest.TempPathFactory) -
         yield capa, ec2
 
 
-def _leak_address(ec2: Any) -> str:
-    return str(
-        ec2.allocate_address(Domain="vpc", TagSpecifications=tag_spec("elastic-ip", owned("demo")))[
-            "AllocationId"
-        ]
-    )
+def _store_uid(capa: Capa) -> str:
+    with SQLiteStore(capa.state) as store:
+        return store.uid
+
+
+def _leak_address(ec2: Any, store_uid: str) -> str:
+    tags = tag_spec("elastic-ip", owned("demo", store_uid))
+    return str(ec2.allocate_address(Domain="vpc", TagSpecifications=tags)["AllocationId"])
 
 
 def _addresses(ec2: Any) -> set[str]:
@@ -80,7 +83,7 @@ def test_a_healthy_cluster_audits_clean(applied: tuple[Capa, Any]) -> None:
 
 def test_a_leak_made_by_hand_exits_3_and_is_listed_with_its_class(applied: tuple[Capa, Any]) -> None:
     capa, ec2 = applied
-    leak = _leak_address(ec2)
+    leak = _leak_address(ec2, _store_uid(capa))
     try:
         for discovery in ("tagging-api", "describe"):
             result = capa("audit", "--discovery", discovery)
@@ -102,7 +105,7 @@ def test_a_leak_made_by_hand_exits_3_and_is_listed_with_its_class(applied: tuple
 
 def test_delete_without_yes_is_a_dry_run(applied: tuple[Capa, Any]) -> None:
     capa, ec2 = applied
-    leak = _leak_address(ec2)
+    leak = _leak_address(ec2, _store_uid(capa))
     try:
         result = capa("audit", "--delete")
         assert result.exit_code == 3, result.output
@@ -120,7 +123,7 @@ def test_delete_asks_on_a_terminal_and_deletes_only_when_told_yes(
     applied: tuple[Capa, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     capa, ec2 = applied
-    leak = _leak_address(ec2)
+    leak = _leak_address(ec2, _store_uid(capa))
     monkeypatch.setattr(audit_cmd, "_interactive", lambda: True)
     declined = capa("audit", "--delete", stdin="no\n")
     assert declined.exit_code == 3, declined.output
@@ -132,7 +135,7 @@ def test_delete_asks_on_a_terminal_and_deletes_only_when_told_yes(
 
 def test_delete_yes_removes_the_leak_and_exits_0(applied: tuple[Capa, Any]) -> None:
     capa, ec2 = applied
-    leak = _leak_address(ec2)
+    leak = _leak_address(ec2, _store_uid(capa))
     result = capa("audit", "--delete", "--yes")
     assert result.exit_code == 0, result.output
     assert f"elastic-ip   {leak}" in result.stdout
@@ -144,7 +147,7 @@ def test_delete_yes_removes_the_leak_and_exits_0(applied: tuple[Capa, Any]) -> N
 def test_older_than_hides_leaks_known_to_be_younger(applied: tuple[Capa, Any]) -> None:
     capa, ec2 = applied
     volume = ec2.create_volume(
-        AvailabilityZone=ZONE, Size=8, TagSpecifications=tag_spec("volume", owned("demo"))
+        AvailabilityZone=ZONE, Size=8, TagSpecifications=tag_spec("volume", owned("demo", _store_uid(capa)))
     )
     try:
         assert capa("audit").exit_code == 3

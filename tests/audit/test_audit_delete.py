@@ -183,13 +183,12 @@ def gamma(moto_server: MotoServer, tmp_path: Path) -> Iterator[Gamma]:
     moto_server.reset()
     pool = make_pool(moto_server, tmp_path)
     ec2 = pool.for_region(REGION).ec2.raw
-    vpc = ec2.create_vpc(CidrBlock="10.7.0.0/16", TagSpecifications=tag_spec("vpc", owned("gamma")))["Vpc"][
-        "VpcId"
-    ]
-    subnet = ec2.create_subnet(
-        VpcId=vpc, CidrBlock="10.7.1.0/24", TagSpecifications=tag_spec("subnet", owned("gamma"))
-    )["Subnet"]["SubnetId"]
     with SQLiteStore(tmp_path / "state.db") as store:
+        tags = owned("gamma", store.uid)
+        vpc = ec2.create_vpc(CidrBlock="10.7.0.0/16", TagSpecifications=tag_spec("vpc", tags))["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(
+            VpcId=vpc, CidrBlock="10.7.1.0/24", TagSpecifications=tag_spec("subnet", tags)
+        )["Subnet"]["SubnetId"]
         report = run_audit(store, pool, AuditOptions(clusters=frozenset({"gamma"})))
         yield Gamma(store, pool, report, vpc, subnet)
 
@@ -256,7 +255,7 @@ def test_kinds_the_tagging_api_misses_are_found_by_both_discoveries_and_deleted(
     """Elastic IPs, launch templates, VPC endpoints, classic load balancers and IAM: moto's tagging API
     returns none of them (nor, for IAM, does AWS's)."""
     aws = gamma.pool.for_region(REGION)
-    tags = owned("gamma")
+    tags = owned("gamma", gamma.store.uid)
     tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
     endpoint = aws.ec2.raw.create_vpc_endpoint(
         VpcId=gamma.vpc,

@@ -147,10 +147,10 @@ def build_world(server: MotoServer, store: ObjectStore, scratch: Path) -> World:
     world.hand_template = ec2.create_launch_template(
         LaunchTemplateName="alpha-by-hand",
         LaunchTemplateData={"InstanceType": "t3.small"},
-        TagSpecifications=tag_spec("launch-template", owned("alpha")),
+        TagSpecifications=tag_spec("launch-template", owned("alpha", store.uid)),
     )["LaunchTemplate"]["LaunchTemplateId"]
     world.hand_volume = ec2.create_volume(
-        AvailabilityZone=ZONE, Size=8, TagSpecifications=tag_spec("volume", owned("alpha"))
+        AvailabilityZone=ZONE, Size=8, TagSpecifications=tag_spec("volume", owned("alpha", store.uid))
     )["VolumeId"]
 
     # Untagged, inside alpha's VPC: a debugging group that references alpha's nodes, and an interface.

@@ -61,7 +61,7 @@ def test_several_tagged_duplicates_adopt_the_oldest_and_warn(
 ) -> None:
     role = "nat-gateway-a"
     subnet_id = build.subnet(public=True).id
-    tags = managed_tags("alpha", role)
+    tags = managed_tags("alpha", role, store_uid=owner.store.uid)
     older = NatGateway(aws).create(NatGatewayDesired(subnet_id, build.elastic_ip().id), tags, None)
     time.sleep(1.05 - time.time() % 1.0)  # EC2 reports creation times to the second: cross into the next
     newer = NatGateway(aws).create(NatGatewayDesired(subnet_id, build.elastic_ip().id), tags, None)
