@@ -17,7 +17,7 @@ from tests.controllers.conftest import Harness
 def test_an_awscluster_adopting_a_vpc_with_another_cidr_gets_a_false_condition_naming_both(
     harness: Harness, example: Callable[[], list[KubeObject]]
 ) -> None:
-    tags = managed_tags("demo", "vpc")
+    tags = managed_tags("demo", "vpc", store_uid=harness.store.uid)
     vpc = harness.aws.ec2.call(
         "CreateVpc",
         CidrBlock="10.1.0.0/16",

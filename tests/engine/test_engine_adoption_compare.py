@@ -32,8 +32,9 @@ from tests.resources.builders import CLUSTER, Builder
 ENGINE = Engine(MOTO)
 
 
-def _ec2_tags(role: str) -> list[dict[str, Any]]:
-    return [{"ResourceType": "vpc", "Tags": tag_list(managed_tags(CLUSTER, role))}]
+def _ec2_tags(role: str, owner: Owner) -> list[dict[str, Any]]:
+    """This store's tags for ``role``: what a create by this store would have left."""
+    return [{"ResourceType": "vpc", "Tags": tag_list(managed_tags(CLUSTER, role, store_uid=owner.store.uid))}]
 
 
 def _refused(failure: pytest.ExceptionInfo[AdoptionRefused], *parts: str) -> None:
@@ -46,7 +47,7 @@ def _refused(failure: pytest.ExceptionInfo[AdoptionRefused], *parts: str) -> Non
 def test_a_vpc_found_by_its_tags_with_another_cidr_is_refused_and_left_as_it_is(
     aws: AWSClients, owner: Owner
 ) -> None:
-    vpc = aws.ec2.call("CreateVpc", CidrBlock="10.1.0.0/16", TagSpecifications=_ec2_tags("vpc"))["Vpc"]
+    vpc = aws.ec2.call("CreateVpc", CidrBlock="10.1.0.0/16", TagSpecifications=_ec2_tags("vpc", owner))["Vpc"]
     before = tags_of(vpc)
 
     with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
@@ -94,7 +95,7 @@ def test_a_security_group_carrying_the_roles_tags_in_another_vpc_is_refused(
         GroupName="alpha-node",
         Description="node",
         TagSpecifications=[
-            {"ResourceType": "security-group", "Tags": tag_list(managed_tags(CLUSTER, "node"))}
+            {"ResourceType": "security-group", "Tags": tag_list(managed_tags(CLUSTER, "node", store_uid=owner.store.uid))}
         ],
     )["GroupId"]
     desired = SecurityGroupDesired(ours, "alpha-node", "node")
@@ -111,7 +112,7 @@ def test_an_instance_carrying_the_roles_tags_with_another_type_is_refused(
 ) -> None:
     subnet_id = build.subnet().id
     theirs = build.instance_desired(subnet_id, instance_type="t3.small")
-    instance = Instance(aws).create(theirs, managed_tags(CLUSTER, "control-plane-0"), None)
+    instance = Instance(aws).create(theirs, managed_tags(CLUSTER, "control-plane-0", store_uid=owner.store.uid), None)
     desired = build.instance_desired(subnet_id)
 
     with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
@@ -127,7 +128,7 @@ def test_a_target_group_found_with_another_port_is_refused(
 ) -> None:
     vpc_id = build.vpc().id
     existing = TargetGroup(aws).create(
-        TargetGroupDesired("alpha-apiserver", vpc_id, port=443), managed_tags(CLUSTER, "apiserver-tg"), None
+        TargetGroupDesired("alpha-apiserver", vpc_id, port=443), managed_tags(CLUSTER, "apiserver-tg", store_uid=owner.store.uid), None
     )
 
     with pytest.raises(AdoptionRefused) as failure:
@@ -144,7 +145,7 @@ def test_a_load_balancer_found_by_its_name_with_another_scheme_in_another_vpc_is
     theirs, ours = build.subnet().id, build.subnet(build.vpc("10.9.0.0/16").id, cidr="10.9.1.0/24").id
     existing = LoadBalancer(aws).create(
         LoadBalancerDesired("alpha-apiserver", (theirs,), scheme="internal"),
-        managed_tags(CLUSTER, "apiserver-lb"),
+        managed_tags(CLUSTER, "apiserver-lb", store_uid=owner.store.uid),
         None,
     )
     their_vpc = existing.attributes["vpc_id"]
@@ -169,7 +170,7 @@ def test_a_route_table_carrying_the_roles_tags_in_another_vpc_is_refused(
 ) -> None:
     ours, other = build.vpc().id, build.vpc("10.9.0.0/16").id
     table = RouteTable(aws).create(
-        RouteTableDesired(other), managed_tags(CLUSTER, "route-table-public"), None
+        RouteTableDesired(other), managed_tags(CLUSTER, "route-table-public", store_uid=owner.store.uid), None
     )
 
     with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
@@ -186,7 +187,7 @@ def test_a_nat_gateway_carrying_the_roles_tags_in_another_subnet_is_refused(
     theirs = build.subnet(vpc_id, cidr="10.0.1.0/24", public=True).id
     ours = build.subnet(vpc_id, cidr="10.0.2.0/24", public=True).id
     gateway = NatGateway(aws).create(
-        NatGatewayDesired(theirs, build.elastic_ip().id), managed_tags(CLUSTER, "nat-gateway-a"), None
+        NatGatewayDesired(theirs, build.elastic_ip().id), managed_tags(CLUSTER, "nat-gateway-a", store_uid=owner.store.uid), None
     )
     desired = NatGatewayDesired(ours, build.elastic_ip().id)
 
@@ -198,7 +199,7 @@ def test_a_nat_gateway_carrying_the_roles_tags_in_another_subnet_is_refused(
 
 
 def test_a_vpc_found_by_its_tags_with_the_desired_cidr_is_adopted(aws: AWSClients, owner: Owner) -> None:
-    vpc = aws.ec2.call("CreateVpc", CidrBlock="10.0.0.0/16", TagSpecifications=_ec2_tags("vpc"))["Vpc"]
+    vpc = aws.ec2.call("CreateVpc", CidrBlock="10.0.0.0/16", TagSpecifications=_ec2_tags("vpc", owner))["Vpc"]
 
     observed = ENGINE.ensure(Vpc(aws), "vpc", VpcDesired("10.0.0.0/16"), owner.scope())
 
@@ -207,7 +208,7 @@ def test_a_vpc_found_by_its_tags_with_the_desired_cidr_is_adopted(aws: AWSClient
 
 
 def test_removing_the_role_leaves_a_refused_resource_alone(aws: AWSClients, owner: Owner) -> None:
-    vpc = aws.ec2.call("CreateVpc", CidrBlock="10.1.0.0/16", TagSpecifications=_ec2_tags("vpc"))["Vpc"]
+    vpc = aws.ec2.call("CreateVpc", CidrBlock="10.1.0.0/16", TagSpecifications=_ec2_tags("vpc", owner))["Vpc"]
     with pytest.raises(AdoptionRefused):
         ENGINE.ensure(Vpc(aws), "vpc", VpcDesired("10.0.0.0/16"), owner.scope())
 
