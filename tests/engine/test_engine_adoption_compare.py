@@ -32,9 +32,13 @@ from tests.resources.builders import CLUSTER, Builder
 ENGINE = Engine(MOTO)
 
 
-def _ec2_tags(role: str, owner: Owner) -> list[dict[str, Any]]:
+def _ours(role: str, owner: Owner) -> dict[str, str]:
     """This store's tags for ``role``: what a create by this store would have left."""
-    return [{"ResourceType": "vpc", "Tags": tag_list(managed_tags(CLUSTER, role, store_uid=owner.store.uid))}]
+    return managed_tags(CLUSTER, role, store_uid=owner.store.uid)
+
+
+def _ec2_tags(role: str, owner: Owner) -> list[dict[str, Any]]:
+    return [{"ResourceType": "vpc", "Tags": tag_list(_ours(role, owner))}]
 
 
 def _refused(failure: pytest.ExceptionInfo[AdoptionRefused], *parts: str) -> None:
@@ -94,9 +98,7 @@ def test_a_security_group_carrying_the_roles_tags_in_another_vpc_is_refused(
         VpcId=other,
         GroupName="alpha-node",
         Description="node",
-        TagSpecifications=[
-            {"ResourceType": "security-group", "Tags": tag_list(managed_tags(CLUSTER, "node", store_uid=owner.store.uid))}
-        ],
+        TagSpecifications=[{"ResourceType": "security-group", "Tags": tag_list(_ours("node", owner))}],
     )["GroupId"]
     desired = SecurityGroupDesired(ours, "alpha-node", "node")
 
@@ -112,7 +114,7 @@ def test_an_instance_carrying_the_roles_tags_with_another_type_is_refused(
 ) -> None:
     subnet_id = build.subnet().id
     theirs = build.instance_desired(subnet_id, instance_type="t3.small")
-    instance = Instance(aws).create(theirs, managed_tags(CLUSTER, "control-plane-0", store_uid=owner.store.uid), None)
+    instance = Instance(aws).create(theirs, _ours("control-plane-0", owner), None)
     desired = build.instance_desired(subnet_id)
 
     with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
@@ -128,7 +130,7 @@ def test_a_target_group_found_with_another_port_is_refused(
 ) -> None:
     vpc_id = build.vpc().id
     existing = TargetGroup(aws).create(
-        TargetGroupDesired("alpha-apiserver", vpc_id, port=443), managed_tags(CLUSTER, "apiserver-tg", store_uid=owner.store.uid), None
+        TargetGroupDesired("alpha-apiserver", vpc_id, port=443), _ours("apiserver-tg", owner), None
     )
 
     with pytest.raises(AdoptionRefused) as failure:
@@ -145,7 +147,7 @@ def test_a_load_balancer_found_by_its_name_with_another_scheme_in_another_vpc_is
     theirs, ours = build.subnet().id, build.subnet(build.vpc("10.9.0.0/16").id, cidr="10.9.1.0/24").id
     existing = LoadBalancer(aws).create(
         LoadBalancerDesired("alpha-apiserver", (theirs,), scheme="internal"),
-        managed_tags(CLUSTER, "apiserver-lb", store_uid=owner.store.uid),
+        _ours("apiserver-lb", owner),
         None,
     )
     their_vpc = existing.attributes["vpc_id"]
@@ -169,9 +171,7 @@ def test_a_route_table_carrying_the_roles_tags_in_another_vpc_is_refused(
     aws: AWSClients, build: Builder, owner: Owner
 ) -> None:
     ours, other = build.vpc().id, build.vpc("10.9.0.0/16").id
-    table = RouteTable(aws).create(
-        RouteTableDesired(other), managed_tags(CLUSTER, "route-table-public", store_uid=owner.store.uid), None
-    )
+    table = RouteTable(aws).create(RouteTableDesired(other), _ours("route-table-public", owner), None)
 
     with call_scope() as calls, pytest.raises(AdoptionRefused) as failure:
         ENGINE.ensure(RouteTable(aws), "route-table-public", RouteTableDesired(ours), owner.scope())
@@ -187,7 +187,7 @@ def test_a_nat_gateway_carrying_the_roles_tags_in_another_subnet_is_refused(
     theirs = build.subnet(vpc_id, cidr="10.0.1.0/24", public=True).id
     ours = build.subnet(vpc_id, cidr="10.0.2.0/24", public=True).id
     gateway = NatGateway(aws).create(
-        NatGatewayDesired(theirs, build.elastic_ip().id), managed_tags(CLUSTER, "nat-gateway-a", store_uid=owner.store.uid), None
+        NatGatewayDesired(theirs, build.elastic_ip().id), _ours("nat-gateway-a", owner), None
     )
     desired = NatGatewayDesired(ours, build.elastic_ip().id)
 
