@@ -265,7 +265,7 @@ class AWSClients:
 
 
 def operation_of_event(event_name: str) -> str:
-    """The API operation a botocore client event is about: ``after-call-error.ec2.CreateVpc`` → ``CreateVpc``."""
+    """The operation a botocore client event is about: ``after-call-error.ec2.CreateVpc`` → ``CreateVpc``."""
     return event_name.rsplit(".", 1)[-1] if event_name.count(".") >= 2 else "Unknown"
 
 
