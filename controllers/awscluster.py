@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import ipaddress
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,7 @@ CLUSTER_CONDITIONS = (
 API_SERVER_PORT = 6443
 SG_ROLES = ("controlplane", "node", "lb")
 _log = get_logger("controller.awscluster")
+_ELB_INVALID = re.compile(r"[^A-Za-z0-9-]+")
 
 
 def subnet_roles(subnets: Iterable[SubnetSpec]) -> list[str]:
@@ -110,12 +112,22 @@ def subnet_roles(subnets: Iterable[SubnetSpec]) -> list[str]:
 
 
 def aws_name(cluster: str, suffix: str, limit: int = 32) -> str:
-    """An ELB-style name (≤ 32 characters, alphanumerics and hyphens), unique per cluster."""
+    """An ELB-style name (load balancers, target groups): at most ``limit`` alphanumerics and hyphens, no
+    leading or trailing hyphen, not starting with ``internal-``; the same for the same cluster, and unique
+    per cluster.
+
+    ``<cluster>-<suffix>`` when that is already such a name (so existing resources keep theirs); otherwise
+    invalid characters (a cluster name may hold dots) become hyphens, and a short hash of the original name
+    is appended, so ``my.cluster`` and ``my-cluster`` still get different names.
+    """
     name = f"{cluster}-{suffix}"
-    if len(name) <= limit:
+    clean = _ELB_INVALID.sub("-", name).strip("-")
+    if clean.lower().startswith("internal-"):
+        clean = "int-" + clean[len("internal-") :]
+    if clean == name and len(name) <= limit:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:6]
-    return f"{name[: limit - 7].rstrip('-')}-{digest}"
+    return f"{clean[: limit - 7].rstrip('-')}-{digest}"
 
 
 def default_subnets(vpc_cidr: str, zones: list[str]) -> list[SubnetSpec]:

@@ -16,13 +16,13 @@ from pydantic import Field, field_validator
 
 from capa_py.api.cluster import APIEndpoint, MachineAddress
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
+from capa_py.api.zones import zone_issue
 
 INFRA_API_VERSION = "infrastructure.cluster.x-k8s.io/v1beta2"
 AWSCLUSTER_FINALIZER = "awscluster.infrastructure.cluster.x-k8s.io"
 AWSMACHINE_FINALIZER = "awsmachine.infrastructure.cluster.x-k8s.io"
 
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _RESERVED_TAG_PREFIX = "aws:"
 
 
@@ -36,6 +36,33 @@ def known_regions() -> frozenset[str]:
     for partition in session.get_available_partitions():
         regions.update(session.get_available_regions("ec2", partition_name=partition))
     return frozenset(regions)
+
+
+@cache
+def known_instance_types() -> frozenset[str]:
+    """Every EC2 instance type in botocore's EC2 service model (the ``InstanceType`` enum, read offline)."""
+    import botocore.loaders
+
+    model = botocore.loaders.create_loader().load_service_model("ec2", "service-2")
+    return frozenset(model["shapes"]["InstanceType"]["enum"])
+
+
+# The block sizes AWS accepts for a VPC's primary block and for a subnet (netmask /16 to /28).
+MIN_PREFIX = 16
+MAX_PREFIX = 28
+
+
+def check_block(value: str | None, what: str) -> str | None:
+    """A CIDR AWS accepts for a VPC or subnet block: valid IPv4, netmask between /16 and /28."""
+    if value is None:
+        return value
+    check_cidr(value)
+    prefix = ipaddress.IPv4Network(value).prefixlen
+    if not MIN_PREFIX <= prefix <= MAX_PREFIX:
+        raise ValueError(
+            f"{value}: a {what} block must be between /{MIN_PREFIX} and /{MAX_PREFIX} (AWS refuses /{prefix})"
+        )
+    return value
 
 
 def check_cidr(value: str) -> str:
@@ -66,7 +93,7 @@ class VPCSpec(KubeModel):
     availability_zone_selection: Literal["Ordered", "Random"] = "Ordered"
     tags: dict[str, str] = Field(default_factory=dict)
 
-    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
+    _check_cidr = field_validator("cidr_block")(lambda v: check_block(v, "VPC"))
     _check_tags = field_validator("tags")(check_tags)
 
 
@@ -77,7 +104,7 @@ class SubnetSpec(KubeModel):
     is_public: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
 
-    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
+    _check_cidr = field_validator("cidr_block")(lambda v: check_block(v, "subnet"))
     _check_tags = field_validator("tags")(check_tags)
 
 
@@ -92,6 +119,13 @@ class AWSLoadBalancerSpec(KubeModel):
     load_balancer_type: Literal["nlb"] = "nlb"
     cross_zone_load_balancing: bool = False
     additional_security_groups: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        if value is not None and value.lower().startswith("internal-"):
+            raise ValueError("a load balancer name must not start with 'internal-' (AWS reserves it)")
+        return value
 
 
 class AWSClusterSpec(KubeModel):
@@ -215,16 +249,10 @@ class AWSCluster(KubeObject):
                     issues.append(
                         FieldIssue(path=f"{base}.availabilityZone", message="required when id is not set")
                     )
-            if subnet.availability_zone is not None and not (
-                subnet.availability_zone.startswith(region)
-                and re.fullmatch(r"[a-h]", subnet.availability_zone[len(region) :])
-            ):
-                issues.append(
-                    FieldIssue(
-                        path=f"{base}.availabilityZone",
-                        message=f"unknown availability zone {subnet.availability_zone!r} for region {region}",
-                    )
-                )
+            if subnet.availability_zone is not None:
+                problem = zone_issue(subnet.availability_zone, region)
+                if problem is not None:
+                    issues.append(FieldIssue(path=f"{base}.availabilityZone", message=problem))
             if subnet.cidr_block is None:
                 continue
             if managed_vpc and vpc.cidr_block is not None and not _within(subnet.cidr_block, vpc.cidr_block):
@@ -279,8 +307,8 @@ class AWSMachineSpec(KubeModel):
     @field_validator("instance_type")
     @classmethod
     def _check_instance_type(cls, value: str) -> str:
-        if not _INSTANCE_TYPE.match(value):
-            raise ValueError(f"not an EC2 instance type: {value!r} (expected family.size, e.g. t3.medium)")
+        if value not in known_instance_types():
+            raise ValueError(f"not an EC2 instance type: {value!r} (expected one EC2 offers, e.g. t3.medium)")
         return value
 
     _check_tags = field_validator("additional_tags")(check_tags)

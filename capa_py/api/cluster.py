@@ -6,7 +6,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
-from capa_py.api.meta import Condition, KubeModel, KubeObject, ObjectReference
+from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, ObjectReference
 
 CLUSTER_API_VERSION = "cluster.x-k8s.io/v1beta1"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
@@ -14,6 +14,35 @@ CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 CLUSTER_FINALIZER = "cluster.cluster.x-k8s.io"
 MACHINE_FINALIZER = "machine.cluster.x-k8s.io"
+
+# A cluster name becomes a label value (cluster.x-k8s.io/cluster-name: at most 63 characters), part of tag
+# keys (sigs.k8s.io/cluster-api-provider-aws/cluster/<name>, at most 128) and the start of security group
+# names, which AWS refuses when they begin with "sg-". Load balancer and target group names derived from it
+# are sanitised instead (see controllers.awscluster.aws_name).
+MAX_CLUSTER_NAME = 63
+
+
+def cluster_name_issues(name: str, path: str = "metadata.name") -> list[FieldIssue]:
+    """Why ``name`` cannot name a cluster whose AWS resources carry it (empty when it can)."""
+    issues: list[FieldIssue] = []
+    if len(name) > MAX_CLUSTER_NAME:
+        issues.append(
+            FieldIssue(
+                path=path,
+                message=(
+                    f"a cluster name is at most {MAX_CLUSTER_NAME} characters (it is a label value and "
+                    f"part of AWS tag keys); {name!r} has {len(name)}"
+                ),
+            )
+        )
+    if name.startswith("sg-"):
+        issues.append(
+            FieldIssue(
+                path=path,
+                message="a cluster name must not start with 'sg-': AWS refuses security group names sg-*",
+            )
+        )
+    return issues
 
 
 class NetworkRanges(KubeModel):
@@ -69,6 +98,9 @@ class Cluster(KubeObject):
     @property
     def paused(self) -> bool:
         return self.spec.paused or PAUSED_ANNOTATION in self.metadata.annotations
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        return cluster_name_issues(self.metadata.name) if self.metadata.name else []
 
 
 class Bootstrap(KubeModel):
