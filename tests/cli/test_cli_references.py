@@ -52,7 +52,8 @@ metadata:
 spec:
   clusterName: {name}
   bootstrap: {{dataSecretName: {machine}-bootstrap}}
-  infrastructureRef: {{apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: AWSMachine, name: {machine}}}
+  infrastructureRef:
+    {{apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: AWSMachine, name: {machine}}}
 ---
 apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
 kind: AWSMachine
