@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from capa_py.api.aws import AWSMachineSpec
-from capa_py.aws.errors import AWSError, InvalidReference
+from capa_py.aws.errors import AWSError, InvalidReference, InvalidRequest
 from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.aws.session import AWSClients
 from resources._common import ec2_by_filter
@@ -102,8 +102,10 @@ def explain_create_failure(
     aws: AWSClients, spec: AWSMachineSpec, cluster_key_name: str | None, error: AWSError
 ) -> AWSError:
     """The error to report for a failed instance create: a missing reference if there is one (AWS's own
-    code for it may read like drift), else the original error."""
-    if not isinstance(error, AWSNotFound) and error.code not in _REFERENCE_CODES:
+    code for it may read like drift, or name no field: ``InvalidParameterValue`` for a missing instance
+    profile), else the original error. Only not-found and bad-request errors are looked into, once per
+    failed create."""
+    if not isinstance(error, AWSNotFound | InvalidRequest) or isinstance(error, InvalidReference):
         return error
     found = machine_reference_error(aws, spec, cluster_key_name)
     if found is None:
@@ -112,7 +114,8 @@ def explain_create_failure(
     return found
 
 
-# Codes RunInstances and DescribeImages answer with when something the request names is missing.
+# Codes a describe answers with when what it was asked about is missing (some are not NotFound: EC2 treats
+# a missing AMI or key pair as a bad request).
 _REFERENCE_CODES = frozenset(
     {
         "InvalidAMIID.NotFound",

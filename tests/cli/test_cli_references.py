@@ -168,6 +168,11 @@ def cluster_state(moto: MotoServer, tmp_path_factory: pytest.TempPathFactory) ->
             f"spec.additionalSecurityGroups[0].id: {MISSING_GROUP} does not exist",
         ),
         ("ami", "", "spec.ami.id: ami-0000000000000dead does not exist"),
+        (
+            "profile",
+            "  iamInstanceProfile: no-such-profile",
+            "spec.iamInstanceProfile: instance profile no-such-profile does not exist",
+        ),
     ],
 )
 def test_a_machine_reference_that_does_not_exist_is_a_named_fatal_error(
