@@ -52,17 +52,17 @@ MIN_PREFIX = 16
 MAX_PREFIX = 28
 
 
-def check_block(value: str | None, what: str) -> str | None:
-    """A CIDR AWS accepts for a VPC or subnet block: valid IPv4, netmask between /16 and /28."""
-    if value is None:
-        return value
-    check_cidr(value)
+def block_size_issue(value: str, what: str) -> str | None:
+    """Why AWS would refuse ``value`` (a valid IPv4 CIDR) as a VPC or subnet block, or ``None``."""
     prefix = ipaddress.IPv4Network(value).prefixlen
-    if not MIN_PREFIX <= prefix <= MAX_PREFIX:
-        raise ValueError(
-            f"{value}: a {what} block must be between /{MIN_PREFIX} and /{MAX_PREFIX} (AWS refuses /{prefix})"
-        )
-    return value
+    if MIN_PREFIX <= prefix <= MAX_PREFIX:
+        return None
+    return f"{value}: a {what} block must be between /{MIN_PREFIX} and /{MAX_PREFIX} (AWS refuses /{prefix})"
+
+
+# What AWS will refuse is checked as a semantic issue (when a manifest is loaded and when an object is
+# written), not by field validators, which also run when a stored object is read: an object stored by an
+# older version must stay readable, and deletable, after a rule is added.
 
 
 def check_cidr(value: str) -> str:
@@ -93,7 +93,7 @@ class VPCSpec(KubeModel):
     availability_zone_selection: Literal["Ordered", "Random"] = "Ordered"
     tags: dict[str, str] = Field(default_factory=dict)
 
-    _check_cidr = field_validator("cidr_block")(lambda v: check_block(v, "VPC"))
+    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
     _check_tags = field_validator("tags")(check_tags)
 
 
@@ -104,7 +104,7 @@ class SubnetSpec(KubeModel):
     is_public: bool = False
     tags: dict[str, str] = Field(default_factory=dict)
 
-    _check_cidr = field_validator("cidr_block")(lambda v: check_block(v, "subnet"))
+    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
     _check_tags = field_validator("tags")(check_tags)
 
 
@@ -223,9 +223,8 @@ class AWSCluster(KubeObject):
     status: AWSClusterStatus = Field(default_factory=AWSClusterStatus)
 
     def semantic_issues(self) -> list[FieldIssue]:
-        issues: list[FieldIssue] = []
+        issues: list[FieldIssue] = [] if self.being_deleted else self.aws_limit_issues()
         vpc = self.spec.network.vpc
-        region = self.spec.region
         managed_vpc = vpc.id is None
         if managed_vpc and vpc.cidr_block is None:
             issues.append(
@@ -249,10 +248,6 @@ class AWSCluster(KubeObject):
                     issues.append(
                         FieldIssue(path=f"{base}.availabilityZone", message="required when id is not set")
                     )
-            if subnet.availability_zone is not None:
-                problem = zone_issue(subnet.availability_zone, region)
-                if problem is not None:
-                    issues.append(FieldIssue(path=f"{base}.availabilityZone", message=problem))
             if subnet.cidr_block is None:
                 continue
             if managed_vpc and vpc.cidr_block is not None and not _within(subnet.cidr_block, vpc.cidr_block):
@@ -273,6 +268,22 @@ class AWSCluster(KubeObject):
                         )
                     )
             seen.append((index, subnet.cidr_block))
+        return issues
+
+    def aws_limit_issues(self) -> list[FieldIssue]:
+        """Block sizes and zones AWS would refuse."""
+        issues: list[FieldIssue] = []
+        vpc_block = self.spec.network.vpc.cidr_block
+        if vpc_block is not None and (problem := block_size_issue(vpc_block, "VPC")) is not None:
+            issues.append(FieldIssue(path="spec.network.vpc.cidrBlock", message=problem))
+        for index, subnet in enumerate(self.spec.network.subnets):
+            base = f"spec.network.subnets[{index}]"
+            if subnet.cidr_block is not None and (problem := block_size_issue(subnet.cidr_block, "subnet")):
+                issues.append(FieldIssue(path=f"{base}.cidrBlock", message=problem))
+            if subnet.availability_zone is not None:
+                problem = zone_issue(subnet.availability_zone, self.spec.region)
+                if problem is not None:
+                    issues.append(FieldIssue(path=f"{base}.availabilityZone", message=problem))
         return issues
 
 
@@ -304,13 +315,6 @@ class AWSMachineSpec(KubeModel):
     ssh_key_name: str | None = None
     root_volume: Volume | None = None
 
-    @field_validator("instance_type")
-    @classmethod
-    def _check_instance_type(cls, value: str) -> str:
-        if value not in known_instance_types():
-            raise ValueError(f"not an EC2 instance type: {value!r} (expected one EC2 offers, e.g. t3.medium)")
-        return value
-
     _check_tags = field_validator("additional_tags")(check_tags)
 
 
@@ -341,6 +345,16 @@ class AWSMachine(KubeObject):
 
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = []
+        if not self.being_deleted and self.spec.instance_type not in known_instance_types():
+            issues.append(
+                FieldIssue(
+                    path="spec.instanceType",
+                    message=(
+                        f"not an EC2 instance type: {self.spec.instance_type!r} "
+                        "(expected one in botocore's EC2 model, e.g. t3.medium)"
+                    ),
+                )
+            )
         if self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
             issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
         volume = self.spec.root_volume

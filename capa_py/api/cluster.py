@@ -100,7 +100,10 @@ class Cluster(KubeObject):
         return self.spec.paused or PAUSED_ANNOTATION in self.metadata.annotations
 
     def semantic_issues(self) -> list[FieldIssue]:
-        return cluster_name_issues(self.metadata.name) if self.metadata.name else []
+        # Not while deleting: a cluster stored before this rule must still be able to go away.
+        return (
+            cluster_name_issues(self.metadata.name) if self.metadata.name and not self.being_deleted else []
+        )
 
 
 class Bootstrap(KubeModel):
