@@ -33,7 +33,7 @@ from capa_py.api.aws import (
 )
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, APIEndpoint, Cluster
 from capa_py.api.conditions import READY, set_condition
-from capa_py.aws.errors import AWSError, DependencyViolation, InvalidRequest, Retryable
+from capa_py.aws.errors import AWSError, DependencyViolation, InvalidReference, InvalidRequest, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action, Context
@@ -49,6 +49,7 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, settle
+from controllers.references import missing
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance
 from resources.internet_gateway import (
@@ -98,6 +99,7 @@ CLUSTER_CONDITIONS = (
 API_SERVER_PORT = 6443
 SG_ROLES = ("controlplane", "node", "lb")
 _log = get_logger("controller.awscluster")
+_ELB_INVALID = re.compile(r"[^A-Za-z0-9-]+")
 
 
 def subnet_roles(subnets: Iterable[SubnetSpec]) -> list[str]:
@@ -113,12 +115,22 @@ def subnet_roles(subnets: Iterable[SubnetSpec]) -> list[str]:
 
 
 def aws_name(cluster: str, suffix: str, limit: int = 32) -> str:
-    """An ELB-style name (≤ 32 characters, alphanumerics and hyphens), unique per cluster."""
+    """An ELB-style name (load balancers, target groups): at most ``limit`` alphanumerics and hyphens, no
+    leading or trailing hyphen, not starting with ``internal-``; the same for the same cluster, and unique
+    per cluster.
+
+    ``<cluster>-<suffix>`` when that is already such a name (so existing resources keep theirs); otherwise
+    invalid characters (a cluster name may hold dots) become hyphens, and a short hash of the original name
+    is appended, so ``my.cluster`` and ``my-cluster`` still get different names.
+    """
     name = f"{cluster}-{suffix}"
-    if len(name) <= limit:
+    clean = _ELB_INVALID.sub("-", name).strip("-")
+    if clean.lower().startswith("internal-"):
+        clean = "int-" + clean[len("internal-") :]
+    if clean == name and len(name) <= limit:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:6]
-    return f"{name[: limit - 7].rstrip('-')}-{digest}"
+    return f"{clean[: limit - 7].rstrip('-')}-{digest}"
 
 
 def default_subnets(vpc_cidr: str, zones: list[str]) -> list[SubnetSpec]:
@@ -236,9 +248,7 @@ class ClusterReconcile:
         if spec.id is not None:
             observed = self.vpc_rc.describe_by_id(spec.id)
             if observed is None:
-                raise InvalidRequest(
-                    f"spec.network.vpc.id: VPC {spec.id} does not exist", code="InvalidVpcID.NotFound"
-                )
+                raise missing("spec.network.vpc.id", spec.id, self.scope.aws.region)
             self.vpc_id = observed.id
             return
         assert spec.cidr_block is not None
@@ -278,11 +288,17 @@ class ClusterReconcile:
         specs = self.subnet_specs()
         self.subnets = []
         self.prefetch(self.subnet_rc, subnet_roles(specs))
-        for role, spec in zip(subnet_roles(specs), specs, strict=True):
+        for index, (role, spec) in enumerate(zip(subnet_roles(specs), specs, strict=True)):
             if spec.id is not None:
                 observed = self.subnet_rc.describe_by_id(spec.id)
                 if observed is None:
-                    raise InvalidRequest(f"subnet {spec.id} does not exist", code="InvalidSubnetID.NotFound")
+                    raise missing(f"spec.network.subnets[{index}].id", spec.id, self.scope.aws.region)
+                if observed.attributes.get("vpc_id") not in (None, self.vpc_id):
+                    raise InvalidReference(
+                        f"spec.network.subnets[{index}].id",
+                        f"{spec.id} is in {observed.attributes['vpc_id']}, "
+                        f"not in the cluster's VPC {self.vpc_id}",
+                    )
                 self.subnets.append(
                     SubnetInfo(
                         role,

@@ -18,7 +18,7 @@ from capa_py.api.aws import AWSMACHINE_FINALIZER, AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, Cluster, Machine, MachineAddress
 from capa_py.api.conditions import READY, set_condition
 from capa_py.api.core import Secret
-from capa_py.aws.errors import InvalidRequest
+from capa_py.aws.errors import AWSError, InvalidRequest
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action, Context
 from capa_py.ctrlkit.combinators import Sequential
@@ -41,6 +41,7 @@ from controllers.base import (
     resolve_ref,
     settle,
 )
+from controllers.references import explain_create_failure, network_reference_error
 from resources.instance import Instance, InstanceDesired
 from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
 
@@ -135,8 +136,12 @@ class MachineReconcile:
             raise InvalidRequest("spec.ami.id is required (AMI lookup is not supported)", code="MissingAMI")
         root_device = None
         if self.scope.recorder.recorded(instance_role(self.obj.name)) is None:
-            # Only before a create: confirms the AMI exists (a bad AMI is a user error, not a retry).
+            # Only before a create: confirms the AMI exists (a bad AMI is a user error, not a retry), and
+            # the subnet and groups the spec names, if any.
             root_device = self.instance_rc.root_device_name(spec.ami.id)
+            missing_reference = network_reference_error(self.scope.aws, spec)
+            if missing_reference is not None:
+                raise missing_reference
         volume = spec.root_volume
         return InstanceDesired(
             image_id=spec.ami.id,
@@ -155,14 +160,23 @@ class MachineReconcile:
         )
 
     def reconcile_instance(self) -> Result | None:
-        observed = self.scope.engine.ensure(
-            self.instance_rc,
-            instance_role(self.obj.name),
-            self.desired(),
-            self.scope.engine_scope,
-            name=self.obj.name,
-            capa_role_value=CONTROL_PLANE_ROLE if self.machine.is_control_plane else NODE_ROLE,
-        )
+        try:
+            observed = self.scope.engine.ensure(
+                self.instance_rc,
+                instance_role(self.obj.name),
+                self.desired(),
+                self.scope.engine_scope,
+                name=self.obj.name,
+                capa_role_value=CONTROL_PLANE_ROLE if self.machine.is_control_plane else NODE_ROLE,
+            )
+        except AWSError as exc:
+            # A subnet, group, AMI, key pair or profile the spec names may not exist: say which field.
+            explained = explain_create_failure(
+                self.scope.aws, self.obj.spec, self.awscluster.spec.ssh_key_name, exc
+            )
+            if explained is exc:
+                raise
+            raise explained from exc
         self.instance = observed
         instance_id, pid, state, found = (
             observed.id,

@@ -17,13 +17,13 @@ from pydantic import Field, field_validator, model_validator
 from capa_py.api.cluster import APIEndpoint, MachineAddress
 from capa_py.api.immutable import immutable, without
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
+from capa_py.api.zones import zone_issue
 
 INFRA_API_VERSION = "infrastructure.cluster.x-k8s.io/v1beta2"
 AWSCLUSTER_FINALIZER = "awscluster.infrastructure.cluster.x-k8s.io"
 AWSMACHINE_FINALIZER = "awsmachine.infrastructure.cluster.x-k8s.io"
 
 _REGION = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9]+$")
 _RESERVED_TAG_PREFIX = "aws:"
 
 
@@ -37,6 +37,33 @@ def known_regions() -> frozenset[str]:
     for partition in session.get_available_partitions():
         regions.update(session.get_available_regions("ec2", partition_name=partition))
     return frozenset(regions)
+
+
+@cache
+def known_instance_types() -> frozenset[str]:
+    """Every EC2 instance type in botocore's EC2 service model (the ``InstanceType`` enum, read offline)."""
+    import botocore.loaders
+
+    model = botocore.loaders.create_loader().load_service_model("ec2", "service-2")
+    return frozenset(model["shapes"]["InstanceType"]["enum"])
+
+
+# The block sizes AWS accepts for a VPC's primary block and for a subnet (netmask /16 to /28).
+MIN_PREFIX = 16
+MAX_PREFIX = 28
+
+
+def block_size_issue(value: str, what: str) -> str | None:
+    """Why AWS would refuse ``value`` (a valid IPv4 CIDR) as a VPC or subnet block, or ``None``."""
+    prefix = ipaddress.IPv4Network(value).prefixlen
+    if MIN_PREFIX <= prefix <= MAX_PREFIX:
+        return None
+    return f"{value}: a {what} block must be between /{MIN_PREFIX} and /{MAX_PREFIX} (AWS refuses /{prefix})"
+
+
+# What AWS will refuse is checked as a semantic issue (when a manifest is loaded and when an object is
+# written), not by field validators, which also run when a stored object is read: an object stored by an
+# older version must stay readable, and deletable, after a rule is added.
 
 
 def check_cidr(value: str) -> str:
@@ -105,6 +132,13 @@ class AWSLoadBalancerSpec(KubeModel):
     load_balancer_type: Literal["nlb"] = "nlb"
     cross_zone_load_balancing: bool = False
     additional_security_groups: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        if value is not None and value.lower().startswith("internal-"):
+            raise ValueError("a load balancer name must not start with 'internal-' (AWS reserves it)")
+        return value
 
 
 class AWSClusterSpec(KubeModel):
@@ -245,9 +279,8 @@ class AWSCluster(KubeObject):
         return issues
 
     def semantic_issues(self) -> list[FieldIssue]:
-        issues: list[FieldIssue] = []
+        issues: list[FieldIssue] = [] if self.being_deleted else self.aws_limit_issues()
         vpc = self.spec.network.vpc
-        region = self.spec.region
         managed_vpc = vpc.id is None
         if managed_vpc and vpc.cidr_block is None:
             issues.append(
@@ -271,16 +304,6 @@ class AWSCluster(KubeObject):
                     issues.append(
                         FieldIssue(path=f"{base}.availabilityZone", message="required when id is not set")
                     )
-            if subnet.availability_zone is not None and not (
-                subnet.availability_zone.startswith(region)
-                and re.fullmatch(r"[a-h]", subnet.availability_zone[len(region) :])
-            ):
-                issues.append(
-                    FieldIssue(
-                        path=f"{base}.availabilityZone",
-                        message=f"unknown availability zone {subnet.availability_zone!r} for region {region}",
-                    )
-                )
             if subnet.cidr_block is None:
                 continue
             if managed_vpc and vpc.cidr_block is not None and not _within(subnet.cidr_block, vpc.cidr_block):
@@ -301,6 +324,22 @@ class AWSCluster(KubeObject):
                         )
                     )
             seen.append((index, subnet.cidr_block))
+        return issues
+
+    def aws_limit_issues(self) -> list[FieldIssue]:
+        """Block sizes and zones AWS would refuse."""
+        issues: list[FieldIssue] = []
+        vpc_block = self.spec.network.vpc.cidr_block
+        if vpc_block is not None and (problem := block_size_issue(vpc_block, "VPC")) is not None:
+            issues.append(FieldIssue(path="spec.network.vpc.cidrBlock", message=problem))
+        for index, subnet in enumerate(self.spec.network.subnets):
+            base = f"spec.network.subnets[{index}]"
+            if subnet.cidr_block is not None and (problem := block_size_issue(subnet.cidr_block, "subnet")):
+                issues.append(FieldIssue(path=f"{base}.cidrBlock", message=problem))
+            if subnet.availability_zone is not None:
+                problem = zone_issue(subnet.availability_zone, self.spec.region)
+                if problem is not None:
+                    issues.append(FieldIssue(path=f"{base}.availabilityZone", message=problem))
         return issues
 
 
@@ -337,13 +376,6 @@ class AWSMachineSpec(KubeModel):
     subnet: AWSResourceReference | None = None
     ssh_key_name: str | None = None
     root_volume: Volume | None = None
-
-    @field_validator("instance_type")
-    @classmethod
-    def _check_instance_type(cls, value: str) -> str:
-        if not _INSTANCE_TYPE.match(value):
-            raise ValueError(f"not an EC2 instance type: {value!r} (expected family.size, e.g. t3.medium)")
-        return value
 
     _check_tags = field_validator("additional_tags")(check_tags)
 
@@ -388,6 +420,16 @@ class AWSMachine(KubeObject):
 
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = []
+        if not self.being_deleted and self.spec.instance_type not in known_instance_types():
+            issues.append(
+                FieldIssue(
+                    path="spec.instanceType",
+                    message=(
+                        f"not an EC2 instance type: {self.spec.instance_type!r} "
+                        "(expected one in botocore's EC2 model, e.g. t3.medium)"
+                    ),
+                )
+            )
         if self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
             issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
         volume = self.spec.root_volume

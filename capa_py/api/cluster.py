@@ -16,6 +16,35 @@ PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
 CLUSTER_FINALIZER = "cluster.cluster.x-k8s.io"
 MACHINE_FINALIZER = "machine.cluster.x-k8s.io"
 
+# A cluster name becomes a label value (cluster.x-k8s.io/cluster-name: at most 63 characters), part of tag
+# keys (sigs.k8s.io/cluster-api-provider-aws/cluster/<name>, at most 128) and the start of security group
+# names, which AWS refuses when they begin with "sg-". Load balancer and target group names derived from it
+# are sanitised instead (see controllers.awscluster.aws_name).
+MAX_CLUSTER_NAME = 63
+
+
+def cluster_name_issues(name: str, path: str = "metadata.name") -> list[FieldIssue]:
+    """Why ``name`` cannot name a cluster whose AWS resources carry it (empty when it can)."""
+    issues: list[FieldIssue] = []
+    if len(name) > MAX_CLUSTER_NAME:
+        issues.append(
+            FieldIssue(
+                path=path,
+                message=(
+                    f"a cluster name is at most {MAX_CLUSTER_NAME} characters (it is a label value and "
+                    f"part of AWS tag keys); {name!r} has {len(name)}"
+                ),
+            )
+        )
+    if name.startswith("sg-"):
+        issues.append(
+            FieldIssue(
+                path=path,
+                message="a cluster name must not start with 'sg-': AWS refuses security group names sg-*",
+            )
+        )
+    return issues
+
 
 class NetworkRanges(KubeModel):
     cidr_blocks: list[str] = Field(default_factory=list)
@@ -81,6 +110,12 @@ class Cluster(KubeObject):
     @property
     def paused(self) -> bool:
         return self.spec.paused or PAUSED_ANNOTATION in self.metadata.annotations
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        # Not while deleting: a cluster stored before this rule must still be able to go away.
+        return (
+            cluster_name_issues(self.metadata.name) if self.metadata.name and not self.being_deleted else []
+        )
 
 
 class Bootstrap(KubeModel):

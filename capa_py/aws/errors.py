@@ -3,6 +3,7 @@
 ``AWSError``
  ├─ ``Retryable``            try again with backoff
  │   ├─ ``Throttled``         the API asked us to slow down (RequestLimitExceeded, Throttling, …)
+ │   │   └─ ``Busy``          another request is changing the resource (IAM ConcurrentModification)
  │   ├─ ``Transient``         5xx, timeouts, connection resets
  │   └─ ``DependencyViolation`` a delete raced a dependent that is still going away
  ├─ ``NotFound``             the resource does not exist (drift, or eventual consistency after a create)
@@ -10,8 +11,11 @@
  └─ ``Fatal``                retrying cannot help: permission, validation, quota, a bad AMI
      ├─ ``PermissionDenied``
      └─ ``InvalidRequest``
+         └─ ``InvalidReference`` a resource the spec names does not exist (``field`` says which)
 
-Each error keeps the service, operation and error code, and chains the botocore exception.
+Codes are classified per service (:data:`SERVICE_CODES`: EC2, ELBv2, IAM, STS) with a shared fallback, so
+one code can mean different things in different services. Each error keeps the service, operation and
+error code, and chains the botocore exception.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ class Transient(Retryable):
     """A 5xx, a timeout or a dropped connection: the outcome is unknown."""
 
 
+class Busy(Throttled):
+    """The resource is being changed by another request (IAM's ConcurrentModification): refused, so
+    repeating it is safe."""
+
+
 class DependencyViolation(Retryable):
     """A delete raced a dependent that is still going away; wait and delete again."""
 
@@ -73,9 +82,26 @@ class InvalidRequest(Fatal):
     """The request is wrong: a validation error, a quota, a bad AMI or key pair."""
 
 
+class InvalidReference(InvalidRequest):
+    """A resource the spec names (a VPC, subnet or security group id, an AMI, a key pair, an instance
+    profile) does not exist. Raised by controllers with the field path, never from an error code alone:
+    the same code about a resource we recorded is drift."""
+
+    def __init__(self, field: str, message: str, service: str = "", operation: str = "") -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}", service, operation, "InvalidReference")
+
+
 class MissingCredentials(Fatal):
     """No credentials and no endpoint: nothing to talk to."""
 
+
+# -- classification tables -------------------------------------------------------------------------------
+# One table per service (codes as each service's API reference and botocore's service models name them),
+# then a shared fallback for codes every AWS query API uses. The same code can mean different things in
+# different services: ELBv2's SubnetNotFound names a subnet in the *request* (the request is wrong, retrying
+# cannot help), while an EC2 *.NotFound about a resource we recorded is drift; IAM's LimitExceeded is a
+# quota, not throttling; IAM's ConcurrentModification is a refusal worth repeating.
 
 THROTTLING_CODES = frozenset(
     {
@@ -105,39 +131,6 @@ TRANSIENT_CODES = frozenset(
         "Unavailable",
         "RequestTimeout",
         "RequestTimeoutException",
-        "IDPCommunicationError",
-        "InsufficientInstanceCapacity",
-        "InsufficientAddressCapacity",
-        "EC2ThrottledException",
-    }
-)
-
-DEPENDENCY_CODES = frozenset({"DependencyViolation", "ResourceInUse", "InvalidIPAddress.InUse"})
-
-NOT_FOUND_CODES = frozenset(
-    {
-        "NatGatewayNotFound",
-        "LoadBalancerNotFound",
-        "TargetGroupNotFound",
-        "ListenerNotFound",
-        "ResourceNotFoundException",
-        "NoSuchEntity",
-        "InvalidTarget",
-        "Gateway.NotAttached",
-    }
-)
-
-ALREADY_EXISTS_CODES = frozenset(
-    {
-        "InvalidGroup.Duplicate",
-        "DuplicateLoadBalancerName",
-        "DuplicateTargetGroupName",
-        "DuplicateListener",
-        "RouteAlreadyExists",
-        "InvalidPermission.Duplicate",
-        "Resource.AlreadyAssociated",
-        "EntityAlreadyExists",
-        "AlreadyExists",
     }
 )
 
@@ -152,32 +145,124 @@ PERMISSION_CODES = frozenset(
         "SignatureDoesNotMatch",
         "UnrecognizedClientException",
         "ExpiredToken",
+        "MissingAuthenticationToken",
     }
 )
 
-# Not-found codes that name something the *request* refers to (a bad AMI, a missing key pair): user
-# errors, not drift of a resource we recorded.
-FATAL_NOT_FOUND_CODES = frozenset(
-    {"InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidKeyPair.NotFound", "InvalidAMIID.Unavailable"}
-)
+SHARED_CODES: dict[str, type[AWSError]] = {
+    **dict.fromkeys(THROTTLING_CODES, Throttled),
+    **dict.fromkeys(TRANSIENT_CODES, Transient),
+    **dict.fromkeys(PERMISSION_CODES, PermissionDenied),
+    "DependencyViolation": DependencyViolation,
+    "ResourceInUse": DependencyViolation,
+    "ResourceNotFoundException": NotFound,
+    "AlreadyExists": AlreadyExists,
+    "ValidationError": InvalidRequest,
+    "InvalidParameterValue": InvalidRequest,
+    "InvalidParameterCombination": InvalidRequest,
+    "MissingParameter": InvalidRequest,
+}
+"""Codes every service means the same way; consulted after the service's own table."""
+
+EC2_CODES: dict[str, type[AWSError]] = {
+    "RequestLimitExceeded": Throttled,
+    "InsufficientInstanceCapacity": Transient,
+    "InsufficientAddressCapacity": Transient,
+    "DependencyViolation": DependencyViolation,
+    "InvalidIPAddress.InUse": DependencyViolation,
+    # Describes of what we recorded: drift (or eventual consistency right after a create).
+    "NatGatewayNotFound": NotFound,
+    "Gateway.NotAttached": NotFound,
+    "InvalidVpcID.NotFound": NotFound,
+    "InvalidSubnetID.NotFound": NotFound,
+    "InvalidGroup.NotFound": NotFound,
+    "InvalidInstanceID.NotFound": NotFound,
+    "InvalidInternetGatewayID.NotFound": NotFound,
+    "InvalidRouteTableID.NotFound": NotFound,
+    "InvalidAllocationID.NotFound": NotFound,
+    "InvalidAssociationID.NotFound": NotFound,
+    "InvalidPermission.NotFound": NotFound,
+    "InvalidRoute.NotFound": NotFound,
+    # Something the request names that the user supplied: the request is wrong.
+    "InvalidAMIID.NotFound": InvalidRequest,
+    "InvalidAMIID.Malformed": InvalidRequest,
+    "InvalidAMIID.Unavailable": InvalidRequest,
+    "InvalidKeyPair.NotFound": InvalidRequest,
+    "IdempotentParameterMismatch": InvalidRequest,
+    "Unsupported": InvalidRequest,
+    "InvalidGroup.Duplicate": AlreadyExists,
+    "InvalidPermission.Duplicate": AlreadyExists,
+    "RouteAlreadyExists": AlreadyExists,
+    "Resource.AlreadyAssociated": AlreadyExists,
+}
+
+ELBV2_CODES: dict[str, type[AWSError]] = {
+    "PriorRequestNotComplete": Throttled,
+    "InsufficientCapacity": Transient,
+    "HealthUnavailable": Transient,
+    "ResourceInUse": DependencyViolation,
+    "LoadBalancerNotFound": NotFound,
+    "TargetGroupNotFound": NotFound,
+    "ListenerNotFound": NotFound,
+    "RuleNotFound": NotFound,
+    "ResourceNotFound": NotFound,
+    # Registering an instance that is gone or not running yet.
+    "InvalidTarget": NotFound,
+    # Not-found codes about what the request names (subnets, groups, addresses, certificates).
+    "SubnetNotFound": InvalidRequest,
+    "InvalidSubnet": InvalidRequest,
+    "InvalidSecurityGroup": InvalidRequest,
+    "AllocationIdNotFound": InvalidRequest,
+    "CertificateNotFound": InvalidRequest,
+    "SSLPolicyNotFound": InvalidRequest,
+    "AvailabilityZoneNotSupported": InvalidRequest,
+    "DuplicateLoadBalancerName": AlreadyExists,
+    "DuplicateTargetGroupName": AlreadyExists,
+    "DuplicateListener": AlreadyExists,
+    "PriorityInUse": AlreadyExists,
+}
+
+IAM_CODES: dict[str, type[AWSError]] = {
+    "NoSuchEntity": NotFound,
+    "EntityAlreadyExists": AlreadyExists,
+    "DeleteConflict": DependencyViolation,
+    "ConcurrentModification": Busy,
+    "EntityTemporarilyUnmodifiable": Busy,
+    "ServiceFailure": Transient,
+    "LimitExceeded": InvalidRequest,
+    "InvalidInput": InvalidRequest,
+    "MalformedPolicyDocument": InvalidRequest,
+    "UnmodifiableEntity": InvalidRequest,
+}
+
+STS_CODES: dict[str, type[AWSError]] = {
+    "IDPCommunicationError": Transient,
+    "ExpiredTokenException": PermissionDenied,
+    "RegionDisabledException": PermissionDenied,
+    "IDPRejectedClaim": PermissionDenied,
+    "InvalidIdentityToken": PermissionDenied,
+    "MalformedPolicyDocument": InvalidRequest,
+    "PackedPolicyTooLarge": InvalidRequest,
+}
+
+SERVICE_CODES: dict[str, dict[str, type[AWSError]]] = {
+    "ec2": EC2_CODES,
+    "elbv2": ELBV2_CODES,
+    "iam": IAM_CODES,
+    "sts": STS_CODES,
+}
 
 
-def classify_code(code: str, http_status: int = 400) -> type[AWSError]:
-    """The error type for an AWS error code (and HTTP status when the code is unknown)."""
-    if code in THROTTLING_CODES:
-        return Throttled
-    if code in TRANSIENT_CODES:
-        return Transient
-    if code in DEPENDENCY_CODES:
-        return DependencyViolation
-    if code in FATAL_NOT_FOUND_CODES:
-        return InvalidRequest
-    if code in NOT_FOUND_CODES or code.endswith((".NotFound", "NotFoundException", "NotFound")):
+def classify_code(code: str, http_status: int = 400, service: str = "") -> type[AWSError]:
+    """The error type for an AWS error code: the service's table, then the shared one, then the code's
+    shape (``*.NotFound``, ``*.Duplicate``) and the HTTP status."""
+    mapped = SERVICE_CODES.get(service, {}).get(code) or SHARED_CODES.get(code)
+    if mapped is not None:
+        return mapped
+    if code.endswith((".NotFound", "NotFoundException", "NotFound")):
         return NotFound
-    if code in ALREADY_EXISTS_CODES or code.endswith(".Duplicate"):
+    if code.endswith(".Duplicate"):
         return AlreadyExists
-    if code in PERMISSION_CODES:
-        return PermissionDenied
     if http_status >= 500:
         return Transient
     if code == "429" or http_status == 429:
@@ -194,7 +279,7 @@ def classify(exc: Exception, service: str = "", operation: str = "") -> AWSError
         code = str(error.get("Code", "Unknown"))
         message = str(error.get("Message", "")) or str(exc)
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400) or 400)
-        mapped = classify_code(code, status)
+        mapped = classify_code(code, status, service)
         result = mapped(f"{service}:{operation}: {code}: {message}", service, operation, code)
     elif isinstance(exc, NoCredentialsError):
         result = MissingCredentials(

@@ -254,13 +254,19 @@ class AWSClients:
             if classify_is_throttle(outcome):
                 limiter.throttled(service, model.name)
 
-        def after_call_error(exception: Exception, context: dict[str, Any], **_: Any) -> None:
-            operation = str(context.get("operation_name") or context.get("client_config", "?"))
-            record_call(service, operation, type(exception).__name__)
+        def after_call_error(exception: Exception, event_name: str, **_: Any) -> None:
+            # No response (a refused connection, a timeout): the event name is the only place botocore
+            # names the operation ("after-call-error.<service-id>.<Operation>").
+            record_call(service, operation_of_event(event_name), type(exception).__name__)
 
         raw.meta.events.register("before-call", before_call)
         raw.meta.events.register("after-call", after_call)
         raw.meta.events.register("after-call-error", after_call_error)
+
+
+def operation_of_event(event_name: str) -> str:
+    """The operation a botocore client event is about: ``after-call-error.ec2.CreateVpc`` → ``CreateVpc``."""
+    return event_name.rsplit(".", 1)[-1] if event_name.count(".") >= 2 else "Unknown"
 
 
 def classify_is_throttle(outcome: str) -> bool:

@@ -52,6 +52,7 @@ from capa_py.store.errors import StoreError
 
 EXIT_OK = 0
 EXIT_FAILED = 1
+EXIT_INVALID = 2
 EXIT_LEAKS = 3
 
 
@@ -246,7 +247,15 @@ def register(app: typer.Typer) -> None:
                 "--include-foreign deletes other stores' resources: name the cluster with --cluster NAME",
                 param_hint="--include-foreign",
             )
-        with globals_of(ctx).store() as store:
+        opened = globals_of(ctx).existing_store()
+        if opened is None:
+            # Never created by an audit: with no store, every tagged resource would look orphaned.
+            fail(
+                f"no store at {globals_of(ctx).state}: the audit judges resources by the clusters a store "
+                "manages (pass --state with the store that made them)",
+                EXIT_INVALID,
+            )
+        with opened as store:
             default_region = options.regions[0] if options.regions else region_of([], store)
             aws = aws_context(ctx, aws_endpoint, default_region, profile, endpoint_profile)
             with call_scope() as calls:

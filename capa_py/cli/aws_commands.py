@@ -38,6 +38,7 @@ from capa_py.cli.common import (
     globals_of,
     load_files,
     region_of,
+    say_no_store,
     stderr,
     stdout,
 )
@@ -328,16 +329,21 @@ def register(app: typer.Typer) -> None:
         check_output(output)
         from capa_py.inventory import recorded_resources, verify_tags
 
-        with globals_of(ctx).store() as store:
-            rows = recorded_resources(store, cluster=cluster, namespace=namespace)
-            if not offline and rows:
-                aws = aws_context(
-                    ctx, aws_endpoint, region or region_of([], store), profile, endpoint_profile
-                )
-                try:
-                    verify_tags(rows, aws.pool, aws.engine)
-                except AWSError as exc:
-                    fail(str(exc))
+        rows = []
+        opened = globals_of(ctx).existing_store()
+        if opened is None:
+            say_no_store(globals_of(ctx).state)  # a listing never creates a store
+        else:
+            with opened as store:
+                rows = recorded_resources(store, cluster=cluster, namespace=namespace)
+                if not offline and rows:
+                    aws = aws_context(
+                        ctx, aws_endpoint, region or region_of([], store), profile, endpoint_profile
+                    )
+                    try:
+                        verify_tags(rows, aws.pool, aws.engine)
+                    except AWSError as exc:
+                        fail(str(exc))
         documents = [row.as_dict() for row in rows]
         if output == "json":
             sys.stdout.write(render_json({"resources": documents}) + "\n")

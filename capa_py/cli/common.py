@@ -21,7 +21,7 @@ from capa_py.aws.accounting import CallCounter
 from capa_py.aws.errors import AWSError
 from capa_py.cli.aws_context import AWSContext, build_aws_context
 from capa_py.logging import LogFormat
-from capa_py.store import SQLiteStore, open_store
+from capa_py.store import Missing, SQLiteStore, Unavailable, open_store
 from capa_py.store.protocol import ObjectStore
 
 EXIT_OK = 0
@@ -39,7 +39,25 @@ class Globals:
     verbosity: int
 
     def store(self) -> SQLiteStore:
-        return open_store(self.state)
+        """The store, created on first use; a path that is not a store exits 2 naming it."""
+        try:
+            return open_store(self.state)
+        except Unavailable as exc:
+            fail(str(exc), EXIT_INVALID)
+
+    def existing_store(self) -> SQLiteStore | None:
+        """The store if one exists (never created: read-only commands use this), else ``None``."""
+        try:
+            return open_store(self.state, create=False)
+        except Missing:
+            return None
+        except Unavailable as exc:
+            fail(str(exc), EXIT_INVALID)
+
+
+def say_no_store(state: Path) -> None:
+    """What read-only commands print when there is no store: it is treated as empty, not created."""
+    stderr.print(f"No store at {state}: nothing is stored yet.", markup=False, highlight=False)
 
 
 def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:

@@ -23,6 +23,7 @@ from capa_py.cli.common import (
     check_output,
     fail,
     globals_of,
+    say_no_store,
     stderr,
     stdout,
 )
@@ -83,7 +84,18 @@ def get(
         model = REGISTRY.resolve(kind)
     except UnknownKind as exc:
         fail(str(exc), EXIT_INVALID)
-    with globals_of(ctx).store() as store:
+    opened = globals_of(ctx).existing_store()
+    if opened is None:
+        # A read never creates a store: a missing one is empty.
+        say_no_store(globals_of(ctx).state)
+        if name is not None:
+            fail(f'{model.PLURAL} "{name}" not found')
+        if output != "table":
+            print_objects(sys.stdout, [], output, all_namespaces=all_namespaces)
+        elif not all_namespaces:
+            stderr.print(f"No resources found in {namespace or 'default'} namespace.", highlight=False)
+        return
+    with opened as store:
         try:
             if name is not None:
                 obj = store.get(model, name, namespace or "default")

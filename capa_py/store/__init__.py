@@ -7,7 +7,16 @@ Controllers only see :class:`ObjectStore`; :func:`open_store` picks the implemen
 from pathlib import Path
 
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound, StoreError
+from capa_py.store.errors import (
+    AlreadyExists,
+    Conflict,
+    Expired,
+    Invalid,
+    Missing,
+    NotFound,
+    StoreError,
+    Unavailable,
+)
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectList, ObjectStore, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
@@ -16,12 +25,15 @@ from capa_py.store.sqlite import SQLiteStore
 DEFAULT_STATE = Path(".capa") / "state.db"
 
 
-def open_store(location: str | Path = DEFAULT_STATE, registry: KindRegistry = REGISTRY) -> SQLiteStore:
-    """Open the store at ``location`` (a SQLite file path, created on first use)."""
+def open_store(
+    location: str | Path = DEFAULT_STATE, registry: KindRegistry = REGISTRY, create: bool = True
+) -> SQLiteStore:
+    """Open the store at ``location`` (a SQLite file path, created on first use unless ``create=False``,
+    which raises :class:`Missing` instead)."""
     text = str(location)
     if text.startswith("sqlite://"):
         text = text.removeprefix("sqlite://")
-    return SQLiteStore(text, registry=registry)
+    return SQLiteStore(text, registry=registry, create=create)
 
 
 __all__ = [
@@ -32,11 +44,13 @@ __all__ = [
     "FieldSelector",
     "Invalid",
     "LabelSelector",
+    "Missing",
     "NotFound",
     "ObjectList",
     "ObjectStore",
     "SQLiteStore",
     "StoreError",
+    "Unavailable",
     "WatchEvent",
     "open_store",
     "retry_on_conflict",

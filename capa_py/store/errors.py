@@ -5,7 +5,9 @@
  ├─ ``AlreadyExists``  create of a name that is taken (409)
  ├─ ``Conflict``       the write was based on a stale ``resourceVersion``: re-read and retry (409)
  ├─ ``Invalid``        the object fails validation; ``field`` names the path (422)
- └─ ``Expired``        a watch asked for a ``resourceVersion`` that was compacted away: re-list (410)
+ ├─ ``Expired``        a watch asked for a ``resourceVersion`` that was compacted away: re-list (410)
+ └─ ``Unavailable``    the store cannot be opened: the path is not a database, or (opened without
+     └─ ``Missing``    creating) nothing is there yet
 """
 
 from __future__ import annotations
@@ -41,3 +43,20 @@ class Invalid(StoreError):
 
 class Expired(StoreError):
     status = 410
+
+
+class Unavailable(StoreError):
+    """The store cannot be opened at its path (a directory, a text file, an unreadable location)."""
+
+    status = 503
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        super().__init__(f"cannot open the store at {path}: {reason}")
+
+
+class Missing(Unavailable):
+    """No store exists at the path, and it was opened without creating one."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "no store exists there")

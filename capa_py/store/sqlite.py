@@ -28,7 +28,7 @@ from capa_py.api.loader import format_loc
 from capa_py.api.meta import KubeObject, utcnow, validate_dns_subdomain
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
-from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, NotFound
+from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, Missing, NotFound, Unavailable
 from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
 
@@ -71,6 +71,14 @@ STORE_UID_KEY = "uid"
 _log = get_logger("store.sqlite")
 
 
+def _open_failure(exc: BaseException) -> str:
+    if isinstance(exc, sqlite3.DatabaseError) and "not a database" in str(exc):
+        return "the file is not a capa store (not a SQLite database)"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)
+
+
 def _labels(doc: dict[str, Any]) -> dict[str, str]:
     return dict(doc.get("metadata", {}).get("labels", {}))
 
@@ -88,9 +96,13 @@ class SQLiteStore:
         registry: KindRegistry = REGISTRY,
         poll_interval: float = 0.05,
         retain_events: int = 100_000,
+        create: bool = True,
     ) -> None:
+        """Open the store at ``path``; ``create=False`` never creates a file or directory and raises
+        :class:`Missing` when there is no store yet. A path that is not a store raises
+        :class:`Unavailable`."""
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._creates = create
         self.registry = registry
         self.poll_interval = poll_interval
         self.retain_events = retain_events
@@ -98,10 +110,20 @@ class SQLiteStore:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._uid: str | None = None
-        with self._write() as conn:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+        if self.path.is_dir():
+            raise Unavailable(str(self.path), "it is a directory")
+        if not create and not self.path.exists():
+            raise Missing(str(self.path))
+        try:
+            if create:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._write() as conn:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+        except (sqlite3.DatabaseError, OSError) as exc:
+            self.close()
+            raise Unavailable(str(self.path), _open_failure(exc)) from exc
 
     @property
     def uid(self) -> str:
@@ -126,7 +148,11 @@ class SQLiteStore:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
+            # mode=rw opens an existing database only: a store opened without creating stays absent.
+            target = self.path if self._creates else f"{self.path.resolve().as_uri()}?mode=rw"
+            conn = sqlite3.connect(
+                target, timeout=60.0, isolation_level=None, check_same_thread=False, uri=not self._creates
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA busy_timeout=60000")

@@ -64,10 +64,13 @@ def test_version_prints_the_package_version(cli: Cli) -> None:
 def test_global_state_option_goes_before_the_subcommand(cli: Cli, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere" / "s.db"
     elsewhere.parent.mkdir()
-    result = cli("get", "clusters", state_path=elsewhere)
+    stored = cli("apply", "-f", str(EXAMPLE), "--no-wait", state_path=elsewhere)
+    assert stored.exit_code == 0, str(stored)
+    result = cli("get", "clusters", "-o", "json", state_path=elsewhere)
     assert result.exit_code == 0, str(result)
-    assert "No resources found in default namespace." in result.stderr, str(result)
-    assert elsewhere.exists(), "capa --state PATH get … did not use PATH as its store"
+    assert [c["metadata"]["name"] for c in json.loads(result.stdout)["items"]] == ["demo"], (
+        f"capa --state PATH get … did not read PATH as its store:\n{result}"
+    )
 
     after = cli("get", "clusters", "--state", str(elsewhere))
     assert after.exit_code == 2, f"--state after the subcommand should be a usage error:\n{after}"
