@@ -76,7 +76,7 @@ def _delete_vpc_endpoint(aws: AWSClients, row: AuditRow) -> None:
     for failure in response.get("Unsuccessful", []):
         error = failure.get("Error", {})
         code = str(error.get("Code", "Unknown"))
-        raise classify_code(code)(
+        raise classify_code(code, service="ec2")(
             f"ec2:DeleteVpcEndpoints: {code}: {error.get('Message', '')}", "ec2", "DeleteVpcEndpoints", code
         )
 
