@@ -92,7 +92,7 @@ def converge(
 
     def done() -> bool:
         # A status says what the last reconcile saw, maybe in another process long ago: an object counts
-        # only once this run has reconciled it, and "ready" only when no work is left in the queue.
+        # only once this run has reconciled it, and "ready" only when none of them has work left queued.
         nonlocal last
         last = _refresh(store, targets)
         states = [readiness(o) for o in last]
@@ -104,7 +104,8 @@ def converge(
             if any(s == "failed" and fresh for s, fresh in zip(states, seen, strict=True)):
                 return True
             deleting = any(o is not None and o.being_deleted for o in last)
-            if all(s == "ready" for s in states) and all(seen) and manager.idle and not deleting:
+            settled = not deleting and not manager.has_work(keys)
+            if all(s == "ready" for s in states) and all(seen) and settled:
                 return True
         return _all_blocked()
 

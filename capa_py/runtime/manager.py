@@ -224,6 +224,11 @@ class Manager:
             busy = self._busy
         return busy == 0 and len(self.queue) == 0
 
+    def has_work(self, keys: Iterable[ObjectKey]) -> bool:
+        """Whether any of ``keys`` still has a reconcile queued or running (other objects' retries, such
+        as a failed object's long back-off, do not count)."""
+        return self.queue.has_work(keys)
+
     def run(
         self,
         until: Callable[[], bool] | None = None,

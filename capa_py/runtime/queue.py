@@ -9,6 +9,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -88,10 +89,10 @@ class WorkQueue:
         if due is not None:
             self.add(key, max(0.0, due - time.monotonic()))
 
-    def next_due(self) -> float | None:
+    def has_work(self, keys: Iterable[ObjectKey]) -> bool:
+        """Whether any of ``keys`` is queued (due now or later) or being reconciled."""
         with self._cond:
-            live = [d for d, k in self._heap if self._due.get(k) == d]
-            return min(live) if live else None
+            return any(k in self._due or k in self._processing or k in self._dirty for k in keys)
 
     def __len__(self) -> int:
         with self._cond:

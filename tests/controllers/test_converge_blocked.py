@@ -102,3 +102,25 @@ def test_a_machine_naming_a_missing_cluster_blocks_with_the_core_controllers_con
         if c.type == "Ready"
     )
     assert (condition.status, condition.reason) == ("False", CLUSTER_NOT_FOUND), condition
+
+
+def test_a_failed_object_outside_the_targets_does_not_hold_back_a_converged_wait(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    """A fatal failure is retried after a long back-off; that queued retry of an object the wait is not
+    about must not keep the wait going until its timeout once every target is ready."""
+    objects = example()
+    broken = next(o for o in objects if o.KIND == "AWSMachine" and o.name == "demo-worker-1")
+    broken.spec.ami.id = "ami-0000000000000dead"  # type: ignore[attr-defined]
+    stored = harness.apply(objects)
+    outside = {"Machine default/demo-worker-1", "AWSMachine default/demo-worker-1"}
+    everything = [o for o in stored if o.KIND != "Secret"]
+    converge(harness.store, harness.controllers(), everything, timeout=TIMEOUT)  # the worker fails
+    failed = harness.store.get(type(broken), broken.name, broken.namespace)
+    assert failed.status.failure_reason, "the broken machine never failed; the test is void"  # type: ignore[attr-defined]
+
+    targets = [o for o in everything if o.ref() not in outside]
+    result = converge(harness.store, harness.controllers(), targets, timeout=TIMEOUT)
+
+    assert result.converged, result.states
+    assert not result.timed_out, "the wait ran into its timeout: another object's retry held it back"
