@@ -87,8 +87,6 @@ class Manager:
         for controller in controllers:
             for kind in (controller.kind, *controller.watched_kinds):
                 self._kinds[kind.KIND] = kind
-        self._busy = 0
-        self._busy_lock = threading.Lock()
         self._seen: dict[ObjectKey, str] = {}
         self._settled: dict[ObjectKey, int] = {}
         self._views: dict[tuple[str, ObjectKey], object] = {}
@@ -158,14 +156,10 @@ class Manager:
         key = self.queue.get(timeout)
         if key is None:
             return False
-        with self._busy_lock:
-            self._busy += 1
         try:
             self._reconcile(key)
         finally:
             self.queue.done(key)
-            with self._busy_lock:
-                self._busy -= 1
         return True
 
     def _reconcile(self, key: ObjectKey) -> None:
@@ -217,12 +211,6 @@ class Manager:
         # meantime keeps its event, and so its reconcile.
         if desired_fingerprint(current) == reported and current.metadata.resource_version:
             self._settled[key] = int(current.metadata.resource_version)
-
-    @property
-    def idle(self) -> bool:
-        with self._busy_lock:
-            busy = self._busy
-        return busy == 0 and len(self.queue) == 0
 
     def has_work(self, keys: Iterable[ObjectKey]) -> bool:
         """Whether any of ``keys`` still has a reconcile queued or running (other objects' retries, such
