@@ -414,6 +414,11 @@ class AWSMachine(KubeObject):
     """What Cluster API Provider AWS lets an update change; every other spec field is immutable."""
 
     def immutable_issues(self, old: AWSMachine) -> list[FieldIssue]:
+        """CAPA's rule, once there is an instance to protect: until the machine has one (recorded, or an
+        interrupted create's intent), its spec is still a request that can be corrected — a bad AMI, an
+        instance type AWS refused — and the next reconcile launches from the corrected spec."""
+        if not (old.status.instance_id or old.status.resources or old.status.intents):
+            return []
         return immutable(
             "spec", without(old.spec, self.MUTABLE_SPEC_FIELDS), without(self.spec, self.MUTABLE_SPEC_FIELDS)
         )

@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from capa_py.api.aws import AWSCluster, AWSMachine, AWSResourceReference, Volume
+from capa_py.api.aws import (
+    AWSCluster,
+    AWSMachine,
+    AWSResourceReference,
+    IntentRecord,
+    RecordedResource,
+    Volume,
+)
 from capa_py.api.cluster import APIEndpoint, Cluster, Machine
 from capa_py.api.loader import load_manifests
-from capa_py.api.meta import KubeObject
+from capa_py.api.meta import KubeObject, utcnow
 from capa_py.operations import apply_objects
 from capa_py.store.errors import Invalid
 from capa_py.store.sqlite import SQLiteStore
@@ -27,9 +34,12 @@ def _one(objects: list[KubeObject], kind: type[KubeObject], name: str = "demo") 
     return next(o for o in objects if isinstance(o, kind) and o.name == name)
 
 
-def _worker(objects: list[KubeObject]) -> AWSMachine:
+def _worker(objects: list[KubeObject], launched: bool = True) -> AWSMachine:
+    """The worker's AWSMachine, with a recorded instance unless ``launched`` is False."""
     machine = _one(objects, AWSMachine, "demo-worker-0")
     assert isinstance(machine, AWSMachine)
+    if launched:
+        machine.status.resources["instance"] = RecordedResource(kind="instance", id="i-0123456789abcdef0")
     return machine
 
 
@@ -70,6 +80,19 @@ def test_awsmachine_fields_capa_treats_as_immutable_are_named_with_both_values(p
     assert message in issues[path], issues
 
 
+@pytest.mark.parametrize("path", sorted(MACHINE_IMMUTABLE))
+def test_awsmachine_spec_can_be_corrected_until_an_instance_exists(path: str) -> None:
+    change, _ = MACHINE_IMMUTABLE[path]
+    assert _issues(_worker(_objects(), launched=False), change) == {}  # type: ignore[arg-type]
+
+
+def test_awsmachine_with_only_an_intent_is_already_immutable() -> None:
+    machine = _worker(_objects(), launched=False)
+    machine.status.intents["instance"] = IntentRecord(kind="instance", started_at=utcnow(), fingerprint="f")
+    issues = _issues(machine, MACHINE_IMMUTABLE["spec.instanceType"][0])  # type: ignore[arg-type]
+    assert list(issues) == ["spec.instanceType"], issues
+
+
 def test_awsmachine_controller_fields_tags_and_additional_groups_stay_mutable() -> None:
     def change(m: KubeObject) -> None:
         assert isinstance(m, AWSMachine)
@@ -83,6 +106,8 @@ def test_awsmachine_controller_fields_tags_and_additional_groups_stay_mutable() 
 
 def test_awsmachine_root_volume_change_names_the_leaf_field() -> None:
     machine = _one(_objects(), AWSMachine, "demo-control-plane-0")
+    assert isinstance(machine, AWSMachine)
+    machine.status.instance_id = "i-0123456789abcdef0"
     issues = _issues(machine, lambda m: setattr(m.spec.root_volume, "size", 80))  # type: ignore[union-attr]
     assert issues == {"spec.rootVolume.size": "immutable (was 40, now 80)"}
 
@@ -158,6 +183,13 @@ def store(tmp_path: Path) -> Iterator[SQLiteStore]:
     opened.close()
 
 
+def _launched(store: SQLiteStore) -> None:
+    """Record an instance for every stored AWSMachine, as the controller does once it launched one."""
+    for machine in store.list(AWSMachine):
+        machine.status.resources["instance"] = RecordedResource(kind="instance", id="i-0123456789abcdef0")
+        store.update_status(machine)
+
+
 def _everything(store: SQLiteStore) -> list[dict[str, object]]:
     kinds: tuple[type[KubeObject], ...] = (Cluster, AWSCluster, Machine, AWSMachine)
     return [o.to_dict() for kind in kinds for o in store.list(kind)]
@@ -165,6 +197,7 @@ def _everything(store: SQLiteStore) -> list[dict[str, object]]:
 
 def test_apply_refuses_an_immutable_change_before_writing_any_document(store: SQLiteStore) -> None:
     apply_objects(store, _objects())
+    _launched(store)
     before = _everything(store)
     objects = _objects()
     _awscluster(objects).spec.additional_tags = {"team": "changed"}  # a mutable change, earlier in order
@@ -200,6 +233,7 @@ def test_apply_keeps_controller_set_fields_the_manifest_leaves_unset(store: SQLi
 
 def test_apply_names_every_refused_field_of_every_document(store: SQLiteStore) -> None:
     apply_objects(store, _objects())
+    _launched(store)
     objects = _objects()
     _awscluster(objects).spec.region = "us-west-2"
     _worker(objects).spec.instance_type = "t3.large"

@@ -13,7 +13,7 @@ from capa_py.api.aws import AWSCluster, SubnetSpec
 from capa_py.api.cluster import Cluster
 from capa_py.api.loader import ManifestError, load_manifests
 from capa_py.api.meta import KubeObject
-from capa_py.engine.tags import ROLE_TAG, cluster_tag_key
+from capa_py.engine.tags import CAPA_PY_ROLE_TAG, ROLE_TAG, cluster_tag_key
 from capa_py.operations import apply_objects
 from controllers.awscluster import choose_zones
 from tests.controllers.conftest import EXAMPLE, Harness
@@ -69,7 +69,8 @@ def test_vpc_and_subnet_tags_and_cross_zone_take_effect_and_follow_changes(
     vpc = harness.aws.ec2.call("DescribeVpcs", VpcIds=[status.vpc_id])["Vpcs"][0]
     assert _tags(vpc).get("cost-center") == "42", _tags(vpc)
     assert _tags(vpc).get(cluster_tag_key("demo")) == "owned", "a spec tag displaced a managed tag"
-    assert _tags(vpc).get(ROLE_TAG) == "vpc", _tags(vpc)
+    assert _tags(vpc).get(CAPA_PY_ROLE_TAG) == "vpc", _tags(vpc)
+    assert _tags(vpc).get(ROLE_TAG) == "common", _tags(vpc)
     by_cidr = {s["CidrBlock"]: _tags(s) for s in _subnets(harness)}
     assert by_cidr["10.0.0.0/20"].get("tier") == "edge-42", by_cidr["10.0.0.0/20"]
     assert _tags(vpc).get("team") == "team-42", _tags(vpc)

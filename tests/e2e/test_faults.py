@@ -150,7 +150,7 @@ def test_bad_ami_fails_the_machine_with_an_error_condition_and_no_retry_storm(
     assert run.returncode == 1, f"apply of a machine with an unknown AMI should exit 1:\n{run}"
     document = run.json()
     assert document["states"].get("AWSMachine default/demo-worker-0") == "failed", document["states"]
-    assert "InvalidAMIID" in run.stderr, f"the error output should name the AMI problem:\n{run}"
+    assert f"spec.ami.id: {BAD_AMI} does not exist" in run.stderr, f"the error must name the AMI:\n{run}"
 
     machine = next(o for o in capa.get("awsmachines") if o["metadata"]["name"] == "demo-worker-0")
     status = machine["status"]
