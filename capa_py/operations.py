@@ -13,7 +13,7 @@ and then creates them anew, or refuses; ``apply_objects`` raises :class:`BeingDe
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -111,28 +111,25 @@ class BeingDeleted(Conflict):
         super().__init__(f"{obj.KIND.lower()}/{obj.name} is being deleted")
 
 
-def being_deleted(store: ObjectStore, objects: Sequence[KubeObject]) -> list[KubeObject]:
-    """The stored objects, among those named by ``objects``, that are marked for deletion."""
-    found: list[KubeObject] = []
+def _stored(store: ObjectStore, objects: Sequence[KubeObject]) -> Iterator[tuple[KubeObject, KubeObject]]:
+    """(manifest, stored object) for each manifest whose object exists in the store."""
     for manifest in objects:
         try:
-            current = store.get(type(manifest), manifest.metadata.name, manifest.metadata.namespace)
+            yield manifest, store.get(type(manifest), manifest.metadata.name, manifest.metadata.namespace)
         except NotFound:
             continue
-        if current.being_deleted:
-            found.append(current)
-    return found
+
+
+def being_deleted(store: ObjectStore, objects: Sequence[KubeObject]) -> list[KubeObject]:
+    """The stored objects, among those named by ``objects``, that are marked for deletion."""
+    return [current for _, current in _stored(store, objects) if current.being_deleted]
 
 
 def refuse_immutable_changes(store: ObjectStore, objects: Sequence[KubeObject]) -> None:
     """Raise :class:`Invalid` naming every immutable field the manifests would change on a stored object,
     before anything is written (an object being deleted is not updated but made anew: nothing to check)."""
     problems: list[str] = []
-    for manifest in objects:
-        try:
-            current = store.get(type(manifest), manifest.metadata.name, manifest.metadata.namespace)
-        except NotFound:
-            continue
+    for manifest, current in _stored(store, objects):
         if current.being_deleted:
             continue
         merged = _merge_manifest(current, manifest)
@@ -195,7 +192,7 @@ def delete_objects(
     back as ``(object, None)``.
     """
     if partial_ok and not ignore_not_found:
-        ignore_not_found = any(_stored(store, obj) for obj in objects)
+        ignore_not_found = any(True for _ in _stored(store, objects))
     results: list[tuple[KubeObject, KubeObject | None]] = []
     for obj in reversed(objects):
         try:
@@ -205,11 +202,3 @@ def delete_objects(
                 raise
             results.append((obj, None))
     return results
-
-
-def _stored(store: ObjectStore, obj: KubeObject) -> bool:
-    try:
-        store.get(type(obj), obj.metadata.name, obj.metadata.namespace)
-    except NotFound:
-        return False
-    return True
