@@ -20,7 +20,9 @@ EXIT_INVALID = 2
 def register(app: typer.Typer) -> None:
     @app.command()
     def manifests(
-        what: Annotated[str, typer.Argument(metavar="crds|rbac|deployment|all", help="Which documents to print.")],
+        what: Annotated[
+            str, typer.Argument(metavar="crds|rbac|deployment|all", help="Which documents to print.")
+        ],
         output: Annotated[str, typer.Option("-o", "--output", help="yaml (default) or json.")] = "yaml",
         image: Annotated[
             str, typer.Option("--image", help="The controller image the Deployment runs.")
@@ -28,7 +30,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Print CRDs, RBAC or the controller Deployment for a management cluster (`all`: every one)."""
         if what not in SELECTIONS:
-            typer.echo(f"error: unknown manifests {what!r} (expected one of {', '.join(SELECTIONS)})", err=True)
+            typer.echo(
+                f"error: unknown manifests {what!r} (expected one of {', '.join(SELECTIONS)})", err=True
+            )
             raise typer.Exit(EXIT_INVALID)
         if output not in ("yaml", "json"):
             typer.echo(f"error: -o must be yaml or json, not {output!r}", err=True)

@@ -27,7 +27,9 @@ CATEGORIES = ["cluster-api"]
 _CLUSTER_LABEL_PATH = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
 
 
-def _column(name: str, path: str, description: str, kind: str = "string", priority: int = 0) -> dict[str, Any]:
+def _column(
+    name: str, path: str, description: str, kind: str = "string", priority: int = 0
+) -> dict[str, Any]:
     column: dict[str, Any] = {"name": name, "type": kind, "jsonPath": path, "description": description}
     if priority:
         column["priority"] = priority
@@ -61,7 +63,11 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         _column("State", ".status.instanceState", "EC2 instance state"),
         _column("Ready", ".status.ready", "Machine ready status"),
         _column("InstanceID", ".status.instanceID", "EC2 instance ID"),
-        _column("Machine", '.metadata.ownerReferences[?(@.kind=="Machine")].name', "Machine object which owns this AWSMachine"),
+        _column(
+            "Machine",
+            '.metadata.ownerReferences[?(@.kind=="Machine")].name',
+            "Machine object which owns this AWSMachine",
+        ),
         _AGE,
     ],
 }

@@ -36,7 +36,11 @@ _CREDENTIALS = (
 
 
 def namespace() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE, "labels": dict(COMMON_LABELS)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": dict(COMMON_LABELS)},
+    }
 
 
 def _env() -> list[dict[str, Any]]:
@@ -121,7 +125,11 @@ def metrics_service() -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": METRICS_SERVICE, "namespace": NAMESPACE, "labels": {**COMMON_LABELS, **SELECTOR}},
+        "metadata": {
+            "name": METRICS_SERVICE,
+            "namespace": NAMESPACE,
+            "labels": {**COMMON_LABELS, **SELECTOR},
+        },
         "spec": {
             "selector": dict(SELECTOR),
             "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],

@@ -52,11 +52,17 @@ EXTRA_RULES: dict[tuple[str, str], JSONSchema] = {
 """Per (model class, wire field name): schema keywords merged into the generated property."""
 
 ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
-    ("Cluster metadata.name", "at most 63 characters and not starting with sg- (metadata is the API server's)"),
+    (
+        "Cluster metadata.name",
+        "at most 63 characters and not starting with sg- (metadata is the API server's)",
+    ),
     ("AWSCluster spec.region", "a region botocore knows (the schema checks the shape only)"),
     ("AWSCluster spec.network.vpc.cidrBlock, subnets[].cidrBlock", "no host bits set; netmask /16 to /28"),
-    ("AWSCluster spec.network.subnets", "inside the VPC block, not overlapping; cidrBlock and zone required "
-     "without id; no tags on bring-your-own VPC or subnets"),
+    (
+        "AWSCluster spec.network.subnets",
+        "inside the VPC block, not overlapping; cidrBlock and zone required "
+        "without id; no tags on bring-your-own VPC or subnets",
+    ),
     ("AWSCluster spec.network.vpc.cidrBlock", "required when vpc.id is not set"),
     ("AWSCluster spec.network.subnets[].availabilityZone", "a zone of spec.region"),
     ("AWSCluster spec.controlPlaneLoadBalancer.name", "not starting with internal-"),
@@ -191,7 +197,11 @@ def non_structural_nodes(schema: JSONSchema, path: str = "") -> list[str]:
     if "items" in schema:
         problems += non_structural_nodes(schema["items"], f"{path}[]")
     for forbidden in ("$ref", "anyOf", "oneOf", "allOf", "not", "additionalProperties"):
-        allowed = forbidden == "additionalProperties" and isinstance(schema[forbidden], dict) if forbidden in schema else True
+        allowed = (
+            forbidden == "additionalProperties" and isinstance(schema[forbidden], dict)
+            if forbidden in schema
+            else True
+        )
         if not allowed:
             problems.append(f"{path or '<root>'}: {forbidden}")
     return problems

@@ -13,11 +13,11 @@ import jsonschema
 import pytest
 import yaml
 
+from capa_py.api.aws import AWSCluster
 from capa_py.api.loader import ManifestError, load_manifest_text
 from capa_py.manifests import documents, render
 from capa_py.manifests.crds import crd_for, crds, custom_kinds
 from capa_py.manifests.schema import ADMISSION_ONLY, non_structural_nodes, structural_schema
-from capa_py.api.aws import AWSCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -83,7 +83,10 @@ def test_every_crd_schema_is_structural(model: Any) -> None:
 
 
 def test_the_structural_check_finds_a_node_without_a_type() -> None:
-    bad = {"type": "object", "properties": {"a": {"properties": {"b": {"type": "string"}}}, "c": {"anyOf": []}}}
+    bad = {
+        "type": "object",
+        "properties": {"a": {"properties": {"b": {"type": "string"}}}, "c": {"anyOf": []}},
+    }
     assert non_structural_nodes(bad) == [".a", ".c", ".c: anyOf"]
 
 
@@ -120,7 +123,9 @@ def _resolves(schema: dict[str, Any], json_path: str) -> bool:
 def test_printer_columns_name_fields_the_schema_has(model: Any) -> None:
     served = crd_for(model)["spec"]["versions"][0]
     schema = served["schema"]["openAPIV3Schema"]
-    missing = [c["jsonPath"] for c in served["additionalPrinterColumns"] if not _resolves(schema, c["jsonPath"])]
+    missing = [
+        c["jsonPath"] for c in served["additionalPrinterColumns"] if not _resolves(schema, c["jsonPath"])
+    ]
     assert missing == []
 
 
@@ -199,15 +204,30 @@ DELETE = object()
 SCHEMA_REJECTS = [
     ("vpc CIDR not a CIDR", _with(AWSCLUSTER, "spec.network.vpc.cidrBlock", "10.0.0.0")),
     ("vpc CIDR prefix out of range", _with(AWSCLUSTER, "spec.network.vpc.cidrBlock", "10.0.0.0/33")),
-    ("subnet CIDR octet out of range", _with(AWSCLUSTER, "spec.network.subnets.0.cidrBlock", "10.0.300.0/20")),
+    (
+        "subnet CIDR octet out of range",
+        _with(AWSCLUSTER, "spec.network.subnets.0.cidrBlock", "10.0.300.0/20"),
+    ),
     ("region missing", _with(AWSCLUSTER, "spec.region", DELETE)),
     ("region not region-shaped", _with(AWSCLUSTER, "spec.region", "moon")),
-    ("load balancer scheme not in the enum", _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.scheme", "public")),
-    ("load balancer type not in the enum", _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.loadBalancerType", "alb")),
+    (
+        "load balancer scheme not in the enum",
+        _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.scheme", "public"),
+    ),
+    (
+        "load balancer type not in the enum",
+        _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.loadBalancerType", "alb"),
+    ),
     ("load balancer name too long", _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.name", "a" * 33)),
-    ("load balancer name starts with a hyphen", _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.name", "-lb")),
+    (
+        "load balancer name starts with a hyphen",
+        _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.name", "-lb"),
+    ),
     ("zone usage limit above 16", _with(AWSCLUSTER, "spec.network.vpc.availabilityZoneUsageLimit", 17)),
-    ("zone selection not in the enum", _with(AWSCLUSTER, "spec.network.vpc.availabilityZoneSelection", "Any")),
+    (
+        "zone selection not in the enum",
+        _with(AWSCLUSTER, "spec.network.vpc.availabilityZoneSelection", "Any"),
+    ),
     ("tag value longer than 256", _with(AWSCLUSTER, "spec.additionalTags", {"team": "x" * 257})),
     ("isPublic not a boolean", _with(AWSCLUSTER, "spec.network.subnets.0.isPublic", "maybe")),
     ("unknown spec field", _with(AWSCLUSTER, "spec.vpcCidr", "10.0.0.0/16")),
@@ -223,7 +243,10 @@ SCHEMA_REJECTS = [
     ("machine infrastructureRef missing", _with(MACHINE, "spec.infrastructureRef", DELETE)),
     ("API server port other than 6443", _with(CLUSTER, "spec.clusterNetwork", {"apiServerPort": 443})),
     ("cluster phase not in the enum", _with(CLUSTER, "status", {"phase": "Exploded"})),
-    ("condition status not True/False/Unknown", _with(CLUSTER, "status", {"conditions": [{"type": "Ready", "status": "Yes"}]})),
+    (
+        "condition status not True/False/Unknown",
+        _with(CLUSTER, "status", {"conditions": [{"type": "Ready", "status": "Yes"}]}),
+    ),
 ]
 
 
@@ -241,7 +264,10 @@ ADMISSION_REJECTS = [
     ("region botocore does not know", _with(AWSCLUSTER, "spec.region", "xx-nowhere-1")),
     ("subnet outside the VPC", _with(AWSCLUSTER, "spec.network.subnets.0.cidrBlock", "10.1.0.0/20")),
     ("zone of another region", _with(AWSCLUSTER, "spec.network.subnets.0.availabilityZone", "us-west-2a")),
-    ("load balancer name starting with internal-", _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.name", "internal-lb")),
+    (
+        "load balancer name starting with internal-",
+        _with(AWSCLUSTER, "spec.controlPlaneLoadBalancer.name", "internal-lb"),
+    ),
     ("tag key with the aws: prefix", _with(AWSCLUSTER, "spec.additionalTags", {"aws:team": "x"})),
     ("instance type botocore does not know", _with(AWSMACHINE, "spec.instanceType", "t3.gigantic")),
     ("AMI id not ami-hex", _with(AWSMACHINE, "spec.ami.id", "ami-xyz")),
@@ -250,7 +276,9 @@ ADMISSION_REJECTS = [
 
 
 @pytest.mark.parametrize(("case", "doc"), ADMISSION_REJECTS, ids=[c for c, _ in ADMISSION_REJECTS])
-def test_rules_only_admission_checks_are_refused_by_the_models_and_listed(case: str, doc: dict[str, Any]) -> None:
+def test_rules_only_admission_checks_are_refused_by_the_models_and_listed(
+    case: str, doc: dict[str, Any]
+) -> None:
     """These pass the schema (a JSON schema cannot say them: metadata, lookups, cross-field rules); the
     models refuse them, and the schema module lists them. When a schema learns one, move it up."""
     assert model_rejects(doc), f"{case}: the models accept it"
@@ -265,7 +293,11 @@ def test_crds_are_the_same_bytes_in_every_process() -> None:
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
         run = subprocess.run(
             [sys.executable, "-m", "capa_py.cli", "manifests", "all"],
-            capture_output=True, text=True, env=env, check=True, cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            cwd=ROOT,
         )
         outputs.add(run.stdout)
     assert len(outputs) == 1
