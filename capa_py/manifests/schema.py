@@ -63,7 +63,7 @@ ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
         "inside the VPC block, not overlapping; cidrBlock and zone required "
         "without id; no tags on bring-your-own VPC or subnets",
     ),
-    ("AWSCluster spec.network.vpc.cidrBlock", "required when vpc.id is not set"),
+    ("AWSCluster spec.network.vpc", "cidrBlock required when id is not set"),
     ("AWSCluster spec.network.subnets[].availabilityZone", "a zone of spec.region"),
     ("AWSCluster spec.controlPlaneLoadBalancer.name", "not starting with internal-"),
     ("tag keys (additionalTags, tags)", "1 to 128 characters, not starting with aws:"),
