@@ -13,10 +13,11 @@ the API server requires:
   unknown fields, and its strict field validation (kubectl's default) refuses them;
 - a free-form value (``Any``, ``dict[str, Any]``) is marked ``x-kubernetes-preserve-unknown-fields`` — the
   only nodes without a ``type``;
-- ``metadata`` is left to the API server (``type: object``).
+- ``metadata`` is left to the API server (``type: object``), but for rules on ``metadata.name``.
 
-Rules the models check in field validators that a schema can also express (an IPv4 CIDR's shape, a
-region's shape, tag value lengths, the one API server port supported) are added from :data:`EXTRA_RULES`;
+Rules the models check that a schema can also express (an IPv4 CIDR's shape and netmask, a region's shape,
+an AMI id's form, tag value lengths, the one API server port supported) are added from :data:`EXTRA_RULES`,
+and a Cluster's name rules from :data:`METADATA_NAME_RULES`;
 what it cannot express is listed in :data:`ADMISSION_ONLY` and checked by admission (the same
 ``semantic_issues``/validators ``capa apply`` runs).
 """
@@ -31,8 +32,17 @@ from capa_py.api.meta import KubeObject
 JSONSchema = dict[str, Any]
 
 _IPV4_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-IPV4_CIDR_PATTERN = rf"^({_IPV4_OCTET}\.){{3}}{_IPV4_OCTET}/(3[0-2]|[12]?[0-9])$"
-"""The shape of an IPv4 CIDR block; host bits set (``10.0.0.1/16``) are caught by admission only."""
+IPV4_CIDR_PATTERN = rf"^({_IPV4_OCTET}\.){{3}}{_IPV4_OCTET}/(1[6-9]|2[0-8])$"
+"""An IPv4 CIDR block with a netmask AWS accepts for a VPC or a subnet (/16 to /28); host bits set
+(``10.0.0.1/16``) are caught by admission only."""
+
+AMI_ID_PATTERN = r"^ami-[0-9a-f]{8,17}$"
+
+CLUSTER_NAME_RULES: JSONSchema = {"maxLength": 63, "pattern": r"^(?:[^s]|s(?:[^g]|$)|sg(?:[^-]|$))"}
+"""A cluster name is a label value (at most 63 characters) and starts security group names, which AWS
+refuses when they begin with ``sg-``. A CRD may restrict ``metadata.name``, nothing else of metadata."""
+
+METADATA_NAME_RULES: dict[str, JSONSchema] = {"Cluster": CLUSTER_NAME_RULES}
 
 REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$"
 """The shape of an AWS region name; whether botocore knows the region is checked by admission only."""
@@ -48,16 +58,13 @@ EXTRA_RULES: dict[tuple[str, str], JSONSchema] = {
     ("AWSClusterSpec", "additionalTags"): _TAG_VALUES,
     ("AWSMachineSpec", "additionalTags"): _TAG_VALUES,
     ("ClusterNetwork", "apiServerPort"): {"enum": [6443]},
+    ("AMIReference", "id"): {"pattern": AMI_ID_PATTERN},
 }
 """Per (model class, wire field name): schema keywords merged into the generated property."""
 
 ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
-    (
-        "Cluster metadata.name",
-        "at most 63 characters and not starting with sg- (metadata is the API server's)",
-    ),
     ("AWSCluster spec.region", "a region botocore knows (the schema checks the shape only)"),
-    ("AWSCluster spec.network.vpc.cidrBlock, subnets[].cidrBlock", "no host bits set; netmask /16 to /28"),
+    ("AWSCluster spec.network.vpc.cidrBlock, subnets[].cidrBlock", "no host bits set"),
     (
         "AWSCluster spec.network.subnets",
         "inside the VPC block, not overlapping; cidrBlock and zone required "
@@ -68,7 +75,6 @@ ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
     ("AWSCluster spec.controlPlaneLoadBalancer.name", "not starting with internal-"),
     ("tag keys (additionalTags, tags)", "1 to 128 characters, not starting with aws:"),
     ("AWSMachine spec.instanceType", "an instance type in botocore's EC2 model"),
-    ("AWSMachine spec.ami.id", "ami- followed by 8 to 17 hexadecimal digits"),
     ("AWSMachine spec.rootVolume", "iops required for io1/io2, refused for types other than io1, io2, gp3"),
     ("immutable fields", "every update rule of immutable_issues (needs the old object)"),
 )
@@ -179,6 +185,9 @@ def structural_schema(model: type[KubeObject]) -> JSONSchema:
     properties["apiVersion"] = {"type": "string"}
     properties["kind"] = {"type": "string"}
     properties["metadata"] = {"type": "object"}
+    if model.KIND in METADATA_NAME_RULES:
+        name_rules = {"type": "string", **METADATA_NAME_RULES[model.KIND]}
+        properties["metadata"]["properties"] = {"name": name_rules}
     doc = (model.__doc__ or "").strip().split("\n\n")[0]
     if doc:
         schema["description"] = " ".join(doc.split())
