@@ -15,6 +15,7 @@ import yaml
 
 from capa_py.api.aws import AWSCluster
 from capa_py.api.loader import ManifestError, load_manifest_text
+from capa_py.api.registry import KindRegistry
 from capa_py.manifests import documents, render
 from capa_py.manifests.crds import crd_for, crds, custom_kinds
 from capa_py.manifests.schema import ADMISSION_ONLY, non_structural_nodes, structural_schema
@@ -348,3 +349,17 @@ def test_the_aws_cluster_schema_carries_the_model_constraints() -> None:
     lb = spec["properties"]["controlPlaneLoadBalancer"]["properties"]
     assert lb["name"]["maxLength"] == 32
     assert lb["scheme"]["enum"] == ["internet-facing", "internal"]
+
+
+def test_a_kind_registered_later_gets_a_crd_with_free_form_fields_marked() -> None:
+    """A provider's kind is served as soon as it is registered; only its free-form fields (a schemaless
+    kind's spec and status) skip the schema, and built-in groups never get a CRD."""
+    registry = KindRegistry()
+    widget = registry.define("widgets.example.x-k8s.io/v1alpha1", "Widget", short_names=("wd",))
+    registry.define("coordination.k8s.io/v1", "Gadget")
+    registry.define("v1", "Gizmo")
+    assert [crd["metadata"]["name"] for crd in crds(registry)] == ["widgets.widgets.example.x-k8s.io"]
+    schema = crd_for(widget)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert schema["properties"]["spec"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    assert non_structural_nodes(schema) == []
+    assert crd_for(widget)["spec"]["names"]["shortNames"] == ["wd"]
