@@ -2,8 +2,9 @@
 
 kubectl maps every document's apiVersion/kind to a resource through discovery and reads the object (to
 choose create or patch) even in client dry run, so it cannot run without a server. This stub serves the
-built-in groups the deployment artefacts use, answers every object read with a ``NotFound`` Status, and
-records the paths kubectl asked for. A document whose apiVersion/kind the real API server does not have
+built-in groups the deployment artefacts use (and, given CRDs, the kinds they define, as an API server does
+once they are installed), answers every object read with a ``NotFound`` Status, and records the paths
+kubectl asked for. A document whose apiVersion/kind the real API server does not have
 fails here as it would there (``no matches for kind``).
 """
 
@@ -38,7 +39,22 @@ BUILTIN: dict[str, list[tuple[str, str, bool]]] = {
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 
-def _resource_list(group_version: str) -> dict[str, Any]:
+Served = dict[str, list[tuple[str, str, bool]]]
+
+
+def served_by(crds: list[dict[str, Any]]) -> Served:
+    """What installing these CRDs adds to discovery, as the API server derives it from their names."""
+    served: Served = {}
+    for crd in crds:
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            served.setdefault(f"{spec['group']}/{version['name']}", []).append(
+                (spec["names"]["plural"], spec["names"]["kind"], spec["scope"] == "Namespaced")
+            )
+    return served
+
+
+def _resource_list(served: Served, group_version: str) -> dict[str, Any]:
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -51,14 +67,14 @@ def _resource_list(group_version: str) -> dict[str, Any]:
                 "kind": kind,
                 "verbs": _VERBS,
             }
-            for plural, kind, namespaced in BUILTIN[group_version]
+            for plural, kind, namespaced in served[group_version]
         ],
     }
 
 
-def _group_list() -> dict[str, Any]:
+def _group_list(served: Served) -> dict[str, Any]:
     groups = []
-    for group_version in BUILTIN:
+    for group_version in served:
         if "/" not in group_version:
             continue
         group, version = group_version.split("/")
@@ -69,6 +85,10 @@ def _group_list() -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+
+    @property
+    def served(self) -> Served:
+        return self.server.served
 
     def log_message(self, format: str, *args: Any) -> None:
         return
@@ -87,11 +107,11 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/api":
             self._send(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
         elif path == "/apis":
-            self._send(200, _group_list())
+            self._send(200, _group_list(self.served))
         elif path == "/api/v1":
-            self._send(200, _resource_list("v1"))
-        elif path.startswith("/apis/") and path.count("/") == 3 and path[len("/apis/") :] in BUILTIN:
-            self._send(200, _resource_list(path[len("/apis/") :]))
+            self._send(200, _resource_list(self.served, "v1"))
+        elif path.startswith("/apis/") and path.count("/") == 3 and path[len("/apis/") :] in self.served:
+            self._send(200, _resource_list(self.served, path[len("/apis/") :]))
         elif path == "/version":
             self._send(200, {"major": "1", "minor": "32", "gitVersion": "v1.32.0"})
         else:
@@ -113,13 +133,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     requests: list[str]
+    served: Served
 
 
 @contextmanager
-def discovery_stub() -> Iterator[tuple[str, list[str]]]:
-    """``(url, requests)`` of a stub listening on a loopback port for the duration of the block."""
+def discovery_stub(crds: list[dict[str, Any]] | None = None) -> Iterator[tuple[str, list[str]]]:
+    """``(url, requests)`` of a stub listening on a loopback port for the duration of the block, serving
+    the built-in groups and, when given, what these CRDs define (as if they were installed)."""
     server = _Server(("127.0.0.1", 0), _Handler)
     server.requests = []
+    server.served = {**BUILTIN}
+    for group_version, resources in served_by(crds or []).items():
+        server.served[group_version] = [*server.served.get(group_version, []), *resources]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

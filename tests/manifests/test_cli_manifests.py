@@ -11,9 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
+from capa_py.manifests.crds import crds
 from capa_py.manifests.rbac import CLUSTER_ROLE, NAMESPACE, SERVICE_ACCOUNT
 from tests.cli.cli_support import Cli
 from tests.manifests.discovery_stub import discovery_stub
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 
 
 def _docs(text: str) -> list[dict[str, Any]]:
@@ -145,3 +148,30 @@ def test_kubectl_apply_client_dry_run_accepts_all(cli: Cli, tmp_path: Path) -> N
     crd = "customresourcedefinition.apiextensions.k8s.io/awsclusters.infrastructure.cluster.x-k8s.io"
     assert f"{crd} created (dry run)" in created
     assert f"GET /api/v1/namespaces/{NAMESPACE}/serviceaccounts/{SERVICE_ACCOUNT}" in requests
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_kubectl_maps_every_example_through_the_generated_crds(tmp_path: Path, example: Path) -> None:
+    """With the CRDs installed (their names served by discovery), kubectl resolves every document of the
+    examples: group, version, kind, plural and scope of the CRDs are what the manifests use."""
+    (tmp_path / "no-kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
+    with discovery_stub(crds()) as (url, requests):
+        run = subprocess.run(
+            [
+                *("kubectl", "apply", "--dry-run=client", "--validate=false", "-f", str(example)),
+                *("--server", url, "--cache-dir", str(tmp_path / "cache")),
+                *("--kubeconfig", str(tmp_path / "no-kubeconfig")),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert run.returncode == 0, run.stderr
+    docs = _docs(example.read_text())
+    assert len(run.stdout.splitlines()) == len(docs), run.stdout
+    awsclusters = [d for d in docs if d["kind"] == "AWSCluster"]
+    for doc in awsclusters:
+        path = f"/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{doc['metadata']['namespace']}"
+        assert f"GET {path}/awsclusters/{doc['metadata']['name']}" in requests
