@@ -1,0 +1,139 @@
+"""``apiextensions.k8s.io/v1`` CustomResourceDefinitions for every custom kind in the registry.
+
+A kind is custom when its group is not a built-in Kubernetes one (the core group, ``*.k8s.io``): Cluster and
+Machine (Cluster API core's ``cluster.x-k8s.io``), AWSCluster and AWSMachine, and whatever a provider
+registers later. Names, scope and short names come from the registry; the schema from the models
+(:mod:`capa_py.manifests.schema`); printer columns follow Cluster API Provider AWS's.
+
+Every CRD carries the labels Cluster API reads: ``cluster.x-k8s.io/provider: infrastructure-aws`` (these
+CRDs are capa-py's, including its Cluster and Machine, so a Cluster CRD labelled ``cluster-api`` means Cluster
+API core is installed instead) and the contract label ``cluster.x-k8s.io/v1beta1: <the CRD's version>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capa_py.api.meta import KubeObject
+from capa_py.api.registry import REGISTRY, KindRegistry
+from capa_py.manifests.schema import structural_schema
+
+PROVIDER_LABEL = "cluster.x-k8s.io/provider"
+PROVIDER = "infrastructure-aws"
+CONTRACT = "v1beta1"
+"""The Cluster API contract capa-py implements: the label key is ``cluster.x-k8s.io/<contract>``."""
+CATEGORIES = ["cluster-api"]
+
+_CLUSTER_LABEL_PATH = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
+
+
+def _column(
+    name: str, path: str, description: str, kind: str = "string", priority: int = 0
+) -> dict[str, Any]:
+    column: dict[str, Any] = {"name": name, "type": kind, "jsonPath": path, "description": description}
+    if priority:
+        column["priority"] = priority
+    return column
+
+
+_AGE = {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+
+PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
+    "Cluster": [
+        _column("Phase", ".status.phase", "Cluster status such as Pending/Provisioning/Provisioned/Deleting"),
+        _column("Infrastructure Ready", ".status.infrastructureReady", "Cluster infrastructure is ready"),
+        _AGE,
+    ],
+    "Machine": [
+        _column("Cluster", ".spec.clusterName", "Cluster to which this Machine belongs"),
+        _column("ProviderID", ".spec.providerID", "Provider ID"),
+        _column("Phase", ".status.phase", "Machine status such as Provisioning/Running/Failed"),
+        _AGE,
+        _column("Version", ".spec.version", "Kubernetes version of the Machine"),
+    ],
+    "AWSCluster": [
+        _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this AWSCluster belongs"),
+        _column("Ready", ".status.ready", "Cluster infrastructure is ready for EC2 instances"),
+        _column("VPC", ".status.network.vpcId", "AWS VPC the cluster is using"),
+        _column("Endpoint", ".spec.controlPlaneEndpoint.host", "API Endpoint", priority=1),
+        _AGE,
+    ],
+    "AWSMachine": [
+        _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this AWSMachine belongs"),
+        _column("State", ".status.instanceState", "EC2 instance state"),
+        _column("Ready", ".status.ready", "Machine ready status"),
+        _column("InstanceID", ".status.instanceID", "EC2 instance ID"),
+        _column(
+            "Machine",
+            '.metadata.ownerReferences[?(@.kind=="Machine")].name',
+            "Machine object which owns this AWSMachine",
+        ),
+        _AGE,
+    ],
+}
+"""Per kind, kubectl's table columns; a kind not listed gets Age only."""
+
+
+def group_version(model: type[KubeObject]) -> tuple[str, str]:
+    group, _, version = model.API_VERSION.rpartition("/")
+    return group, version
+
+
+def is_builtin_group(group: str) -> bool:
+    """Kubernetes' own groups: the core group, groups without a dot (``apps``), ``*.k8s.io``.
+
+    ``x-k8s.io`` (Kubernetes SIG projects such as Cluster API) is not one: those are CRDs.
+    """
+    return "." not in group or group == "k8s.io" or group.endswith((".k8s.io", ".kubernetes.io"))
+
+
+def custom_kinds(registry: KindRegistry = REGISTRY) -> list[type[KubeObject]]:
+    """Every registered kind served by a CRD, in name order (group, then plural)."""
+    kinds = [m for m in registry.kinds() if not is_builtin_group(group_version(m)[0])]
+    return sorted(kinds, key=lambda m: (group_version(m)[0], m.PLURAL))
+
+
+def crd_name(model: type[KubeObject]) -> str:
+    return f"{model.PLURAL}.{group_version(model)[0]}"
+
+
+def crd_for(model: type[KubeObject]) -> dict[str, Any]:
+    """The CustomResourceDefinition serving one kind."""
+    group, version = group_version(model)
+    names: dict[str, Any] = {
+        "kind": model.KIND,
+        "listKind": f"{model.KIND}List",
+        "plural": model.PLURAL,
+        "singular": model.KIND.lower(),
+        "categories": list(CATEGORIES),
+    }
+    if model.SHORT_NAMES:
+        names["shortNames"] = list(model.SHORT_NAMES)
+    served: dict[str, Any] = {
+        "name": version,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": structural_schema(model)},
+        "additionalPrinterColumns": PRINTER_COLUMNS.get(model.KIND, [_AGE]),
+    }
+    if model.HAS_STATUS:
+        served["subresources"] = {"status": {}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": crd_name(model),
+            "labels": {PROVIDER_LABEL: PROVIDER, f"cluster.x-k8s.io/{CONTRACT}": version},
+        },
+        "spec": {
+            "group": group,
+            "names": names,
+            "scope": "Namespaced" if model.NAMESPACED else "Cluster",
+            "versions": [served],
+        },
+    }
+
+
+def crds(registry: KindRegistry = REGISTRY) -> list[dict[str, Any]]:
+    """A CRD for every custom kind of the registry."""
+    return [crd_for(model) for model in custom_kinds(registry)]

@@ -1,0 +1,101 @@
+"""RBAC for the controller process: a ServiceAccount, a ClusterRole with exactly the verbs it uses, a binding.
+
+:data:`ACCESS` is the list of what the controllers and leader election request from the API server, by
+group and resource; ``tests/manifests/test_rbac.py`` derives the same list by recording every request a
+real create and delete of the example cluster makes, so a controller that starts reading or writing
+something new fails that test until it is added here.
+
+Store operations map onto API verbs one to one (``get``, ``list``, ``watch``, ``create``, ``update``,
+``delete``); a status write is ``update`` on ``<plural>/status``, and adding or removing a finalizer is also
+``update`` on ``<plural>/finalizers`` (needed where the OwnerReferencesPermissionEnforcement admission plugin
+is on). A store that writes with PATCH must add ``patch`` here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import Cluster, Machine
+from capa_py.api.coordination import Lease
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
+
+NAMESPACE = "capa-system"
+SERVICE_ACCOUNT = "capa-controller-manager"
+CLUSTER_ROLE = "capa-manager-role"
+CLUSTER_ROLE_BINDING = "capa-manager-rolebinding"
+COMMON_LABELS = {"cluster.x-k8s.io/provider": "infrastructure-aws", "app.kubernetes.io/name": "capa-py"}
+
+_WATCHED = ("get", "list", "watch")
+
+ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
+    # Cluster API core's kinds: the minimal core controller finalises them, writes their status and the
+    # Cluster's endpoint, and deletes a deleted Cluster's Machines.
+    (Cluster, "", (*_WATCHED, "update")),
+    (Cluster, "status", ("update",)),
+    (Cluster, "finalizers", ("update",)),
+    (Machine, "", (*_WATCHED, "update", "delete")),
+    (Machine, "status", ("update",)),
+    (Machine, "finalizers", ("update",)),
+    # The infrastructure kinds: owner references, labels and finalizers, status, and the cascade.
+    (AWSCluster, "", (*_WATCHED, "update", "delete")),
+    (AWSCluster, "status", ("update",)),
+    (AWSCluster, "finalizers", ("update",)),
+    (AWSMachine, "", (*_WATCHED, "update", "delete")),
+    (AWSMachine, "status", ("update",)),
+    (AWSMachine, "finalizers", ("update",)),
+    # The bootstrap data a machine launches with, watched so that a machine waiting for it starts when it
+    # appears.
+    (Secret, "", _WATCHED),
+    # Leader election.
+    (Lease, "", ("get", "create", "update")),
+)
+
+
+def _group(model: type[KubeObject]) -> str:
+    return model.API_VERSION.rpartition("/")[0]
+
+
+def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(COMMON_LABELS)
+    return meta
+
+
+def cluster_role() -> dict[str, Any]:
+    """One rule per (group, verbs), resources sorted: the form ``kubectl describe`` reads easily."""
+    grouped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for model, subresource, verbs in ACCESS:
+        resource = model.PLURAL + (f"/{subresource}" if subresource else "")
+        grouped.setdefault((_group(model), tuple(sorted(verbs))), []).append(resource)
+    rules = [
+        {"apiGroups": [group], "resources": sorted(resources), "verbs": list(verbs)}
+        for (group, verbs), resources in sorted(grouped.items())
+    ]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": _metadata(CLUSTER_ROLE),
+        "rules": rules,
+    }
+
+
+def service_account() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(SERVICE_ACCOUNT, NAMESPACE)}
+
+
+def cluster_role_binding() -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": _metadata(CLUSTER_ROLE_BINDING),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
+        "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
+    }
+
+
+def rbac() -> list[dict[str, Any]]:
+    return [service_account(), cluster_role(), cluster_role_binding()]

@@ -1,0 +1,216 @@
+"""Structural OpenAPI v3 schemas for CustomResourceDefinitions, generated from the pydantic models.
+
+The models are the source of truth for what a manifest may hold; a CRD's ``openAPIV3Schema`` is derived
+from them so that a management cluster's API server refuses what ``capa apply`` refuses, wherever a schema
+can say it. pydantic's JSON schema is the starting point; this module turns it into the *structural* form
+the API server requires:
+
+- every ``$ref`` is inlined (CRD schemas have no ``$defs``);
+- ``X | None`` becomes ``X`` (an omitted field and a null one mean the same on the wire);
+- a one-value ``Literal`` becomes an ``enum``; titles and defaults are dropped (the models default on read,
+  and server-side defaults would be written into every object);
+- ``additionalProperties: false`` (the models' ``extra="forbid"``) is dropped: the API server prunes
+  unknown fields, and its strict field validation (kubectl's default) refuses them;
+- a free-form value (``Any``, ``dict[str, Any]``) is marked ``x-kubernetes-preserve-unknown-fields`` — the
+  only nodes without a ``type``;
+- ``metadata`` is left to the API server (``type: object``), but for rules on ``metadata.name``.
+
+Rules the models check that a schema can also express (an IPv4 CIDR's shape and netmask, a region's shape,
+an AMI id's form, tag value lengths, the one API server port supported) are added from :data:`EXTRA_RULES`,
+and a Cluster's name rules from :data:`METADATA_NAME_RULES`;
+what it cannot express is listed in :data:`ADMISSION_ONLY` and checked by admission (the same
+``semantic_issues``/validators ``capa apply`` runs).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from capa_py.api.meta import KubeObject
+
+JSONSchema = dict[str, Any]
+
+_IPV4_OCTET = r"(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+IPV4_CIDR_PATTERN = rf"^({_IPV4_OCTET}\.){{3}}{_IPV4_OCTET}/(1[6-9]|2[0-8])$"
+"""An IPv4 CIDR block with a netmask AWS accepts for a VPC or a subnet (/16 to /28); host bits set
+(``10.0.0.1/16``) are caught by admission only."""
+
+AMI_ID_PATTERN = r"^ami-[0-9a-f]{8,17}$"
+
+CLUSTER_NAME_RULES: JSONSchema = {"maxLength": 63, "pattern": r"^(?:[^s]|s(?:[^g]|$)|sg(?:[^-]|$))"}
+"""A cluster name is a label value (at most 63 characters) and starts security group names, which AWS
+refuses when they begin with ``sg-``. A CRD may restrict ``metadata.name``, nothing else of metadata."""
+
+METADATA_NAME_RULES: dict[str, JSONSchema] = {"Cluster": CLUSTER_NAME_RULES}
+
+REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$"
+"""The shape of an AWS region name; whether botocore knows the region is checked by admission only."""
+
+_TAG_VALUES: JSONSchema = {"additionalProperties": {"type": "string", "maxLength": 256}}
+
+EXTRA_RULES: dict[tuple[str, str], JSONSchema] = {
+    ("VPCSpec", "cidrBlock"): {"pattern": IPV4_CIDR_PATTERN},
+    ("SubnetSpec", "cidrBlock"): {"pattern": IPV4_CIDR_PATTERN},
+    ("VPCSpec", "tags"): _TAG_VALUES,
+    ("SubnetSpec", "tags"): _TAG_VALUES,
+    ("AWSClusterSpec", "region"): {"pattern": REGION_PATTERN},
+    ("AWSClusterSpec", "additionalTags"): _TAG_VALUES,
+    ("AWSMachineSpec", "additionalTags"): _TAG_VALUES,
+    ("ClusterNetwork", "apiServerPort"): {"enum": [6443]},
+    ("AMIReference", "id"): {"pattern": AMI_ID_PATTERN},
+}
+"""Per (model class, wire field name): schema keywords merged into the generated property."""
+
+ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
+    ("AWSCluster spec.region", "a region botocore knows (the schema checks the shape only)"),
+    ("AWSCluster spec.network.vpc.cidrBlock, subnets[].cidrBlock", "no host bits set"),
+    (
+        "AWSCluster spec.network.subnets",
+        "inside the VPC block, not overlapping; cidrBlock and zone required "
+        "without id; no tags on bring-your-own VPC or subnets",
+    ),
+    ("AWSCluster spec.network.vpc", "cidrBlock required when id is not set"),
+    ("AWSCluster spec.network.subnets[].availabilityZone", "a zone of spec.region"),
+    ("AWSCluster spec.controlPlaneLoadBalancer.name", "not starting with internal-"),
+    ("tag keys (additionalTags, tags)", "1 to 128 characters, not starting with aws:"),
+    ("AWSMachine spec.instanceType", "an instance type in botocore's EC2 model"),
+    ("AWSMachine spec.rootVolume", "iops required for io1/io2, refused for types other than io1, io2, gp3"),
+    ("immutable fields", "every update rule of immutable_issues (needs the old object)"),
+)
+"""What the models refuse that a CRD's schema does not: cross-field rules, rules on metadata, lookups in
+botocore's data, and rules on updates. Admission (``capa serve``, or a validating webhook) checks them."""
+
+_KEPT = (
+    "type",
+    "format",
+    "description",
+    "enum",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+)
+
+
+class NotStructural(ValueError):
+    """A model holds a type a structural schema cannot express (a union of several types)."""
+
+
+def _with_extra_rules(defs: dict[str, JSONSchema]) -> dict[str, JSONSchema]:
+    defs = copy.deepcopy(defs)
+    for (model_name, field), rules in EXTRA_RULES.items():
+        properties = defs.get(model_name, {}).get("properties", {})
+        if field in properties:
+            properties[field] = {**properties[field], **copy.deepcopy(rules)}
+    return defs
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return "string"
+
+
+def _convert(node: JSONSchema, defs: dict[str, JSONSchema], path: str) -> JSONSchema:
+    extra = {k: v for k, v in node.items() if k in _KEPT or k == "additionalProperties"}
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        return _merge(_convert(copy.deepcopy(target), defs, path), extra, defs, path)
+    if "anyOf" in node:
+        options = [o for o in node["anyOf"] if o.get("type") != "null"]
+        if len(options) != 1:
+            raise NotStructural(f"{path}: a union of {len(options)} types has no structural schema")
+        return _merge(_convert(copy.deepcopy(options[0]), defs, path), extra, defs, path)
+    if "const" in node:
+        node = {**node, "enum": [node["const"]], "type": node.get("type", _json_type(node["const"]))}
+    if "enum" in node and "type" not in node:
+        node = {**node, "type": _json_type(node["enum"][0])}
+    if not node.get("type"):
+        # Any: free form, the one place a node may go without a type.
+        return {"x-kubernetes-preserve-unknown-fields": True}
+    out: JSONSchema = {k: node[k] for k in _KEPT if k in node}
+    if "description" in out:
+        out["description"] = " ".join(out["description"].replace("``", "").split())
+    if node["type"] == "object":
+        if "properties" in node:
+            out["properties"] = {
+                name: _convert(copy.deepcopy(sub), defs, f"{path}.{name}")
+                for name, sub in node["properties"].items()
+            }
+            if node.get("required"):
+                out["required"] = sorted(node["required"])
+        additional = node.get("additionalProperties")
+        if isinstance(additional, dict):
+            converted = _convert(copy.deepcopy(additional), defs, f"{path}[*]")
+            if converted == {"x-kubernetes-preserve-unknown-fields": True}:
+                out["x-kubernetes-preserve-unknown-fields"] = True
+            else:
+                out["additionalProperties"] = converted
+        elif additional is True or ("properties" not in node and additional is None):
+            out["x-kubernetes-preserve-unknown-fields"] = True
+    if node["type"] == "array":
+        out["items"] = _convert(copy.deepcopy(node.get("items", {})), defs, f"{path}[]")
+    return out
+
+
+def _merge(base: JSONSchema, extra: JSONSchema, defs: dict[str, JSONSchema], path: str) -> JSONSchema:
+    """Keywords set beside a ``$ref`` or an ``anyOf`` (an extra rule, a constraint) apply to the target."""
+    merged = dict(base)
+    for key, value in extra.items():
+        if key == "additionalProperties":
+            if isinstance(value, dict) and "additionalProperties" in merged:
+                merged["additionalProperties"] = {**merged["additionalProperties"], **value}
+            continue
+        if key != "type":
+            merged[key] = value
+    return merged
+
+
+def structural_schema(model: type[KubeObject]) -> JSONSchema:
+    """The ``openAPIV3Schema`` of a kind: its wire form with the models' types and constraints."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = _with_extra_rules(raw.pop("$defs", {}))
+    schema = _convert(raw, defs, model.KIND)
+    properties = schema.setdefault("properties", {})
+    properties["apiVersion"] = {"type": "string"}
+    properties["kind"] = {"type": "string"}
+    properties["metadata"] = {"type": "object"}
+    if model.KIND in METADATA_NAME_RULES:
+        name_rules = {"type": "string", **METADATA_NAME_RULES[model.KIND]}
+        properties["metadata"]["properties"] = {"name": name_rules}
+    doc = (model.__doc__ or "").strip().split("\n\n")[0]
+    if doc:
+        schema["description"] = " ".join(doc.split())
+    return schema
+
+
+def non_structural_nodes(schema: JSONSchema, path: str = "") -> list[str]:
+    """Paths of nodes without a ``type`` that are not free form (empty for a structural schema)."""
+    problems: list[str] = []
+    if "type" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        problems.append(path or "<root>")
+    for name, sub in schema.get("properties", {}).items():
+        problems += non_structural_nodes(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        problems += non_structural_nodes(schema["additionalProperties"], f"{path}[*]")
+    if "items" in schema:
+        problems += non_structural_nodes(schema["items"], f"{path}[]")
+    for forbidden in ("$ref", "anyOf", "oneOf", "allOf", "not", "additionalProperties"):
+        allowed = (
+            forbidden == "additionalProperties" and isinstance(schema[forbidden], dict)
+            if forbidden in schema
+            else True
+        )
+        if not allowed:
+            problems.append(f"{path or '<root>'}: {forbidden}")
+    return problems

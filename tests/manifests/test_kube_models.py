@@ -1,0 +1,37 @@
+"""Every document ``capa manifests all`` prints is a valid object of the official Kubernetes client's models.
+
+The client's models know every field of every built-in kind (and of CustomResourceDefinition itself):
+reading a document into its model and writing it back drops any field the API does not have and refuses a
+missing required one, so a document that survives the round trip unchanged has only real fields, with the
+right nesting. This needs no API server.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient
+
+from capa_py.manifests import documents
+
+
+def _round_trip(doc: dict[str, Any]) -> Any:
+    api = ApiClient()
+    model = api.deserialize(json.dumps(doc), f"V1{doc['kind']}", "application/json")
+    return api.sanitize_for_serialization(model)
+
+
+@pytest.mark.parametrize("doc", documents("all"), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_document_has_only_fields_the_kubernetes_api_has(doc: dict[str, Any]) -> None:
+    assert _round_trip(doc) == doc
+
+
+def test_a_misspelled_field_does_not_survive_the_round_trip() -> None:
+    deployment = next(d for d in documents("deployment") if d["kind"] == "Deployment")
+    misspelled = copy.deepcopy(deployment)
+    container = misspelled["spec"]["template"]["spec"]["containers"][0]
+    container["readinessProbe"]["httpGet"]["paht"] = container["readinessProbe"]["httpGet"].pop("path")
+    assert _round_trip(misspelled) != misspelled

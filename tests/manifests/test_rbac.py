@@ -1,0 +1,66 @@
+"""The ClusterRole grants exactly what the controllers do: derived by recording a real create and delete."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import Cluster
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
+from capa_py.manifests.rbac import cluster_role
+from capa_py.runtime.leader import LeaderElector, LeaseTiming
+from controllers import aws_controllers
+from controllers.run import converge
+from tests.controllers.conftest import Harness
+from tests.manifests.recording_store import RecordingStore
+
+
+def _granted(role: dict) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
+    return {
+        (group, resource, verb)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+def _record_controllers(harness: Harness, objects: list[KubeObject]) -> set[tuple[str, str, str]]:
+    recording = RecordingStore(harness.store)
+    controllers = aws_controllers(recording, harness.pool, harness.engine)  # type: ignore[arg-type]
+    targets = [o for o in objects if not isinstance(o, Secret)]
+    created = converge(recording, controllers, targets, timeout=120)  # type: ignore[arg-type]
+    assert created.converged, f"the example did not converge: {created.states}"
+    # The user deletes the Cluster; the controllers cascade to the rest and remove their finalizers.
+    harness.store.delete(Cluster, "demo", "default")
+    gone = converge(recording, controllers, targets, goal="gone", timeout=120)  # type: ignore[arg-type]
+    assert gone.converged, f"the example was not deleted: {gone.states}"
+    return recording.requests
+
+
+def _record_leader_election(harness: Harness) -> set[tuple[str, str, str]]:
+    recording = RecordingStore(harness.store)
+    first = LeaderElector(recording, "first", timing=LeaseTiming.for_duration(15))  # type: ignore[arg-type]
+    first.acquire(wait=False)  # creates the record
+    assert first.try_acquire_or_renew()  # renews it
+    first.release()
+    second = LeaderElector(recording, "second", timing=LeaseTiming.for_duration(15))  # type: ignore[arg-type]
+    second.acquire(wait=False)  # takes the released record over
+    assert second.held
+    second.release()
+    return recording.requests
+
+
+def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_request(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    used = _record_controllers(harness, harness.apply(example())) | _record_leader_election(harness)
+    granted = _granted(cluster_role())
+    assert used - granted == set(), f"requests the ClusterRole does not allow: {sorted(used - granted)}"
+    assert granted - used == set(), f"verbs granted that no controller uses: {sorted(granted - used)}"
+    # Sanity: the recording saw the kinds the controllers own and the lease.
+    resources = {resource for _, resource, _ in used}
+    for model in (AWSCluster, AWSMachine):
+        assert f"{model.PLURAL}/status" in resources
+    assert "leases" in resources
