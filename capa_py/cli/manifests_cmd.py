@@ -1,4 +1,4 @@
-"""``capa manifests crds|rbac|deployment|all [-o yaml|json] [--image IMAGE]``: print deployment artefacts.
+"""``capa manifests crds|rbac|all [-o yaml|json]``: print what a management cluster needs installed.
 
 Thin over :mod:`capa_py.manifests`; reads no store and makes no AWS call. YAML is a multi-document stream
 for ``kubectl apply -f -``; JSON is one ``v1`` ``List``.
@@ -12,7 +12,6 @@ from typing import Annotated
 import typer
 
 from capa_py.manifests import SELECTIONS, documents, render
-from capa_py.manifests.deployment import DEFAULT_IMAGE
 
 EXIT_INVALID = 2
 
@@ -21,14 +20,11 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def manifests(
         what: Annotated[
-            str, typer.Argument(metavar="crds|rbac|deployment|all", help="Which documents to print.")
+            str, typer.Argument(metavar="crds|rbac|all", help="Which documents to print.")
         ],
         output: Annotated[str, typer.Option("-o", "--output", help="yaml (default) or json.")] = "yaml",
-        image: Annotated[
-            str, typer.Option("--image", help="The controller image the Deployment runs.")
-        ] = DEFAULT_IMAGE,
     ) -> None:
-        """Print CRDs, RBAC or the controller Deployment for a management cluster (`all`: every one)."""
+        """Print the CRDs or the RBAC for a management cluster (`all`: both)."""
         if what not in SELECTIONS:
             typer.echo(
                 f"error: unknown manifests {what!r} (expected one of {', '.join(SELECTIONS)})", err=True
@@ -37,4 +33,4 @@ def register(app: typer.Typer) -> None:
         if output not in ("yaml", "json"):
             typer.echo(f"error: -o must be yaml or json, not {output!r}", err=True)
             raise typer.Exit(EXIT_INVALID)
-        sys.stdout.write(render(documents(what, image), output))  # type: ignore[arg-type]
+        sys.stdout.write(render(documents(what), output))  # type: ignore[arg-type]

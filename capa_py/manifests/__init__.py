@@ -1,8 +1,10 @@
 """``capa manifests``: what a management cluster needs to run capa-py as a Cluster API provider.
 
 - :func:`crds`: a CustomResourceDefinition per custom kind, generated from the models;
-- :func:`rbac`: the ServiceAccount, a ClusterRole with exactly the verbs the controllers use, the binding;
-- :func:`deployment_documents`: the ``capa-system`` Namespace, the controller Deployment, a metrics Service.
+- :func:`rbac`: the ``capa-system`` Namespace, the ServiceAccount, a ClusterRole with exactly the verbs the
+  controllers use, the binding.
+
+The controller Deployment is not generated: the ``capa controller`` process it would run is not built yet.
 
 :func:`documents` picks a set; :func:`render` prints documents as one multi-document YAML stream (what
 ``kubectl apply -f`` reads) or as a JSON ``v1`` ``List``. Output is deterministic: the same version prints
@@ -17,25 +19,22 @@ from typing import Any, Literal
 import yaml
 
 from capa_py.manifests.crds import crds
-from capa_py.manifests.deployment import DEFAULT_IMAGE, deployment_documents
 from capa_py.manifests.rbac import rbac
 
-Selection = Literal["crds", "rbac", "deployment", "all"]
-SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "deployment", "all")
+Selection = Literal["crds", "rbac", "all"]
+SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "all")
 
 
-def documents(selection: Selection, image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
+def documents(selection: Selection) -> list[dict[str, Any]]:
     """The documents of a selection; ``all`` in the order ``kubectl apply`` needs (Namespace before what
     lives in it, CRDs before anything could use them)."""
     if selection == "crds":
         return crds()
     if selection == "rbac":
         return rbac()
-    if selection == "deployment":
-        return deployment_documents(image)
     if selection == "all":
-        namespace, *workload = deployment_documents(image)
-        return [namespace, *crds(), *rbac(), *workload]
+        namespace, *access = rbac()
+        return [namespace, *crds(), *access]
     raise ValueError(f"unknown selection {selection!r} (expected one of {', '.join(SELECTIONS)})")
 
 
@@ -47,4 +46,4 @@ def render(docs: list[dict[str, Any]], output: Literal["yaml", "json"] = "yaml")
     )
 
 
-__all__ = ["SELECTIONS", "Selection", "crds", "deployment_documents", "documents", "rbac", "render"]
+__all__ = ["SELECTIONS", "Selection", "crds", "documents", "rbac", "render"]

@@ -97,5 +97,14 @@ def cluster_role_binding() -> dict[str, Any]:
     }
 
 
+def namespace() -> dict[str, Any]:
+    """The namespace the controller's ServiceAccount (and later its Deployment) lives in."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": NAMESPACE, "labels": dict(COMMON_LABELS)},
+    }
+
+
 def rbac() -> list[dict[str, Any]]:
-    return [service_account(), cluster_role(), cluster_role_binding()]
+    return [namespace(), service_account(), cluster_role(), cluster_role_binding()]

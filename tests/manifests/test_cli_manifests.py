@@ -40,11 +40,9 @@ def test_all_is_every_document_namespace_and_crds_first(cli: Cli) -> None:
         "ServiceAccount/capa-controller-manager",
         f"ClusterRole/{CLUSTER_ROLE}",
         "ClusterRoleBinding/capa-manager-rolebinding",
-        "Deployment/capa-controller-manager",
-        "Service/capa-controller-manager-metrics-service",
     ]
-    parts = {what: _kinds(_docs(cli("manifests", what).stdout)) for what in ("crds", "rbac", "deployment")}
-    assert sorted(kinds) == sorted(parts["crds"] + parts["rbac"] + parts["deployment"])
+    parts = {what: _kinds(_docs(cli("manifests", what).stdout)) for what in ("crds", "rbac")}
+    assert sorted(kinds) == sorted(parts["crds"] + parts["rbac"])
 
 
 def test_json_output_is_a_list_of_the_same_documents(cli: Cli) -> None:
@@ -56,57 +54,7 @@ def test_json_output_is_a_list_of_the_same_documents(cli: Cli) -> None:
     assert listed["items"] == as_yaml
 
 
-def _deployment(cli: Cli, *args: str) -> dict[str, Any]:
-    docs = _docs(cli("manifests", "deployment", *args).stdout)
-    return next(d for d in docs if d["kind"] == "Deployment")
-
-
-def test_deployment_runs_two_leader_elected_non_root_replicas_with_probes_and_secret_credentials(
-    cli: Cli,
-) -> None:
-    deployment = _deployment(cli)
-    assert deployment["metadata"]["namespace"] == NAMESPACE
-    spec = deployment["spec"]
-    assert spec["replicas"] == 2
-    pod = spec["template"]["spec"]
-    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
-    assert pod["securityContext"]["runAsNonRoot"] is True
-    (container,) = pod["containers"]
-    args = container["args"]
-    assert args[: args.index("controller")] == ["--store", "kube", "--log-format", "json"]
-    assert "--leader-elect" in args[args.index("controller") :]
-    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert container["livenessProbe"]["httpGet"]["port"] == "healthz"
-    assert f"--metrics-bind-address=:{ports['metrics']}" in args
-    assert f"--health-probe-bind-address=:{ports['healthz']}" in args
-    security = container["securityContext"]
-    assert security["readOnlyRootFilesystem"] is True
-    assert security["allowPrivilegeEscalation"] is False
-    env = {e["name"]: e for e in container["env"]}
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        ref = env[name]["valueFrom"]["secretKeyRef"]
-        assert ref["key"] == name
-        assert "optional" not in ref
-        assert "value" not in env[name]
-    assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
-
-
-def test_metrics_service_selects_the_deployment_pods_on_the_metrics_port(cli: Cli) -> None:
-    docs = _docs(cli("manifests", "deployment").stdout)
-    service = next(d for d in docs if d["kind"] == "Service")
-    deployment = next(d for d in docs if d["kind"] == "Deployment")
-    assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
-    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
-
-
-def test_image_option_sets_the_deployment_image(cli: Cli) -> None:
-    deployment = _deployment(cli, "--image", "registry.example/capa-py:dev")
-    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example/capa-py:dev"
-
-
-@pytest.mark.parametrize("args", [("bogus",), ("crds", "-o", "table")])
+@pytest.mark.parametrize("args", [("bogus",), ("deployment",), ("crds", "-o", "table")])
 def test_bad_selection_or_format_is_invalid_input(cli: Cli, args: tuple[str, ...]) -> None:
     result = cli("manifests", *args)
     assert result.exit_code == 2, result

@@ -30,8 +30,7 @@ def test_document_has_only_fields_the_kubernetes_api_has(doc: dict[str, Any]) ->
 
 
 def test_a_misspelled_field_does_not_survive_the_round_trip() -> None:
-    deployment = next(d for d in documents("deployment") if d["kind"] == "Deployment")
-    misspelled = copy.deepcopy(deployment)
-    container = misspelled["spec"]["template"]["spec"]["containers"][0]
-    container["readinessProbe"]["httpGet"]["paht"] = container["readinessProbe"]["httpGet"].pop("path")
+    role = next(d for d in documents("rbac") if d["kind"] == "ClusterRole")
+    misspelled = copy.deepcopy(role)
+    misspelled["rules"][0]["apiGroup"] = misspelled["rules"][0].pop("apiGroups")
     assert _round_trip(misspelled) != misspelled
