@@ -19,9 +19,7 @@ EXIT_INVALID = 2
 def register(app: typer.Typer) -> None:
     @app.command()
     def manifests(
-        what: Annotated[
-            str, typer.Argument(metavar="crds|rbac|all", help="Which documents to print.")
-        ],
+        what: Annotated[str, typer.Argument(metavar="crds|rbac|all", help="Which documents to print.")],
         output: Annotated[str, typer.Option("-o", "--output", help="yaml (default) or json.")] = "yaml",
     ) -> None:
         """Print the CRDs or the RBAC for a management cluster (`all`: both)."""
