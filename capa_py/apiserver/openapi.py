@@ -95,7 +95,12 @@ def _paths(
     base = f"/apis/{group}/{version}" if group else f"/api/{version}"
     paths: dict[str, Any] = {}
     for model in models:
-        ref = "#/components/schemas/" + prefix + "." + keyed[(model, "validation")]["$ref"].removeprefix("#/$defs/")
+        ref = (
+            "#/components/schemas/"
+            + prefix
+            + "."
+            + keyed[(model, "validation")]["$ref"].removeprefix("#/$defs/")
+        )
         gvk = {"group": group, "version": version, "kind": model.KIND}
         scope = f"{base}/namespaces/{{namespace}}" if model.NAMESPACED else base
         paths[f"{scope}/{model.PLURAL}"] = {

@@ -52,5 +52,6 @@ def apply_patch(content_type: str, document: dict[str, Any], patch: Any) -> dict
         return result
     raise ApiError(
         415,
-        f"the body of the request was in an unknown format - accepted media types include: {', '.join(SUPPORTED)}",
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(SUPPORTED),
     )

@@ -71,7 +71,10 @@ def admit(target: Target, doc: Any, old: KubeObject | None = None) -> KubeObject
     if not isinstance(doc, dict):
         raise ApiError(400, "the request body must be a JSON object")
     name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
-    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    # As the API server decodes a body: a missing apiVersion or kind is the path's.
+    doc = {**doc, "apiVersion": doc.get("apiVersion") or target.model.API_VERSION}
+    doc["kind"] = doc.get("kind") or target.model.KIND
+    api_version, kind = doc["apiVersion"], doc["kind"]
     if (api_version, kind) != (target.model.API_VERSION, target.model.KIND):
         raise ApiError(
             400,
@@ -111,7 +114,9 @@ def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict
     obj = admit(target, body)
     _check_namespace(target, obj)
     if not obj.metadata.name and not obj.metadata.generate_name:
-        raise target.invalid("", [Cause("metadata.name", "name or generateName is required", "FieldValueRequired")])
+        raise target.invalid(
+            "", [Cause("metadata.name", "name or generateName is required", "FieldValueRequired")]
+        )
     try:
         if dry_run:
             if obj.metadata.name:
@@ -154,7 +159,9 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
             current = store.get(target.model, obj.metadata.name, target.namespace)
             wanted = obj.metadata.resource_version
             if wanted and wanted != current.metadata.resource_version:
-                raise Conflict("the object has been modified; please apply your changes to the latest version")
+                raise Conflict(
+                    "the object has been modified; please apply your changes to the latest version"
+                )
             return _dry(obj)
         if target.subresource == "status":
             return store.update_status(obj).to_dict()
@@ -165,18 +172,16 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
 
 def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
     current = get(store, target)
-    if isinstance(body, dict) and isinstance(body.get("metadata"), dict):
-        if body["metadata"].get("name") not in (None, target.name):
-            raise ApiError(400, "the name of the object does not match the name on the URL")
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    if isinstance(meta, dict) and meta.get("name") not in (None, target.name):
+        raise ApiError(400, "the name of the object does not match the name on the URL")
     obj = admit(target, body, old=None if target.subresource == "status" else current)
     _check_namespace(target, obj)
     obj.metadata.name = target.name or ""
     return _write(store, target, obj, dry_run)
 
 
-def patch(
-    store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool
-) -> dict[str, Any]:
+def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool) -> dict[str, Any]:
     from capa_py.apiserver.patch import apply_patch
 
     for attempt in range(PATCH_RETRIES):

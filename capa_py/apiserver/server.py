@@ -25,9 +25,12 @@ from capa_py.store.selectors import FieldSelector
 
 _log = get_logger("apiserver")
 
+
 def _json(document: Any, status: int = 200) -> web.Response:
     return web.Response(
-        body=json.dumps(document, separators=(",", ":")).encode(), status=status, content_type="application/json"
+        body=json.dumps(document, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
     )
 
 
@@ -36,7 +39,9 @@ def _truthy(value: str | None) -> bool:
 
 
 class ApiServer:
-    def __init__(self, store: ObjectStore, registry: KindRegistry = REGISTRY, bookmark_interval: float = 5.0) -> None:
+    def __init__(
+        self, store: ObjectStore, registry: KindRegistry = REGISTRY, bookmark_interval: float = 5.0
+    ) -> None:
         self.store = store
         self.registry = registry
         self.bookmark_interval = bookmark_interval
@@ -96,7 +101,7 @@ class ApiServer:
         if rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         models = discovery.by_group(self.registry).get(group, {}).get(version, [])
-        model = next((m for m in models if m.PLURAL == rest[0]), None)
+        model = next((m for m in models if rest[0] == m.PLURAL), None)
         if model is None or len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource")
         name = rest[1] if len(rest) >= 2 else None
@@ -223,7 +228,9 @@ class ApiServer:
         response.enable_chunked_encoding()
         await response.prepare(request)
         queue: asyncio.Queue[Item] = asyncio.Queue()
-        stop = self.watches.start(self.store, watch, asyncio.get_running_loop(), queue, self.bookmark_interval)
+        stop = self.watches.start(
+            self.store, watch, asyncio.get_running_loop(), queue, self.bookmark_interval
+        )
         try:
             while True:
                 try:
@@ -357,4 +364,3 @@ def start_in_thread(
     if "error" in state:
         raise RuntimeError(f"the API server did not start: {state['error']}") from state["error"]
     return RunningServer(state["url"], state["loop"], state["stopping"], thread)
-

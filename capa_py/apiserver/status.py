@@ -88,7 +88,12 @@ def from_store_error(exc: StoreError, resource: str, group: str, name: str = "")
         return ApiError(404, f'{qualified} "{name}" not found', name=name, kind=resource, group=group)
     if isinstance(exc, AlreadyExists):
         return ApiError(
-            409, f'{qualified} "{name}" already exists', "AlreadyExists", name=name, kind=resource, group=group
+            409,
+            f'{qualified} "{name}" already exists',
+            "AlreadyExists",
+            name=name,
+            kind=resource,
+            group=group,
         )
     if isinstance(exc, Conflict):
         return ApiError(
@@ -101,8 +106,14 @@ def from_store_error(exc: StoreError, resource: str, group: str, name: str = "")
         )
     if isinstance(exc, Invalid):
         causes = (Cause(exc.field, str(exc).removeprefix(f"{exc.field}: ")),) if exc.field else ()
-        return ApiError(422, f'{qualified} "{name}" is invalid: {exc}', name=name, kind=resource, group=group,
-                        causes=causes)
+        return ApiError(
+            422,
+            f'{qualified} "{name}" is invalid: {exc}',
+            name=name,
+            kind=resource,
+            group=group,
+            causes=causes,
+        )
     if isinstance(exc, Expired):
         return ApiError(410, str(exc), "Expired")
     return ApiError(exc.status, str(exc))

@@ -33,7 +33,11 @@ def table(
         if include_object == "Object":
             row["object"] = doc
         elif include_object != "None":
-            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": meta,
+            }
         rows.append(row)
     return {
         "kind": "Table",
