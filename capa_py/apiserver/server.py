@@ -98,9 +98,11 @@ class ApiServer:
 
     def _target(self, group: str, version: str, rest: list[str]) -> resources.Target:
         namespace: str | None = None
-        if rest[0] == "namespaces" and len(rest) >= 3:
-            namespace, rest = rest[1], rest[2:]
         models = discovery.by_group(self.registry).get(group, {}).get(version, [])
+        # ``namespaces/NAME/status`` is a Namespace's own subresource, not a kind inside a namespace.
+        namespace_status = rest[0] == "namespaces" and rest[2:] == ["status"]
+        if rest[0] == "namespaces" and len(rest) >= 3 and not namespace_status:
+            namespace, rest = rest[1], rest[2:]
         model = next((m for m in models if rest[0] == m.PLURAL), None)
         if model is None or len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource")

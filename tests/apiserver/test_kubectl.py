@@ -127,6 +127,14 @@ def test_kubectl_apply_get_label_patch_delete(kubectl: Kubectl) -> None:
     assert kubectl.run("get", "awsclusters,clusters,secrets", "-o", "name").stdout == ""
 
 
+def test_kubectl_namespaces(kubectl: Kubectl) -> None:
+    kubectl.run("create", "namespace", "team-a")
+    assert kubectl.run("get", "namespaces", "-o", "name").stdout.split() == ["namespace/team-a"]
+    assert kubectl.run("get", "ns").stdout.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
+    kubectl.run("delete", "namespace", "team-a")
+    assert kubectl.run("get", "namespaces", "-o", "name").stdout == ""
+
+
 def test_kubectl_get_watch_sees_a_change(kubectl: Kubectl) -> None:
     kubectl.run("apply", "-f", str(EXAMPLE))
     watcher = kubectl.popen("get", "awscluster", "demo", "-w", "--request-timeout", "60s")

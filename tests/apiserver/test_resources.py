@@ -210,3 +210,20 @@ def test_propagation_policy_on_delete(
         assert not core.read_namespaced_secret(
             secret["metadata"]["name"], "default"
         ).metadata.owner_references
+
+
+def test_namespaces_are_cluster_scoped_objects(api: client.ApiClient, server: Server) -> None:
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": "team-a", "labels": {"owner": "me"}}})
+    assert core.read_namespace("team-a").metadata.labels == {"owner": "me"}
+    assert [n.metadata.name for n in core.list_namespace(label_selector="owner=me").items] == ["team-a"]
+    status = core.patch_namespace_status("team-a", {"status": {"phase": "Terminating"}})
+    assert status.status.phase == "Terminating"
+    # Objects in a namespace live under it, whatever the Namespace object's state.
+    code, secret = server.http(
+        "POST", "/api/v1/namespaces/team-a/secrets", {"metadata": {"name": "s"}, "stringData": {"k": "v"}}
+    )
+    assert code == 201
+    assert secret["metadata"]["namespace"] == "team-a"
+    core.delete_namespace("team-a")
+    assert [n.metadata.name for n in core.list_namespace().items] == []
