@@ -20,7 +20,7 @@ from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.status import ApiError, Cause, from_store_error
-from capa_py.store.errors import Conflict, StoreError
+from capa_py.store.errors import AlreadyExists, Conflict, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore, Propagation
 
 PATCH_RETRIES = 5
@@ -122,20 +122,14 @@ def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict
             if obj.metadata.name:
                 try:
                     store.get(target.model, obj.metadata.name, target.namespace)
-                except StoreError:
+                except NotFound:
                     pass
                 else:
-                    raise target.api_error(_already(), obj.metadata.name)
+                    raise AlreadyExists(f"{obj.metadata.name} already exists")
             return _dry(obj)
         return store.create(obj).to_dict()
     except StoreError as exc:
         raise target.api_error(exc, obj.metadata.name) from exc
-
-
-def _already() -> StoreError:
-    from capa_py.store.errors import AlreadyExists
-
-    return AlreadyExists("exists")
 
 
 def _dry(obj: KubeObject) -> dict[str, Any]:

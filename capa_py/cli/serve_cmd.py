@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
-from capa_py.cli.common import EXIT_INVALID, fail, globals_of, stdout
+from capa_py.cli.common import EXIT_INVALID, fail, globals_of, stderr, stdout
 
 
 def kubeconfig(url: str, name: str = "capa") -> dict[str, Any]:
@@ -41,6 +41,13 @@ def serve(
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, not {port}", EXIT_INVALID)
     store = globals_of(ctx).store()
+    if bind not in ("127.0.0.1", "localhost", "::1"):
+        stderr.print(
+            f"warning: serving on {bind} over plain HTTP with no authentication: anyone who can reach it "
+            "can read and change every object, Secrets included",
+            markup=False,
+            highlight=False,
+        )
 
     def on_ready(url: str) -> None:
         if write_kubeconfig is not None:

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -127,12 +128,64 @@ def test_kubectl_apply_get_label_patch_delete(kubectl: Kubectl) -> None:
     assert kubectl.run("get", "awsclusters,clusters,secrets", "-o", "name").stdout == ""
 
 
+def test_kubectl_wait_for_a_condition_set_through_the_status_subresource(kubectl: Kubectl) -> None:
+    kubectl.run("apply", "-f", str(EXAMPLE))
+    waiter = kubectl.popen("wait", "--for=condition=Ready", "awscluster/demo", "--timeout=60s")
+    try:
+        status = {
+            "status": {
+                "ready": True,
+                "conditions": [
+                    {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                ],
+            }
+        }
+        kubectl.run(
+            "patch", "awscluster", "demo", "--subresource=status", "--type", "merge", "-p", json.dumps(status)
+        )
+        out, err = waiter.communicate(timeout=90)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.communicate()
+    assert waiter.returncode == 0, err
+    assert "condition met" in out
+    assert kubectl.run("get", "awscluster", "demo").stdout.splitlines()[1].split()[:2] == ["demo", "true"]
+
+
 def test_kubectl_namespaces(kubectl: Kubectl) -> None:
     kubectl.run("create", "namespace", "team-a")
     assert kubectl.run("get", "namespaces", "-o", "name").stdout.split() == ["namespace/team-a"]
     assert kubectl.run("get", "ns").stdout.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
     kubectl.run("delete", "namespace", "team-a")
     assert kubectl.run("get", "namespaces", "-o", "name").stdout == ""
+
+
+def test_serve_refuses_a_port_in_use(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "capa_py.cli",
+                "--state",
+                str(tmp_path / "s.db"),
+                "serve",
+                "--port",
+                str(port),
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1, done.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr
 
 
 def test_kubectl_get_watch_sees_a_change(kubectl: Kubectl) -> None:

@@ -227,3 +227,24 @@ def test_namespaces_are_cluster_scoped_objects(api: client.ApiClient, server: Se
     assert secret["metadata"]["namespace"] == "team-a"
     core.delete_namespace("team-a")
     assert [n.metadata.name for n in core.list_namespace().items] == []
+
+
+def test_dry_run_updates_and_patches_write_nothing(custom: client.CustomObjectsApi, server: Server) -> None:
+    created = create(custom)
+    before = server.store.current_resource_version()
+    changed = dict(created, spec={**created["spec"], "additionalTags": {"dry": "run"}})
+    replaced = custom.replace_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, "demo", changed, dry_run="All"
+    )
+    assert replaced["spec"]["additionalTags"] == {"dry": "run"}
+    patched = custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, "demo", {"metadata": {"labels": {"a": "b"}}}, dry_run="All"
+    )
+    assert patched["metadata"]["labels"] == {"a": "b"}
+    with pytest.raises(ApiException) as taken:
+        custom.create_namespaced_custom_object(
+            GROUP, VERSION, "default", PLURAL, aws_cluster(), dry_run="All"
+        )
+    assert taken.value.status == 409
+    assert server.store.current_resource_version() == before
+    assert custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "demo") == created
