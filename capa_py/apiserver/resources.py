@@ -19,11 +19,12 @@ from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver.discovery import group_version
-from capa_py.apiserver.status import ApiError, Cause, from_store_error
+from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
 from capa_py.store.errors import AlreadyExists, Conflict, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore, Propagation
 
 PATCH_RETRIES = 5
+BUILT_IN_GROUPS = ("", "coordination.k8s.io")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,11 @@ class Target:
     @property
     def group(self) -> str:
         return group_version(self.model)[0]
+
+    @property
+    def custom(self) -> bool:
+        """Whether the kind is a custom resource (a CRD's) rather than one built into Kubernetes."""
+        return self.group not in BUILT_IN_GROUPS
 
     @property
     def resource(self) -> str:
@@ -172,6 +178,10 @@ def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dic
     obj = admit(target, body, old=None if target.subresource == "status" else current)
     _check_namespace(target, obj)
     obj.metadata.name = target.name or ""
+    if target.custom and not obj.metadata.resource_version:
+        # Custom resources allow no unconditional update (core kinds such as Secret and Lease do).
+        cause = Cause("metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")
+        raise target.invalid(obj.metadata.name, [cause])
     return _write(store, target, obj, dry_run)
 
 
@@ -218,7 +228,12 @@ def delete(
         last = store.delete(target.model, target.name, target.namespace, policy, precondition_rv)
     except StoreError as exc:
         raise target.api_error(exc) from exc
-    return last.to_dict() if last is not None else {}
+    if last is None:
+        return success(target.name, target.resource, target.group)
+    if target.custom or last.metadata.finalizers:
+        # Custom resources answer with the object; built-in kinds do while it waits for finalizers.
+        return last.to_dict()
+    return success(target.name, target.resource, target.group, last.metadata.uid)
 
 
 def encode_continue(resource_version: str, after: tuple[str, str]) -> str:

@@ -248,3 +248,22 @@ def test_dry_run_updates_and_patches_write_nothing(custom: client.CustomObjectsA
     assert taken.value.status == 409
     assert server.store.current_resource_version() == before
     assert custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "demo") == created
+
+
+def test_custom_resources_refuse_an_unconditional_update(
+    api: client.ApiClient, custom: client.CustomObjectsApi
+) -> None:
+    created = create(custom)
+    del created["metadata"]["resourceVersion"]
+    with pytest.raises(ApiException) as refused:
+        custom.replace_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "demo", created)
+    assert refused.value.status == 422
+    assert "metadata.resourceVersion" in refused.value.body
+
+    # Built-in kinds allow it, as the API server does.
+    core = client.CoreV1Api(api)
+    core.create_namespaced_secret("default", {"metadata": {"name": "s"}, "stringData": {"k": "v"}})
+    replaced = core.replace_namespaced_secret("s", "default", {"metadata": {"name": "s"}, "data": {}})
+    assert not replaced.data
+    deleted = core.delete_namespaced_secret("s", "default")
+    assert (deleted["kind"], deleted["status"], deleted["details"]["name"]) == ("Status", "Success", "s")
