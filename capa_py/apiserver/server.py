@@ -40,12 +40,16 @@ def _truthy(value: str | None) -> bool:
 
 class ApiServer:
     def __init__(
-        self, store: ObjectStore, registry: KindRegistry = REGISTRY, bookmark_interval: float = 5.0
+        self,
+        store: ObjectStore,
+        registry: KindRegistry = REGISTRY,
+        bookmark_interval: float = 5.0,
+        max_watches: int = 64,
     ) -> None:
         self.store = store
         self.registry = registry
         self.bookmark_interval = bookmark_interval
-        self.watches = Watches()
+        self.watches = Watches(max_watches)
 
     # -- routing --------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -61,6 +65,8 @@ class ApiServer:
         parts = [p for p in request.path.split("/") if p]
         if request.method != "GET" and (len(parts) < 3 or parts[0] not in ("api", "apis")):
             raise ApiError(405, f"the server does not allow this method on {request.path}")
+        if len(parts) == 1 and parts[0] in ("healthz", "livez", "readyz"):
+            return web.Response(text="ok", content_type="text/plain")
         if parts == ["version"]:
             return _json(discovery.version_info())
         if parts[:2] == ["openapi", "v3"]:
@@ -226,13 +232,15 @@ class ApiServer:
         )
         as_table = wants_table(request.headers.get("Accept", ""))
         include = self._include(request)
-        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        response.enable_chunked_encoding()
-        await response.prepare(request)
         queue: asyncio.Queue[Item] = asyncio.Queue()
         stop = self.watches.start(
             self.store, watch, asyncio.get_running_loop(), queue, self.bookmark_interval
         )
+        if stop is None:
+            raise ApiError(429, f"too many open watches (at most {self.watches.max_watches})")
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
         try:
             while True:
                 try:
@@ -277,10 +285,14 @@ async def _log_requests(
 
 
 def build_app(
-    store: ObjectStore, registry: KindRegistry = REGISTRY, bookmark_interval: float = 5.0
+    store: ObjectStore,
+    registry: KindRegistry = REGISTRY,
+    bookmark_interval: float = 5.0,
+    max_watches: int = 64,
 ) -> web.Application:
-    """The application; the caller owns the store (it is not closed here)."""
-    server = ApiServer(store, registry, bookmark_interval)
+    """The application; the caller owns the store (it is not closed here). At most ``max_watches``
+    watches are open at once (each holds a worker thread); one more is answered 429."""
+    server = ApiServer(store, registry, bookmark_interval, max_watches)
     app = web.Application(middlewares=[_log_requests], client_max_size=8 * 1024 * 1024)
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
 
@@ -308,9 +320,11 @@ async def serve(
     stopping: asyncio.Event,
     on_ready: Callable[[str], None],
     bookmark_interval: float = 5.0,
+    max_watches: int = 64,
 ) -> None:
     """Serve until ``stopping`` is set; ``on_ready`` gets the URL once the port is bound."""
-    runner, url = await _start(build_app(store, bookmark_interval=bookmark_interval), bind, port)
+    app = build_app(store, bookmark_interval=bookmark_interval, max_watches=max_watches)
+    runner, url = await _start(app, bind, port)
     _log.info("serving the store over the Kubernetes API", url=url)
     try:
         on_ready(url)
@@ -337,7 +351,11 @@ class RunningServer:
 
 
 def start_in_thread(
-    store: ObjectStore, bind: str = "127.0.0.1", port: int = 0, bookmark_interval: float = 5.0
+    store: ObjectStore,
+    bind: str = "127.0.0.1",
+    port: int = 0,
+    bookmark_interval: float = 5.0,
+    max_watches: int = 64,
 ) -> RunningServer:
     """Start serving in a background thread and return once the port is bound."""
     ready = threading.Event()
@@ -352,7 +370,7 @@ def start_in_thread(
                 state["url"] = url
                 ready.set()
 
-            await serve(store, bind, port, stopping, on_ready, bookmark_interval)
+            await serve(store, bind, port, stopping, on_ready, bookmark_interval, max_watches)
 
         try:
             asyncio.run(main())

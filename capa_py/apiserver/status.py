@@ -17,6 +17,7 @@ REASONS = {
     410: "Expired",
     415: "UnsupportedMediaType",
     422: "Invalid",
+    429: "TooManyRequests",
     500: "InternalError",
     503: "ServiceUnavailable",
 }

@@ -96,6 +96,7 @@ class Watches:
     """The worker threads of open watches, stopped together when the server shuts down."""
 
     def __init__(self, max_watches: int = 64) -> None:
+        self.max_watches = max_watches
         self._executor = ThreadPoolExecutor(max_workers=max_watches, thread_name_prefix="capa-watch")
         self._stops: set[threading.Event] = set()
         self._lock = threading.Lock()
@@ -107,9 +108,12 @@ class Watches:
         loop: asyncio.AbstractEventLoop,
         queue: asyncio.Queue[Item],
         bookmark_interval: float,
-    ) -> threading.Event:
+    ) -> threading.Event | None:
+        """The new watch's stop event, or ``None`` when every worker is busy (the caller answers 429)."""
         stop = threading.Event()
         with self._lock:
+            if len(self._stops) >= self.max_watches:
+                return None
             self._stops.add(stop)
 
         def emit(item: Item) -> None:

@@ -16,12 +16,14 @@ from tests.apiserver.apiserver_support import BOOKMARK_INTERVAL, Server, ServerF
 
 @pytest.fixture
 def make_server(tmp_path: Path) -> Iterator[ServerFactory]:
-    """``make_server(**store_options)``: a server over a new store; every one is stopped after the test."""
+    """``make_server(max_watches=64, **store_options)``: a server over a new store; every one is stopped
+    after the test."""
     started: list[Server] = []
 
-    def make(**store_options: Any) -> Server:
+    def make(max_watches: int = 64, **store_options: Any) -> Server:
         store = SQLiteStore(tmp_path / f"state-{len(started)}.db", poll_interval=0.02, **store_options)
-        server = Server(start_in_thread(store, bookmark_interval=BOOKMARK_INTERVAL), store)
+        running = start_in_thread(store, bookmark_interval=BOOKMARK_INTERVAL, max_watches=max_watches)
+        server = Server(running, store)
         started.append(server)
         return server
 

@@ -131,3 +131,31 @@ def test_a_too_old_resource_version_is_410_gone(make_server: ServerFactory) -> N
             ):
                 pass
         assert gone.value.status == 410
+
+
+def test_a_watch_beyond_the_limit_is_429_and_a_slot_frees_when_a_watch_ends(
+    make_server: ServerFactory,
+) -> None:
+    server = make_server(max_watches=1)
+    opened = threading.Event()
+    lines: list[bytes] = []
+
+    def hold() -> None:
+        with urllib.request.urlopen(f"{server.url}{PATH}?watch=1&timeoutSeconds=3", timeout=60) as response:
+            opened.set()
+            lines.extend(response)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    opened.wait(30)
+    code, status = server.http("GET", PATH + "?watch=1&timeoutSeconds=1")
+    assert code == 429
+    assert status["reason"] == "TooManyRequests"
+    holder.join(60)
+    assert raw_events(server, "timeoutSeconds=1") == []
+
+
+def test_health_endpoints(server: Server) -> None:
+    for path in ("/healthz", "/livez", "/readyz"):
+        with urllib.request.urlopen(server.url + path, timeout=30) as response:
+            assert response.read() == b"ok"
