@@ -41,6 +41,32 @@ Item = tuple[str, Any, str]
 ERROR with a store error, END when the watch is over."""
 
 
+class FieldView:
+    """What a watch with a field selector reports: an object that starts matching arrives as ADDED, one
+    that stops matching as DELETED, as the API server's watch cache reports them. The watch remembers
+    whether each object it has seen matched; one it has not seen yet (a watch from a resourceVersion)
+    passes with the store's event type when it matches."""
+
+    def __init__(self, selector: FieldSelector) -> None:
+        self.selector = selector
+        self.matched: dict[tuple[str, str], bool] = {}
+
+    def event(self, event_type: str, doc: dict[str, Any]) -> str | None:
+        if not self.selector.requirements:
+            return event_type
+        meta = doc.get("metadata", {})
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        now = self.selector.matches(doc)
+        before = False if event_type == "ADDED" else self.matched.get(key)
+        if event_type == "DELETED":
+            self.matched.pop(key, None)
+            return "DELETED" if before or (before is None and now) else None
+        self.matched[key] = now
+        if now:
+            return event_type if before is None else ("MODIFIED" if before else "ADDED")
+        return "DELETED" if before else None
+
+
 def pump(
     store: ObjectStore,
     request: WatchRequest,
@@ -50,13 +76,14 @@ def pump(
 ) -> None:
     """Follow the store and ``emit`` every item; runs in a worker thread until ``stop`` or the timeout."""
     deadline = None if request.timeout is None else time.monotonic() + request.timeout
+    view = FieldView(request.field_selector)
     try:
         since = request.resource_version
         if not since or since == "0":
             current = store.list(request.model, request.namespace, request.label_selector)
             for obj in current:
                 doc = obj.to_dict()
-                if request.field_selector.matches(doc):
+                if view.event("ADDED", doc):
                     emit(("ADDED", doc, obj.metadata.resource_version or current.resource_version))
             since = current.resource_version
         while not stop.is_set():
@@ -70,8 +97,9 @@ def pump(
             ):
                 since = event.resource_version
                 doc = event.object.to_dict()
-                if request.field_selector.matches(doc):
-                    emit((event.type, doc, event.resource_version))
+                emitted = view.event(event.type, doc)
+                if emitted is not None:
+                    emit((emitted, doc, event.resource_version))
             if stop.is_set():
                 break
             if head is not None and int(head) > int(since):

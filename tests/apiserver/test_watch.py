@@ -159,3 +159,23 @@ def test_health_endpoints(server: Server) -> None:
     for path in ("/healthz", "/livez", "/readyz"):
         with urllib.request.urlopen(server.url + path, timeout=30) as response:
             assert response.read() == b"ok"
+
+
+def test_a_field_selector_watch_reports_objects_entering_and_leaving_it(
+    server: Server, custom: client.CustomObjectsApi
+) -> None:
+    custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, aws_cluster())
+    ready = "fieldSelector=status.ready%3Dtrue"
+    start = raw_events(server, f"timeoutSeconds=0.5&{ready}")
+    assert start == []
+    rv = server.store.current_resource_version()
+    for value in (True, False):
+        custom.patch_namespaced_custom_object_status(
+            GROUP, VERSION, "default", PLURAL, "demo", {"status": {"ready": value}}
+        )
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, "demo", {"metadata": {"labels": {"a": "b"}}}
+    )
+    # Watched from before the changes: entering, leaving, then nothing while outside.
+    events = raw_events(server, f"resourceVersion={rv}&timeoutSeconds=1&{ready}")
+    assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
