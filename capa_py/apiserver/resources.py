@@ -19,6 +19,7 @@ from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver.discovery import group_version
+from capa_py.apiserver.patch import apply_patch
 from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
 from capa_py.store.errors import AlreadyExists, Conflict, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore, Propagation
@@ -186,8 +187,6 @@ def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dic
 
 
 def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool) -> dict[str, Any]:
-    from capa_py.apiserver.patch import apply_patch
-
     for attempt in range(PATCH_RETRIES):
         current = get(store, target)
         doc = current.to_dict()

@@ -60,6 +60,10 @@ class ApiServer:
         except StoreError as exc:
             error = from_store_error(exc, "", "")
             return _json(error.status(), error.code)
+        except Exception as exc:  # a bug: answered as the API server answers one, and logged
+            _log.exception("request failed", method=request.method, path=request.path)
+            error = ApiError(500, f"an internal error occurred: {type(exc).__name__}")
+            return _json(error.status(), error.code)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
