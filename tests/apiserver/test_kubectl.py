@@ -124,6 +124,13 @@ def test_kubectl_apply_get_label_patch_delete(kubectl: Kubectl) -> None:
     assert refused.returncode != 0
     assert "spec.region" in refused.stderr
 
+    described = kubectl.run("describe", "awscluster", "demo").stdout
+    assert "Name:         demo" in described
+    assert "team=red" in described
+    everywhere = kubectl.run("get", "awsclusters", "-A").stdout.splitlines()
+    assert everywhere[0].split()[:2] == ["NAMESPACE", "NAME"]
+    assert everywhere[1].split()[:2] == ["default", "demo"]
+
     kubectl.run("delete", "-f", str(EXAMPLE), "--wait", "--timeout", "60s")
     assert kubectl.run("get", "awsclusters,clusters,secrets", "-o", "name").stdout == ""
 

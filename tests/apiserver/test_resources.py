@@ -267,3 +267,13 @@ def test_custom_resources_refuse_an_unconditional_update(
     assert not replaced.data
     deleted = core.delete_namespaced_secret("s", "default")
     assert (deleted["kind"], deleted["status"], deleted["details"]["name"]) == ("Status", "Success", "s")
+
+
+def test_generate_name_picks_a_free_name(custom: client.CustomObjectsApi) -> None:
+    body = aws_cluster()
+    body["metadata"] = {"generateName": "demo-"}
+    first = custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, body)
+    second = custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, body)
+    names = {first["metadata"]["name"], second["metadata"]["name"]}
+    assert len(names) == 2
+    assert all(name.startswith("demo-") for name in names)
