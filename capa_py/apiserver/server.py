@@ -270,8 +270,8 @@ class ApiServer:
                     obj = doc
                 line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n"
                 await response.write(line.encode())
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            _log.debug("watch client went away", kind=target.model.KIND)
         finally:
             stop.set()
         with contextlib.suppress(ConnectionResetError):
@@ -348,6 +348,9 @@ class RunningServer:
     _thread: threading.Thread
 
     def stop(self, timeout: float = 30.0) -> None:
+        """Stop serving (open watches end) and wait for the thread; stopping twice is harmless."""
+        if not self._thread.is_alive():
+            return
         self._loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join(timeout)
         if self._thread.is_alive():

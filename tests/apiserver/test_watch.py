@@ -179,3 +179,23 @@ def test_a_field_selector_watch_reports_objects_entering_and_leaving_it(
     # Watched from before the changes: entering, leaving, then nothing while outside.
     events = raw_events(server, f"resourceVersion={rv}&timeoutSeconds=1&{ready}")
     assert [e["type"] for e in events] == ["MODIFIED", "DELETED"]
+
+
+def test_stopping_the_server_ends_open_watches(make_server: ServerFactory) -> None:
+    server = make_server()
+    opened = threading.Event()
+    ended = threading.Event()
+
+    def follow() -> None:
+        with urllib.request.urlopen(f"{server.url}{PATH}?watch=1", timeout=60) as response:
+            opened.set()
+            for _ in response:
+                pass
+        ended.set()
+
+    follower = threading.Thread(target=follow)
+    follower.start()
+    opened.wait(30)
+    server.running.stop()
+    follower.join(60)
+    assert ended.is_set()
