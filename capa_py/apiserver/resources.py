@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
+from capa_py.apiserver import foreground
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.patch import apply_patch
 from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
@@ -213,10 +214,8 @@ def delete(
 ) -> dict[str, Any]:
     assert target.name is not None
     chosen = propagation or "Background"
-    if chosen not in ("Background", "Orphan"):
-        if chosen == "Foreground":
-            raise ApiError(400, "propagationPolicy Foreground is not supported yet: use Background or Orphan")
-        raise ApiError(400, f"unknown propagationPolicy {chosen!r}")
+    if chosen not in ("Background", "Orphan", "Foreground"):
+        raise ApiError(400, f"unknown propagationPolicy {chosen!r}: Background, Orphan or Foreground")
     policy: Propagation = "Orphan" if chosen == "Orphan" else "Background"
     try:
         if dry_run:
@@ -224,7 +223,11 @@ def delete(
             if precondition_rv and precondition_rv != current.metadata.resource_version:
                 raise Conflict("resourceVersion precondition failed")
             return current.to_dict()
-        last = store.delete(target.model, target.name, target.namespace, policy, precondition_rv)
+        if chosen == "Foreground":
+            current = store.get(target.model, target.name, target.namespace)
+            last = foreground.mark(store, current, precondition_rv)
+        else:
+            last = store.delete(target.model, target.name, target.namespace, policy, precondition_rv)
     except StoreError as exc:
         raise target.api_error(exc) from exc
     if last is None:

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import discovery, openapi, resources
+from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.patch import SUPPORTED
 from capa_py.apiserver.status import ApiError, from_store_error
 from capa_py.apiserver.tables import table, wants_table
@@ -50,6 +51,7 @@ class ApiServer:
         self.registry = registry
         self.bookmark_interval = bookmark_interval
         self.watches = Watches(max_watches)
+        self.collector = ForegroundCollector(store, registry)
 
     # -- routing --------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -173,6 +175,8 @@ class ApiServer:
             last = await asyncio.to_thread(
                 resources.delete, store, target, propagation, preconditions.get("resourceVersion"), dry_run
             )
+            if propagation == "Foreground":
+                self.collector.wake()
             return self._respond(request, target, last)
         raise ApiError(405, f"{method} is not supported on {target.resource}")
 
@@ -300,9 +304,14 @@ def build_app(
     app = web.Application(middlewares=[_log_requests], client_max_size=8 * 1024 * 1024)
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
 
+    async def start_collector(_: web.Application) -> None:
+        server.collector.start()
+
     async def close_watches(_: web.Application) -> None:
         await asyncio.to_thread(server.watches.close)
+        await asyncio.to_thread(server.collector.stop)
 
+    app.on_startup.append(start_collector)
     app.on_shutdown.append(close_watches)
     return app
 

@@ -159,6 +159,9 @@ def test_kubectl_wait_for_a_condition_set_through_the_status_subresource(kubectl
     assert "condition met" in out
     assert kubectl.run("get", "awscluster", "demo").stdout.splitlines()[1].split()[:2] == ["demo", "true"]
 
+    kubectl.run("delete", "awscluster", "demo", "--cascade=foreground", "--wait", "--timeout", "60s")
+    assert kubectl.run("get", "awsclusters", "-o", "name").stdout == ""
+
 
 def test_kubectl_namespaces(kubectl: Kubectl) -> None:
     kubectl.run("create", "namespace", "team-a")

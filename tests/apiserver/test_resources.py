@@ -7,6 +7,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.apiserver.apiserver_support import GROUP, VERSION, Server, aws_cluster, example
+from tests.e2e.e2e_support import wait_for
 
 PLURAL = "awsclusters"
 
@@ -277,3 +278,46 @@ def test_generate_name_picks_a_free_name(custom: client.CustomObjectsApi) -> Non
     names = {first["metadata"]["name"], second["metadata"]["name"]}
     assert len(names) == 2
     assert all(name.startswith("demo-") for name in names)
+
+
+def test_foreground_deletion_waits_for_the_dependents(
+    api: client.ApiClient, custom: client.CustomObjectsApi
+) -> None:
+    owner = create(custom)
+    reference = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "AWSCluster",
+        "name": "demo",
+        "uid": owner["metadata"]["uid"],
+    }
+    core = client.CoreV1Api(api)
+    core.create_namespaced_secret("default", {"metadata": {"name": "free", "ownerReferences": [reference]}})
+    core.create_namespaced_secret(
+        "default",
+        {"metadata": {"name": "held", "ownerReferences": [reference], "finalizers": ["example.com/hold"]}},
+    )
+
+    marked = custom.delete_namespaced_custom_object(
+        GROUP, VERSION, "default", PLURAL, "demo", propagation_policy="Foreground"
+    )
+    assert marked["metadata"]["deletionTimestamp"]
+    assert "foregroundDeletion" in marked["metadata"]["finalizers"]
+
+    def secret_names() -> list[str]:
+        return [s.metadata.name for s in core.list_namespaced_secret("default").items]
+
+    # The free dependent goes; the held one is marked and keeps its owner in place.
+    assert wait_for(lambda: secret_names() == ["held"], timeout=30)
+    assert wait_for(
+        lambda: core.read_namespaced_secret("held", "default").metadata.deletion_timestamp, timeout=30
+    )
+    assert custom.get_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, "demo")["metadata"][
+        "deletionTimestamp"
+    ]
+
+    core.patch_namespaced_secret("held", "default", {"metadata": {"finalizers": None}})
+    assert wait_for(
+        lambda: not custom.list_namespaced_custom_object(GROUP, VERSION, "default", PLURAL)["items"],
+        timeout=30,
+    )
+    assert secret_names() == []
