@@ -63,6 +63,9 @@ class ForegroundCollector:
             except StoreError as exc:
                 _log.warning("foreground deletion pass failed", error=str(exc))
                 pending = True
+            except Exception:  # a bug must not stop the collector for good
+                _log.exception("foreground deletion pass failed")
+                pending = True
             # While owners wait, look again soon; otherwise sleep until a foreground delete wakes us.
             self._wake.wait(self.interval if pending else None)
             self._wake.clear()
