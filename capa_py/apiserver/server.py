@@ -320,7 +320,12 @@ async def _start(app: web.Application, bind: str, port: int) -> tuple[web.AppRun
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
     site = web.TCPSite(runner, bind, port)
-    await site.start()
+    try:
+        await site.start()
+    except BaseException:
+        # Setting up started the application's threads (the foreground collector): stop them.
+        await runner.cleanup()
+        raise
     host, bound_port = runner.addresses[0][:2]
     host = f"[{host}]" if ":" in host else host
     return runner, f"http://{host}:{bound_port}"
