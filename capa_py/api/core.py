@@ -1,4 +1,4 @@
-"""Core (``v1``) kinds that providers read: the bootstrap data Secret."""
+"""Core (``v1``) kinds: the bootstrap data Secret providers read, and Namespace."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from capa_py.api.meta import KubeObject
+from capa_py.api.meta import KubeModel, KubeObject
 
 
 class Secret(KubeObject):
@@ -50,3 +50,27 @@ class Secret(KubeObject):
         if key not in self.data:
             raise KeyError(f"{self.ref()} has no key {key!r}")
         return base64.b64decode(self.data[key])
+
+
+class NamespaceSpec(KubeModel):
+    finalizers: list[str] = Field(default_factory=list)
+
+
+class NamespaceStatus(KubeModel):
+    phase: str | None = None
+
+
+class Namespace(KubeObject):
+    """A ``v1`` Namespace, stored so that ``kubectl create namespace`` and ``get namespaces`` work.
+
+    Nothing checks that a namespaced object's namespace exists (there is no namespace lifecycle).
+    """
+
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "Namespace"
+    PLURAL: ClassVar[str] = "namespaces"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ns",)
+    NAMESPACED: ClassVar[bool] = False
+
+    spec: NamespaceSpec = Field(default_factory=NamespaceSpec)
+    status: NamespaceStatus = Field(default_factory=NamespaceStatus)

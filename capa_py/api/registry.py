@@ -82,10 +82,10 @@ def default_registry() -> KindRegistry:
     from capa_py.api.aws import AWSCluster, AWSMachine
     from capa_py.api.cluster import Cluster, Machine
     from capa_py.api.coordination import Lease
-    from capa_py.api.core import Secret
+    from capa_py.api.core import Namespace, Secret
 
     registry = KindRegistry()
-    for model in (Cluster, Machine, Secret, AWSCluster, AWSMachine, Lease):
+    for model in (Cluster, Machine, Secret, Namespace, AWSCluster, AWSMachine, Lease):
         registry.register(model)
     return registry
 

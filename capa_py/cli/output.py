@@ -72,6 +72,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("DATA", lambda d: str(len(d.get("data", {})))),
     ],
     "Lease": [("HOLDER", lambda d: _path(d, "spec.holderIdentity"))],
+    "Namespace": [("STATUS", lambda d: _path(d, "status.phase", "Active"))],
 }
 
 

@@ -1,0 +1,57 @@
+"""PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge as merge patch."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonpatch
+
+from capa_py.apiserver.status import ApiError
+
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+APPLY = "application/apply-patch+yaml"
+SUPPORTED = (MERGE, JSON_PATCH, STRATEGIC)
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: objects merge key by key, ``null`` removes a key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+def apply_patch(content_type: str, document: dict[str, Any], patch: Any) -> dict[str, Any]:
+    """The document with the patch applied; a patch that cannot apply is a 422 (json patch test
+    failures, missing paths) or a 400 (a body of the wrong shape), as the API server answers."""
+    if content_type in (MERGE, STRATEGIC):
+        if not isinstance(patch, dict):
+            raise ApiError(400, "a merge patch must be a JSON object")
+        patched = merge_patch(document, patch)
+        assert isinstance(patched, dict)
+        return patched
+    if content_type == JSON_PATCH:
+        if not isinstance(patch, list):
+            raise ApiError(400, "a JSON patch must be a JSON array of operations")
+        try:
+            result = jsonpatch.JsonPatch(patch).apply(document)
+        except jsonpatch.JsonPatchTestFailed as exc:
+            raise ApiError(422, f"the test operation failed: {exc}") from exc
+        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+            raise ApiError(422, f"the JSON patch cannot be applied: {exc}") from exc
+        if not isinstance(result, dict):
+            raise ApiError(422, "the JSON patch must leave an object")
+        return result
+    raise ApiError(
+        415,
+        "the body of the request was in an unknown format - accepted media types include: "
+        + ", ".join(SUPPORTED),
+    )

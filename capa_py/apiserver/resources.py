@@ -1,0 +1,279 @@
+"""The resource endpoints: get, list, create, update, patch, delete and the status subresource.
+
+Every handler runs the store's blocking calls in a worker thread. Admission is ``capa apply``'s: the model's
+field validation, its semantic issues and, on updates, its immutable fields, each failure a 422 naming the
+field in ``details.causes``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from capa_py.api.core import Secret
+from capa_py.api.loader import _clean_message, format_loc
+from capa_py.api.meta import KubeObject
+from capa_py.apiserver import foreground
+from capa_py.apiserver.discovery import group_version
+from capa_py.apiserver.patch import apply_patch
+from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
+from capa_py.store.errors import AlreadyExists, Conflict, NotFound, StoreError
+from capa_py.store.protocol import ObjectStore, Propagation
+
+PATCH_RETRIES = 5
+BUILT_IN_GROUPS = ("", "coordination.k8s.io")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a request path names: a kind, maybe a namespace, maybe one object, maybe its status."""
+
+    model: type[KubeObject]
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+    @property
+    def group(self) -> str:
+        return group_version(self.model)[0]
+
+    @property
+    def custom(self) -> bool:
+        """Whether the kind is a custom resource (a CRD's) rather than one built into Kubernetes."""
+        return self.group not in BUILT_IN_GROUPS
+
+    @property
+    def resource(self) -> str:
+        return self.model.PLURAL
+
+    def api_error(self, exc: StoreError, name: str | None = None) -> ApiError:
+        return from_store_error(exc, self.resource, self.group, name or self.name or "")
+
+    def invalid(self, name: str, causes: list[Cause]) -> ApiError:
+        listed = ", ".join(f"{c.field}: {c.message}" if c.field else c.message for c in causes)
+        qualified = f"{self.model.KIND}.{self.group}" if self.group else self.model.KIND
+        return ApiError(
+            422,
+            f'{qualified} "{name}" is invalid: {listed}',
+            name=name,
+            kind=self.model.KIND,
+            group=self.group,
+            causes=causes,
+        )
+
+
+def parse_body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not JSON: {exc}") from exc
+
+
+def admit(target: Target, doc: Any, old: KubeObject | None = None) -> KubeObject:
+    """The document as a validated model, or a 422 listing every field that fails."""
+    if not isinstance(doc, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
+    # As the API server decodes a body: a missing apiVersion or kind is the path's.
+    doc = {**doc, "apiVersion": doc.get("apiVersion") or target.model.API_VERSION}
+    doc["kind"] = doc.get("kind") or target.model.KIND
+    api_version, kind = doc["apiVersion"], doc["kind"]
+    if (api_version, kind) != (target.model.API_VERSION, target.model.KIND):
+        raise ApiError(
+            400,
+            f"the object is {api_version}/{kind}, the path is for "
+            f"{target.model.API_VERSION}/{target.model.KIND}",
+        )
+    try:
+        obj = target.model.model_validate(doc)
+    except ValidationError as exc:
+        causes = []
+        for error in exc.errors():
+            reason = "FieldValueRequired" if error["type"] == "missing" else "FieldValueInvalid"
+            if error["type"] == "extra_forbidden":
+                reason = "FieldValueNotSupported"
+            causes.append(Cause(format_loc(error["loc"]), _clean_message(error["msg"]), reason))
+        raise target.invalid(name, causes) from exc
+    issues = obj.semantic_issues()
+    if old is not None:
+        issues += obj.immutable_issues(old)
+    if issues:
+        raise target.invalid(name, [Cause(i.path, i.message) for i in issues])
+    return obj
+
+
+def _check_namespace(target: Target, obj: KubeObject) -> None:
+    if not target.model.NAMESPACED:
+        obj.metadata.namespace = None
+        return
+    if obj.metadata.namespace and obj.metadata.namespace != target.namespace:
+        raise ApiError(
+            400, "the namespace of the provided object does not match the namespace sent on the request"
+        )
+    obj.metadata.namespace = target.namespace
+
+
+def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
+    obj = admit(target, body)
+    _check_namespace(target, obj)
+    if not obj.metadata.name and not obj.metadata.generate_name:
+        raise target.invalid(
+            "", [Cause("metadata.name", "name or generateName is required", "FieldValueRequired")]
+        )
+    try:
+        if dry_run:
+            if obj.metadata.name:
+                try:
+                    store.get(target.model, obj.metadata.name, target.namespace)
+                except NotFound:
+                    pass
+                else:
+                    raise AlreadyExists(f"{obj.metadata.name} already exists")
+            return _dry(obj)
+        return store.create(obj).to_dict()
+    except StoreError as exc:
+        raise target.api_error(exc, obj.metadata.name) from exc
+
+
+def _dry(obj: KubeObject) -> dict[str, Any]:
+    if isinstance(obj, Secret):
+        obj = obj.model_copy(deep=True)
+        obj.normalise()
+    return obj.to_dict()
+
+
+def get(store: ObjectStore, target: Target) -> KubeObject:
+    assert target.name is not None
+    try:
+        return store.get(target.model, target.name, target.namespace)
+    except StoreError as exc:
+        raise target.api_error(exc) from exc
+
+
+def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -> dict[str, Any]:
+    try:
+        if dry_run:
+            current = store.get(target.model, obj.metadata.name, target.namespace)
+            wanted = obj.metadata.resource_version
+            if wanted and wanted != current.metadata.resource_version:
+                raise Conflict(
+                    "the object has been modified; please apply your changes to the latest version"
+                )
+            return _dry(obj)
+        if target.subresource == "status":
+            return store.update_status(obj).to_dict()
+        return store.update(obj).to_dict()
+    except StoreError as exc:
+        raise target.api_error(exc, obj.metadata.name) from exc
+
+
+def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
+    current = get(store, target)
+    meta = body.get("metadata") if isinstance(body, dict) else None
+    if isinstance(meta, dict) and meta.get("name") not in (None, target.name):
+        raise ApiError(400, "the name of the object does not match the name on the URL")
+    obj = admit(target, body, old=None if target.subresource == "status" else current)
+    _check_namespace(target, obj)
+    obj.metadata.name = target.name or ""
+    if target.custom and not obj.metadata.resource_version:
+        # Custom resources allow no unconditional update (core kinds such as Secret and Lease do).
+        cause = Cause("metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")
+        raise target.invalid(obj.metadata.name, [cause])
+    return _write(store, target, obj, dry_run)
+
+
+def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool) -> dict[str, Any]:
+    for attempt in range(PATCH_RETRIES):
+        current = get(store, target)
+        doc = current.to_dict()
+        patched = apply_patch(content_type, doc, body)
+        pinned = (patched.get("metadata") or {}).get("resourceVersion")
+        if not pinned or pinned == current.metadata.resource_version:
+            # Unconditional unless the patch itself names a resourceVersion (as the API server does).
+            patched.setdefault("metadata", {})["resourceVersion"] = current.metadata.resource_version
+        explicit = pinned and pinned != current.metadata.resource_version
+        obj = admit(target, patched, old=None if target.subresource == "status" else current)
+        _check_namespace(target, obj)
+        if obj.metadata.name != target.name:
+            raise ApiError(400, "a patch may not change the object's name")
+        try:
+            return _write(store, target, obj, dry_run)
+        except ApiError as exc:
+            if exc.reason != "Conflict" or explicit or attempt == PATCH_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def delete(
+    store: ObjectStore, target: Target, propagation: str | None, precondition_rv: str | None, dry_run: bool
+) -> dict[str, Any]:
+    assert target.name is not None
+    chosen = propagation or "Background"
+    if chosen not in ("Background", "Orphan", "Foreground"):
+        raise ApiError(400, f"unknown propagationPolicy {chosen!r}: Background, Orphan or Foreground")
+    policy: Propagation = "Orphan" if chosen == "Orphan" else "Background"
+    try:
+        if dry_run:
+            current = store.get(target.model, target.name, target.namespace)
+            if precondition_rv and precondition_rv != current.metadata.resource_version:
+                raise Conflict("resourceVersion precondition failed")
+            return current.to_dict()
+        if chosen == "Foreground":
+            current = store.get(target.model, target.name, target.namespace)
+            last = foreground.mark(store, current, precondition_rv)
+        else:
+            last = store.delete(target.model, target.name, target.namespace, policy, precondition_rv)
+    except StoreError as exc:
+        raise target.api_error(exc) from exc
+    if last is None:
+        return success(target.name, target.resource, target.group)
+    if target.custom or last.metadata.finalizers:
+        # Custom resources answer with the object; built-in kinds do while it waits for finalizers.
+        return last.to_dict()
+    return success(target.name, target.resource, target.group, last.metadata.uid)
+
+
+def encode_continue(resource_version: str, after: tuple[str, str]) -> str:
+    raw = json.dumps({"rv": resource_version, "after": list(after)}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode()
+
+
+def decode_continue(token: str) -> tuple[str, tuple[str, str]]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        namespace, name = data["after"]
+        return str(data["rv"]), (str(namespace), str(name))
+    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+        raise ApiError(400, "the continue token is not valid") from exc
+
+
+def list_page(
+    store: ObjectStore,
+    target: Target,
+    label_selector: str | None,
+    field_selector: str | None,
+    limit: int | None,
+    token: str | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """One page of a list and the list's metadata (resourceVersion, continue, remainingItemCount)."""
+    try:
+        found = store.list(target.model, target.namespace, label_selector, field_selector)
+    except StoreError as exc:
+        raise target.api_error(exc) from exc
+    items = [((o.metadata.namespace or "", o.metadata.name), o) for o in found]
+    resource_version = found.resource_version
+    if token:
+        resource_version, after = decode_continue(token)
+        items = [(key, o) for key, o in items if key > after]
+    metadata: dict[str, Any] = {"resourceVersion": resource_version}
+    if limit and len(items) > limit:
+        page = items[:limit]
+        metadata["continue"] = encode_continue(resource_version, page[-1][0])
+        metadata["remainingItemCount"] = len(items) - limit
+        items = page
+    return [o.to_dict() for _, o in items], metadata

@@ -1,0 +1,407 @@
+"""The aiohttp application serving the store with the Kubernetes API's paths and wire form."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from capa_py.api.registry import REGISTRY, KindRegistry
+from capa_py.apiserver import discovery, openapi, resources
+from capa_py.apiserver.foreground import ForegroundCollector
+from capa_py.apiserver.patch import SUPPORTED
+from capa_py.apiserver.status import ApiError, from_store_error
+from capa_py.apiserver.tables import table, wants_table
+from capa_py.apiserver.watch import Item, Watches, WatchRequest
+from capa_py.logging import get_logger
+from capa_py.store.errors import StoreError
+from capa_py.store.protocol import ObjectStore
+from capa_py.store.selectors import FieldSelector
+
+_log = get_logger("apiserver")
+
+
+def _json(document: Any, status: int = 200) -> web.Response:
+    return web.Response(
+        body=json.dumps(document, separators=(",", ":")).encode(),
+        status=status,
+        content_type="application/json",
+    )
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.lower() in ("1", "true", "yes")
+
+
+class ApiServer:
+    def __init__(
+        self,
+        store: ObjectStore,
+        registry: KindRegistry = REGISTRY,
+        bookmark_interval: float = 5.0,
+        max_watches: int = 64,
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.bookmark_interval = bookmark_interval
+        self.watches = Watches(max_watches)
+        self.collector = ForegroundCollector(store, registry)
+
+    # -- routing --------------------------------------------------------------------------------------
+    async def dispatch(self, request: web.Request) -> web.StreamResponse:
+        try:
+            return await self._dispatch(request)
+        except ApiError as exc:
+            return _json(exc.status(), exc.code)
+        except StoreError as exc:
+            error = from_store_error(exc, "", "")
+            return _json(error.status(), error.code)
+        except Exception as exc:  # a bug: answered as the API server answers one, and logged
+            _log.exception("request failed", method=request.method, path=request.path)
+            error = ApiError(500, f"an internal error occurred: {type(exc).__name__}")
+            return _json(error.status(), error.code)
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        parts = [p for p in request.path.split("/") if p]
+        if request.method != "GET" and (len(parts) < 3 or parts[0] not in ("api", "apis")):
+            raise ApiError(405, f"the server does not allow this method on {request.path}")
+        if len(parts) == 1 and parts[0] in ("healthz", "livez", "readyz"):
+            return web.Response(text="ok", content_type="text/plain")
+        if parts == ["version"]:
+            return _json(discovery.version_info())
+        if parts[:2] == ["openapi", "v3"]:
+            return self._openapi(parts[2:])
+        if parts == ["api"]:
+            return _json(discovery.api_versions(request.host))
+        if parts == ["apis"]:
+            return _json(discovery.api_group_list(self.registry))
+        if len(parts) == 2 and parts[0] == "apis":
+            group_doc = discovery.api_group(self.registry, parts[1])
+            if group_doc is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            return _json(group_doc)
+        if parts[:1] == ["api"] and len(parts) >= 2:
+            group, version, rest = "", parts[1], parts[2:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            group, version, rest = parts[1], parts[2], parts[3:]
+        else:
+            raise ApiError(404, "the server could not find the requested resource")
+        if not rest:
+            listing = discovery.resource_list(self.registry, group, version)
+            if listing is None:
+                raise ApiError(404, "the server could not find the requested resource")
+            return _json(listing)
+        target = self._target(group, version, rest)
+        return await self._resource(request, target)
+
+    def _openapi(self, rest: list[str]) -> web.Response:
+        if not rest:
+            return _json(openapi.index(self.registry))
+        doc = openapi.documents(self.registry).get("/".join(rest))
+        if doc is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return _json(doc)
+
+    def _target(self, group: str, version: str, rest: list[str]) -> resources.Target:
+        namespace: str | None = None
+        models = discovery.by_group(self.registry).get(group, {}).get(version, [])
+        # ``namespaces/NAME/status`` is a Namespace's own subresource, not a kind inside a namespace.
+        namespace_status = rest[0] == "namespaces" and rest[2:] == ["status"]
+        if rest[0] == "namespaces" and len(rest) >= 3 and not namespace_status:
+            namespace, rest = rest[1], rest[2:]
+        model = next((m for m in models if rest[0] == m.PLURAL), None)
+        if model is None or len(rest) > 3:
+            raise ApiError(404, "the server could not find the requested resource")
+        name = rest[1] if len(rest) >= 2 else None
+        subresource = rest[2] if len(rest) == 3 else None
+        if subresource is not None and (subresource != "status" or not model.HAS_STATUS):
+            raise ApiError(404, "the server could not find the requested resource")
+        if model.NAMESPACED and name is not None and namespace is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        if not model.NAMESPACED and namespace is not None:
+            raise ApiError(404, "the server could not find the requested resource")
+        return resources.Target(model, namespace, name, subresource)
+
+    # -- resources ------------------------------------------------------------------------------------
+    async def _resource(self, request: web.Request, target: resources.Target) -> web.StreamResponse:
+        query = request.query
+        dry_run = "All" in query.getall("dryRun", [])
+        method = request.method
+        store = self.store
+        if target.name is None:
+            if method == "GET":
+                if _truthy(query.get("watch")):
+                    return await self._watch(request, target)
+                return await self._list(request, target)
+            if method == "POST":
+                if target.model.NAMESPACED and target.namespace is None:
+                    raise ApiError(404, "the server could not find the requested resource")
+                body = resources.parse_body(await request.read())
+                created = await asyncio.to_thread(resources.create, store, target, body, dry_run)
+                return self._respond(request, target, created, 201)
+            raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
+        if method == "GET":
+            obj = await asyncio.to_thread(resources.get, store, target)
+            return self._respond(request, target, obj.to_dict())
+        if method == "PUT":
+            body = resources.parse_body(await request.read())
+            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run)
+            return self._respond(request, target, replaced)
+        if method == "PATCH":
+            content_type = request.content_type
+            if content_type not in SUPPORTED:
+                raise ApiError(
+                    415,
+                    f"the body of the request was in an unknown format ({content_type}) - "
+                    f"accepted media types include: {', '.join(SUPPORTED)}",
+                )
+            body = resources.parse_body(await request.read())
+            patched = await asyncio.to_thread(resources.patch, store, target, content_type, body, dry_run)
+            return self._respond(request, target, patched)
+        if method == "DELETE":
+            if target.subresource is not None:
+                raise ApiError(405, "the status subresource cannot be deleted")
+            options = resources.parse_body(await request.read()) if request.can_read_body else None
+            options = options if isinstance(options, dict) else {}
+            propagation = query.get("propagationPolicy") or options.get("propagationPolicy")
+            preconditions = options.get("preconditions") or {}
+            dry_run = dry_run or "All" in (options.get("dryRun") or [])
+            last = await asyncio.to_thread(
+                resources.delete, store, target, propagation, preconditions.get("resourceVersion"), dry_run
+            )
+            if propagation == "Foreground":
+                self.collector.wake()
+            return self._respond(request, target, last)
+        raise ApiError(405, f"{method} is not supported on {target.resource}")
+
+    def _respond(
+        self, request: web.Request, target: resources.Target, doc: dict[str, Any], status: int = 200
+    ) -> web.Response:
+        if wants_table(request.headers.get("Accept", "")):
+            rv = doc.get("metadata", {}).get("resourceVersion", "")
+            return _json(table(target.model, [doc], self._include(request), {"resourceVersion": rv}), status)
+        return _json(doc, status)
+
+    @staticmethod
+    def _include(request: web.Request) -> str:
+        return request.query.get("includeObject", "Metadata")
+
+    async def _list(self, request: web.Request, target: resources.Target) -> web.Response:
+        query = request.query
+        limit_text = query.get("limit")
+        try:
+            limit = int(limit_text) if limit_text else None
+        except ValueError as exc:
+            raise ApiError(400, f"limit must be an integer, not {limit_text!r}") from exc
+        items, metadata = await asyncio.to_thread(
+            resources.list_page,
+            self.store,
+            target,
+            query.get("labelSelector"),
+            query.get("fieldSelector"),
+            limit,
+            query.get("continue"),
+        )
+        if wants_table(request.headers.get("Accept", "")):
+            return _json(table(target.model, items, self._include(request), metadata))
+        return _json(
+            {
+                "apiVersion": target.model.API_VERSION,
+                "items": items,
+                "kind": f"{target.model.KIND}List",
+                "metadata": metadata,
+            }
+        )
+
+    async def _watch(self, request: web.Request, target: resources.Target) -> web.StreamResponse:
+        query = request.query
+        timeout_text = query.get("timeoutSeconds")
+        try:
+            timeout = float(timeout_text) if timeout_text else None
+            fields = FieldSelector.parse(query.get("fieldSelector"))
+        except ValueError as exc:
+            raise ApiError(400, f"timeoutSeconds must be a number, not {timeout_text!r}") from exc
+        except StoreError as exc:
+            raise ApiError(400, str(exc)) from exc
+        watch = WatchRequest(
+            model=target.model,
+            namespace=target.namespace,
+            resource_version=query.get("resourceVersion"),
+            label_selector=query.get("labelSelector"),
+            field_selector=fields,
+            bookmarks=_truthy(query.get("allowWatchBookmarks")),
+            timeout=timeout,
+        )
+        as_table = wants_table(request.headers.get("Accept", ""))
+        include = self._include(request)
+        queue: asyncio.Queue[Item] = asyncio.Queue()
+        stop = self.watches.start(
+            self.store, watch, asyncio.get_running_loop(), queue, self.bookmark_interval
+        )
+        if stop is None:
+            raise ApiError(429, f"too many open watches (at most {self.watches.max_watches})")
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            while True:
+                try:
+                    event_type, doc, rv = await asyncio.wait_for(queue.get(), timeout=1.0)
+                except TimeoutError:
+                    if request.transport is None or request.transport.is_closing():
+                        break
+                    continue
+                if event_type == "END":
+                    break
+                if event_type == "ERROR":
+                    assert isinstance(doc, StoreError)
+                    obj = from_store_error(doc, target.resource, target.group).status()
+                elif event_type == "BOOKMARK":
+                    obj = {
+                        "kind": target.model.KIND,
+                        "apiVersion": target.model.API_VERSION,
+                        "metadata": {"resourceVersion": rv},
+                    }
+                elif as_table:
+                    obj = table(target.model, [doc], include, {"resourceVersion": rv})
+                else:
+                    obj = doc
+                line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n"
+                await response.write(line.encode())
+        except ConnectionResetError:
+            _log.debug("watch client went away", kind=target.model.KIND)
+        finally:
+            stop.set()
+        with contextlib.suppress(ConnectionResetError):
+            await response.write_eof()
+        return response
+
+
+@web.middleware
+async def _log_requests(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    response = await handler(request)
+    _log.debug("request", method=request.method, path=request.path, status=response.status)
+    return response
+
+
+def build_app(
+    store: ObjectStore,
+    registry: KindRegistry = REGISTRY,
+    bookmark_interval: float = 5.0,
+    max_watches: int = 64,
+) -> web.Application:
+    """The application; the caller owns the store (it is not closed here). At most ``max_watches``
+    watches are open at once (each holds a worker thread); one more is answered 429."""
+    server = ApiServer(store, registry, bookmark_interval, max_watches)
+    app = web.Application(middlewares=[_log_requests], client_max_size=8 * 1024 * 1024)
+    app.router.add_route("*", "/{tail:.*}", server.dispatch)
+
+    async def start_collector(_: web.Application) -> None:
+        server.collector.start()
+
+    async def close_watches(_: web.Application) -> None:
+        await asyncio.to_thread(server.watches.close)
+        await asyncio.to_thread(server.collector.stop)
+
+    app.on_startup.append(start_collector)
+    app.on_shutdown.append(close_watches)
+    return app
+
+
+async def _start(app: web.Application, bind: str, port: int) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
+    await runner.setup()
+    site = web.TCPSite(runner, bind, port)
+    try:
+        await site.start()
+    except BaseException:
+        # Setting up started the application's threads (the foreground collector): stop them.
+        await runner.cleanup()
+        raise
+    host, bound_port = runner.addresses[0][:2]
+    host = f"[{host}]" if ":" in host else host
+    return runner, f"http://{host}:{bound_port}"
+
+
+async def serve(
+    store: ObjectStore,
+    bind: str,
+    port: int,
+    stopping: asyncio.Event,
+    on_ready: Callable[[str], None],
+    bookmark_interval: float = 5.0,
+    max_watches: int = 64,
+) -> None:
+    """Serve until ``stopping`` is set; ``on_ready`` gets the URL once the port is bound."""
+    app = build_app(store, bookmark_interval=bookmark_interval, max_watches=max_watches)
+    runner, url = await _start(app, bind, port)
+    _log.info("serving the store over the Kubernetes API", url=url)
+    try:
+        on_ready(url)
+        await stopping.wait()
+    finally:
+        await runner.cleanup()
+        _log.info("stopped serving", url=url)
+
+
+@dataclass
+class RunningServer:
+    """A server running on its own event loop in a background thread."""
+
+    url: str
+    _loop: asyncio.AbstractEventLoop
+    _stopping: asyncio.Event
+    _thread: threading.Thread
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop serving (open watches end) and wait for the thread; stopping twice is harmless."""
+        if not self._thread.is_alive():
+            return
+        self._loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise RuntimeError("the API server thread did not stop")
+
+
+def start_in_thread(
+    store: ObjectStore,
+    bind: str = "127.0.0.1",
+    port: int = 0,
+    bookmark_interval: float = 5.0,
+    max_watches: int = 64,
+) -> RunningServer:
+    """Start serving in a background thread and return once the port is bound."""
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    def run() -> None:
+        async def main() -> None:
+            stopping = asyncio.Event()
+            state["loop"], state["stopping"] = asyncio.get_running_loop(), stopping
+
+            def on_ready(url: str) -> None:
+                state["url"] = url
+                ready.set()
+
+            await serve(store, bind, port, stopping, on_ready, bookmark_interval, max_watches)
+
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # reported to the starting thread
+            state["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, name="capa-apiserver", daemon=True)
+    thread.start()
+    ready.wait()
+    if "error" in state:
+        raise RuntimeError(f"the API server did not start: {state['error']}") from state["error"]
+    return RunningServer(state["url"], state["loop"], state["stopping"], thread)

@@ -1,0 +1,48 @@
+"""``meta.k8s.io/v1`` Table responses: the columns ``kubectl get`` prints, as ``capa get`` prints them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capa_py.api.meta import KubeObject
+from capa_py.cli.output import COLUMNS, age
+
+
+def wants_table(accept: str) -> bool:
+    return any("as=Table" in part for part in accept.split(","))
+
+
+def _column(name: str, description: str, fmt: str = "") -> dict[str, Any]:
+    return {"name": name, "type": "string", "format": fmt, "description": description, "priority": 0}
+
+
+def table(
+    model: type[KubeObject], docs: list[dict[str, Any]], include_object: str, metadata: dict[str, Any]
+) -> dict[str, Any]:
+    columns = COLUMNS.get(model.KIND, [])
+    definitions = [_column("Name", "Name of the object (metadata.name).", "name")]
+    definitions += [_column(title.title(), title.lower()) for title, _ in columns]
+    definitions.append(_column("Age", "Time since the object was created (metadata.creationTimestamp)."))
+    rows = []
+    for doc in docs:
+        meta = doc.get("metadata", {})
+        cells: list[Any] = [meta.get("name", "")]
+        cells += [render(doc) for _, render in columns]
+        cells.append(age(meta.get("creationTimestamp")))
+        row: dict[str, Any] = {"cells": cells}
+        if include_object == "Object":
+            row["object"] = doc
+        elif include_object != "None":
+            row["object"] = {
+                "kind": "PartialObjectMetadata",
+                "apiVersion": "meta.k8s.io/v1",
+                "metadata": meta,
+            }
+        rows.append(row)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": metadata,
+        "columnDefinitions": definitions,
+        "rows": rows,
+    }

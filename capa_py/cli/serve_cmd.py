@@ -1,0 +1,76 @@
+"""``capa serve``: the embedded store over the Kubernetes REST API, for kubectl and Kubernetes clients."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+from capa_py.cli.common import EXIT_INVALID, fail, globals_of, stderr, stdout
+
+
+def kubeconfig(url: str, name: str = "capa") -> dict[str, Any]:
+    """A kubeconfig whose current context is the served store (plain HTTP, no credentials)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": url}}],
+        "users": [{"name": name, "user": {}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name, "namespace": "default"}}],
+        "current-context": name,
+        "preferences": {},
+    }
+
+
+def serve(
+    ctx: typer.Context,
+    bind: Annotated[str, typer.Option("--bind", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on; 0 picks a free one.")] = 6443,
+    write_kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--write-kubeconfig", help="Write a kubeconfig for the served URL to this path."),
+    ] = None,
+) -> None:
+    """Serve the store over the Kubernetes API (HTTP) until interrupted."""
+    from capa_py.apiserver import serve as run_server
+
+    if not 0 <= port <= 65535:
+        fail(f"--port must be between 0 and 65535, not {port}", EXIT_INVALID)
+    store = globals_of(ctx).store()
+    if bind not in ("127.0.0.1", "localhost", "::1"):
+        stderr.print(
+            f"warning: serving on {bind} over plain HTTP with no authentication: anyone who can reach it "
+            "can read and change every object, Secrets included",
+            markup=False,
+            highlight=False,
+        )
+
+    def on_ready(url: str) -> None:
+        if write_kubeconfig is not None:
+            write_kubeconfig.parent.mkdir(parents=True, exist_ok=True)
+            write_kubeconfig.write_text(yaml.safe_dump(kubeconfig(url), sort_keys=False))
+        stdout.print(f"Serving {globals_of(ctx).state} on {url}", highlight=False, markup=False)
+        if write_kubeconfig is not None:
+            stdout.print(f"kubeconfig written to {write_kubeconfig}", highlight=False, markup=False)
+
+    async def main() -> None:
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stopping.set)
+        await run_server(store, bind, port, stopping, on_ready)
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        fail(f"cannot listen on {bind}:{port}: {exc.strerror or exc}")
+    finally:
+        store.close()
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="serve")(serve)
