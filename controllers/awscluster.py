@@ -46,9 +46,10 @@ from capa_py.engine.resource import Observed, ResourceClass
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, foreign_store
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
+from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, get_or_none, remove_finalizer, settle
+from controllers.base import add_finalizer, fetch, remove_finalizer, settle
 from controllers.references import missing
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance

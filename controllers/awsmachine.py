@@ -30,17 +30,10 @@ from capa_py.engine.resource import Observed
 from capa_py.engine.tags import CONTROL_PLANE_ROLE, NODE_ROLE
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
+from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import (
-    add_finalizer,
-    fetch,
-    get_or_none,
-    patch_status,
-    remove_finalizer,
-    resolve_ref,
-    settle,
-)
+from controllers.base import add_finalizer, fetch, patch_status, remove_finalizer, resolve_ref, settle
 from controllers.references import explain_create_failure, network_reference_error
 from resources.instance import Instance, InstanceDesired
 from resources.load_balancer import TargetRegistration, TargetRegistrationDesired

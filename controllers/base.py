@@ -8,18 +8,10 @@ from typing import TypeVar
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.runtime.queue import ObjectKey
-from capa_py.store.errors import NotFound
-from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 
 T = TypeVar("T", bound=KubeObject)
-
-
-def get_or_none(store: ObjectStore, kind: type[T], name: str, namespace: str | None) -> T | None:
-    try:
-        return store.get(kind, name, namespace)
-    except NotFound:
-        return None
 
 
 def fetch(store: ObjectStore, kind: type[T], key: ObjectKey) -> T | None:

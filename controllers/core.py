@@ -29,14 +29,13 @@ from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.errors import NotFound
-from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.base import (
     add_finalizer,
     ensure_labels,
     ensure_owner,
     fetch,
-    get_or_none,
     patch_status,
     remove_finalizer,
     resolve_ref,

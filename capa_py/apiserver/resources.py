@@ -22,7 +22,8 @@ from capa_py.apiserver import foreground
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.patch import apply_patch
 from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
-from capa_py.store.errors import AlreadyExists, Conflict, NotFound, StoreError
+from capa_py.store.errors import AlreadyExists, Conflict, StoreError
+from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, Propagation
 
 PATCH_RETRIES = 5
@@ -127,13 +128,8 @@ def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict
         )
     try:
         if dry_run:
-            if obj.metadata.name:
-                try:
-                    store.get(target.model, obj.metadata.name, target.namespace)
-                except NotFound:
-                    pass
-                else:
-                    raise AlreadyExists(f"{obj.metadata.name} already exists")
+            if obj.metadata.name and get_or_none(store, target.model, obj.metadata.name, target.namespace):
+                raise AlreadyExists(f"{obj.metadata.name} already exists")
             return _dry(obj)
         return store.create(obj).to_dict()
     except StoreError as exc:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from capa_py.api.meta import KubeObject
-from capa_py.store.errors import Conflict
+from capa_py.store.errors import Conflict, NotFound
 from capa_py.store.protocol import ObjectStore
 
 T = TypeVar("T", bound=KubeObject)
@@ -33,3 +33,11 @@ def retry_on_conflict(
                 raise
             current = store.get(type(obj), obj.metadata.name, obj.metadata.namespace)
     raise AssertionError("unreachable")
+
+
+def get_or_none(store: ObjectStore, kind: type[T], name: str, namespace: str | None) -> T | None:
+    """The stored object, or None when it does not exist."""
+    try:
+        return store.get(kind, name, namespace)
+    except NotFound:
+        return None
