@@ -34,6 +34,7 @@ from capa_py.engine.tags import STORE_TAG
 from capa_py.operations import apply_objects
 from capa_py.store.errors import NotFound, StoreError
 from capa_py.store.protocol import ObjectStore
+from tests.harness.manifests import cluster_documents
 from tests.harness.moto_server import MotoServer
 
 REGION = "us-east-1"
@@ -86,25 +87,6 @@ def register_image(pool: ClientPool) -> str:
     return str(ec2.register_image(Name="capa-audit-node", RootDeviceName="/dev/sda1")["ImageId"])
 
 
-_CLUSTER = """
-apiVersion: cluster.x-k8s.io/v1beta1
-kind: Cluster
-metadata: {{name: {name}, namespace: default}}
-spec:
-  infrastructureRef: {{apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: AWSCluster, name: {name}}}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: AWSCluster
-metadata: {{name: {name}, namespace: default}}
-spec:
-  region: us-east-1
-  network:
-    vpc: {{cidrBlock: {cidr}.0.0/16}}
-    subnets:
-      - {{availabilityZone: us-east-1a, cidrBlock: {cidr}.0.0/20, isPublic: true}}
-      - {{availabilityZone: us-east-1a, cidrBlock: {cidr}.64.0/18}}
-"""
-
 _MACHINE = """
 ---
 apiVersion: v1
@@ -142,7 +124,14 @@ spec:
 def cluster_manifest(name: str, cidr: str, ami: str | None = None) -> str:
     """A one-zone cluster (``cidr`` is the first two octets, ``10.1``), with a control-plane machine when
     an AMI is given."""
-    text = _CLUSTER.format(name=name, cidr=cidr)
+    text = cluster_documents(
+        name,
+        f"""\
+    vpc: {{cidrBlock: {cidr}.0.0/16}}
+    subnets:
+      - {{availabilityZone: us-east-1a, cidrBlock: {cidr}.0.0/20, isPublic: true}}
+      - {{availabilityZone: us-east-1a, cidrBlock: {cidr}.64.0/18}}""",
+    )
     if ami is not None:
         text += _MACHINE.format(name=name, ami=ami)
     return text

@@ -13,28 +13,13 @@ import boto3
 import pytest
 
 from tests.cli.cli_support import Cli
+from tests.harness.manifests import cluster_documents
 from tests.harness.moto_server import MotoServer, start_moto_server
 
 REGION = "us-east-1"
 MISSING_VPC = "vpc-0abc1234567890def"
 MISSING_SUBNET = "subnet-0abc1234567890def"
 MISSING_GROUP = "sg-0abc1234567890def"
-
-_CLUSTER = """\
-apiVersion: cluster.x-k8s.io/v1beta1
-kind: Cluster
-metadata: {{name: {name}, namespace: default}}
-spec:
-  infrastructureRef: {{apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: AWSCluster, name: {name}}}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: AWSCluster
-metadata: {{name: {name}, namespace: default}}
-spec:
-  region: us-east-1
-  network:
-{network}
-"""
 
 _MACHINE = """\
 ---
@@ -122,7 +107,7 @@ def test_a_vpc_id_that_does_not_exist_is_a_named_fatal_error(
     moto.reset()
     network = f"    vpc: {{id: {MISSING_VPC}}}\n    subnets:\n      - {{id: {MISSING_SUBNET}}}"
     manifest = tmp_path / "byo.yaml"
-    manifest.write_text(_CLUSTER.format(name="byo", network=network))
+    manifest.write_text(cluster_documents("byo", network=network))
     _assert_refused(
         cli,
         moto,
@@ -140,7 +125,7 @@ def test_a_subnet_id_that_does_not_exist_is_a_named_fatal_error(
     vpc = _ec2(moto).create_vpc(CidrBlock="10.8.0.0/16")["Vpc"]["VpcId"]
     network = f"    vpc: {{id: {vpc}}}\n    subnets:\n      - {{id: {MISSING_SUBNET}}}"
     manifest = tmp_path / "byo.yaml"
-    manifest.write_text(_CLUSTER.format(name="byo", network=network))
+    manifest.write_text(cluster_documents("byo", network=network))
     _assert_refused(
         cli,
         moto,
@@ -180,7 +165,7 @@ def test_a_machine_reference_that_does_not_exist_is_a_named_fatal_error(
 ) -> None:
     if not cluster_state.exists():  # the first case makes the cluster the others add machines to
         cluster = tmp_path / "cluster.yaml"
-        cluster.write_text(_CLUSTER.format(name="refs", network=_MANAGED_NETWORK))
+        cluster.write_text(cluster_documents("refs", network=_MANAGED_NETWORK))
         ready = cli(
             "apply",
             "-f",

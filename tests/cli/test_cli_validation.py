@@ -14,6 +14,7 @@ import boto3
 import pytest
 
 from tests.cli.cli_support import Cli
+from tests.harness.manifests import cluster_documents
 from tests.harness.moto_server import MotoServer
 
 KINDS = ("clusters", "awsclusters", "machines", "awsmachines", "secrets")
@@ -27,23 +28,11 @@ def manifest(
     instance_type: str = "t3.medium",
     machine: bool = True,
 ) -> str:
-    text = f"""\
-apiVersion: cluster.x-k8s.io/v1beta1
-kind: Cluster
-metadata: {{name: {name}, namespace: default}}
-spec:
-  infrastructureRef: {{apiVersion: infrastructure.cluster.x-k8s.io/v1beta2, kind: AWSCluster, name: {name}}}
----
-apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: AWSCluster
-metadata: {{name: {name}, namespace: default}}
-spec:
-  region: us-east-1
-  network:
+    network = f"""\
     vpc: {{cidrBlock: {vpc_cidr}}}
     subnets:
-      - {{availabilityZone: {zone}, cidrBlock: {subnet_cidr}, isPublic: true}}
-"""
+      - {{availabilityZone: {zone}, cidrBlock: {subnet_cidr}, isPublic: true}}"""
+    text = cluster_documents(name, network)
     if machine:
         text += f"""\
 ---
