@@ -1,4 +1,4 @@
-"""Core (``v1``) kinds: the bootstrap data Secret providers read, and Namespace."""
+"""Core (``v1``) kinds: the bootstrap data Secret providers read, Namespace, ConfigMap and Event."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import ClassVar
 
 from pydantic import Field, field_validator
 
-from capa_py.api.meta import KubeModel, KubeObject
+from capa_py.api.coordination import MicroTime
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, Time
 
 
 class Secret(KubeObject):
@@ -74,3 +75,84 @@ class Namespace(KubeObject):
 
     spec: NamespaceSpec = Field(default_factory=NamespaceSpec)
     status: NamespaceStatus = Field(default_factory=NamespaceStatus)
+
+
+class ConfigMap(KubeObject):
+    """A ``v1`` ConfigMap: plain configuration data (``binaryData`` values are base64 on the wire)."""
+
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "ConfigMap"
+    PLURAL: ClassVar[str] = "configmaps"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("cm",)
+    HAS_STATUS: ClassVar[bool] = False
+
+    data: dict[str, str] = Field(default_factory=dict)
+    binary_data: dict[str, str] = Field(default_factory=dict)
+    immutable: bool | None = None
+
+    @field_validator("binary_data")
+    @classmethod
+    def _check_base64(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, encoded in value.items():
+            try:
+                base64.b64decode(encoded, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise ValueError(f"binaryData[{key!r}] is not valid base64") from exc
+        return value
+
+
+class FullObjectReference(KubeModel):
+    """A ``corev1.ObjectReference`` with every field (an Event's ``involvedObject`` and ``related``)."""
+
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
+class EventSource(KubeModel):
+    component: str | None = None
+    host: str | None = None
+
+
+class EventSeries(KubeModel):
+    count: int | None = None
+    last_observed_time: MicroTime | None = None
+
+
+class Event(KubeObject):
+    """A ``v1`` Event: what happened to an object (``involvedObject``), for ``kubectl describe``.
+
+    ``type`` is ``Normal`` or ``Warning``; ``reason`` is a short CamelCase word; repeated events are
+    counted (``count``, ``firstTimestamp``, ``lastTimestamp``) rather than written again.
+    """
+
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "Event"
+    PLURAL: ClassVar[str] = "events"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ev",)
+    HAS_STATUS: ClassVar[bool] = False
+
+    involved_object: FullObjectReference = Field(default_factory=FullObjectReference)
+    reason: str | None = None
+    message: str | None = None
+    type: str | None = None
+    source: EventSource = Field(default_factory=EventSource)
+    first_timestamp: Time | None = None
+    last_timestamp: Time | None = None
+    count: int | None = None
+    event_time: MicroTime | None = None
+    series: EventSeries | None = None
+    action: str | None = None
+    related: FullObjectReference | None = None
+    reporting_component: str | None = None
+    reporting_instance: str | None = None
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        issues = super().semantic_issues()
+        if self.type is not None and self.type not in ("Normal", "Warning"):
+            issues.append(FieldIssue(path="type", message=f"must be Normal or Warning, not {self.type!r}"))
+        return issues

@@ -79,13 +79,15 @@ class KindRegistry:
 
 def default_registry() -> KindRegistry:
     """A registry with every kind capa-py ships."""
+    from capa_py.api.apiextensions import CustomResourceDefinition
     from capa_py.api.aws import AWSCluster, AWSMachine
     from capa_py.api.cluster import Cluster, Machine
     from capa_py.api.coordination import Lease
-    from capa_py.api.core import Namespace, Secret
+    from capa_py.api.core import ConfigMap, Event, Namespace, Secret
 
     registry = KindRegistry()
-    for model in (Cluster, Machine, Secret, Namespace, AWSCluster, AWSMachine, Lease):
+    kinds = (Cluster, Machine, Secret, Namespace, ConfigMap, Event, AWSCluster, AWSMachine, Lease)
+    for model in (*kinds, CustomResourceDefinition):
         registry.register(model)
     return registry
 

@@ -1,0 +1,86 @@
+"""``apiextensions.k8s.io/v1`` CustomResourceDefinition, kept as a stored object.
+
+The embedded store serves every kind capa-py knows whether or not its CRD is stored; CRDs are kept so that
+``kubectl apply -f <(capa manifests crds)`` works against ``capa serve`` as against a real cluster, and so
+that controllers can read the labels other providers put on them (Cluster API core marks its Cluster CRD
+with ``cluster.x-k8s.io/provider: cluster-api``). Versions, schemas and conversion are stored as given.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
+
+
+class CustomResourceDefinitionNames(KubeModel):
+    plural: str = ""
+    singular: str | None = None
+    kind: str = ""
+    list_kind: str | None = None
+    short_names: list[str] = Field(default_factory=list)
+    categories: list[str] = Field(default_factory=list)
+
+
+class CustomResourceDefinitionSpec(KubeModel):
+    group: str = ""
+    names: CustomResourceDefinitionNames = Field(default_factory=CustomResourceDefinitionNames)
+    scope: str = "Namespaced"
+    versions: list[dict[str, Any]] = Field(default_factory=list)
+    conversion: dict[str, Any] | None = None
+    preserve_unknown_fields: bool | None = None
+
+
+class CustomResourceDefinitionStatus(KubeModel):
+    conditions: list[dict[str, Any]] = Field(default_factory=list)
+    accepted_names: dict[str, Any] | None = None
+    stored_versions: list[str] = Field(default_factory=list)
+
+
+class CustomResourceDefinition(KubeObject):
+    """A ``CustomResourceDefinition``; its name must be ``<plural>.<group>``, as the API server requires."""
+
+    API_VERSION: ClassVar[str] = "apiextensions.k8s.io/v1"
+    KIND: ClassVar[str] = "CustomResourceDefinition"
+    PLURAL: ClassVar[str] = "customresourcedefinitions"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("crd", "crds")
+    NAMESPACED: ClassVar[bool] = False
+
+    spec: CustomResourceDefinitionSpec = Field(default_factory=CustomResourceDefinitionSpec)
+    status: CustomResourceDefinitionStatus = Field(default_factory=CustomResourceDefinitionStatus)
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        issues = super().semantic_issues()
+        spec = self.spec
+        if not spec.group:
+            issues.append(FieldIssue(path="spec.group", message="Required value"))
+        if not spec.names.plural:
+            issues.append(FieldIssue(path="spec.names.plural", message="Required value"))
+        if not spec.names.kind:
+            issues.append(FieldIssue(path="spec.names.kind", message="Required value"))
+        if spec.scope not in ("Namespaced", "Cluster"):
+            issues.append(
+                FieldIssue(path="spec.scope", message=f"must be Namespaced or Cluster, not {spec.scope!r}")
+            )
+        if spec.group and spec.names.plural and self.metadata.name != f"{spec.names.plural}.{spec.group}":
+            issues.append(
+                FieldIssue(
+                    path="metadata.name",
+                    message=f'must be spec.names.plural+"."+spec.group ({spec.names.plural}.{spec.group})',
+                )
+            )
+        if not spec.versions:
+            issues.append(
+                FieldIssue(path="spec.versions", message="must have exactly one version marked as storage")
+            )
+        else:
+            storage = [v for v in spec.versions if v.get("storage")]
+            if len(storage) != 1:
+                issues.append(
+                    FieldIssue(
+                        path="spec.versions", message="must have exactly one version marked as storage"
+                    )
+                )
+        return issues
