@@ -1,0 +1,233 @@
+"""Validating admission webhooks: ``capa apply``'s admission for objects written to a real API server.
+
+A real API server checks a custom resource against its CRD's schema only; what the schema cannot express
+(CIDRs inside the VPC, zones of the region, immutable fields…) is checked here, by the same code
+``capa apply`` and ``capa serve`` run (:func:`capa_py.apiserver.resources.admit`). The API server sends an
+``admission.k8s.io/v1`` ``AdmissionReview`` to ``POST /validate-<group>-<version>-<kind>``
+(controller-runtime's path convention: the group's dots as dashes, the kind in lower case) over HTTPS; the
+answer allows the write or denies it with a ``Status`` whose ``details.causes`` name each field, as a 422
+from the API server would.
+
+Certificates come from a directory holding ``tls.crt`` and ``tls.key`` (controller-runtime's
+``--webhook-cert-dir`` layout, as cert-manager writes it); they are re-read when either file changes, so a
+rotated certificate is served without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from capa_py.api.meta import KubeObject
+from capa_py.api.registry import REGISTRY, KindRegistry
+from capa_py.apiserver.discovery import group_version
+from capa_py.apiserver.resources import Target, admit
+from capa_py.apiserver.status import ApiError
+from capa_py.logging import get_logger
+
+_log = get_logger("webhooks")
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+DEFAULT_CERT_DIR = Path("/tmp/k8s-webhook-server/serving-certs")
+DEFAULT_PORT = 9443
+CERT_FILE = "tls.crt"
+KEY_FILE = "tls.key"
+
+
+class WebhookConfigError(ValueError):
+    """The webhook cannot be served as configured (a missing or unreadable certificate)."""
+
+
+def validate_path(model: type[KubeObject]) -> str:
+    """``/validate-infrastructure-cluster-x-k8s-io-v1beta2-awscluster`` for AWSCluster."""
+    group, version = group_version(model)
+    prefix = f"{group.replace('.', '-')}-" if group else "core-"
+    return f"/validate-{prefix}{version}-{model.KIND.lower()}"
+
+
+def validated_kinds(registry: KindRegistry = REGISTRY) -> list[type[KubeObject]]:
+    """The kinds the webhook validates: the custom kinds, those a CRD (``capa manifests crds``) defines."""
+    from capa_py.manifests.crds import custom_kinds
+
+    return custom_kinds(registry)
+
+
+def review(model: type[KubeObject], document: Any) -> dict[str, Any]:
+    """The ``AdmissionReview`` answering one request for ``model``; raises ``ValueError`` for a body
+    that is not an AdmissionReview request."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("request"), Mapping):
+        raise ValueError("the body is not an AdmissionReview with a request")
+    request = document["request"]
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise ValueError("request.uid is required")
+    response: dict[str, Any] = {"uid": uid, "allowed": True}
+    operation = request.get("operation")
+    if operation in ("CREATE", "UPDATE"):
+        new = request.get("object")
+        old_doc = request.get("oldObject") if operation == "UPDATE" else None
+        namespace = request.get("namespace") or None
+        name = request.get("name") or None
+        if name is None and isinstance(new, Mapping) and isinstance(new.get("metadata"), Mapping):
+            name = new["metadata"].get("name")
+        target = Target(model, namespace, name, None)
+        try:
+            old = model.model_validate(old_doc) if isinstance(old_doc, Mapping) else None
+            admit(target, new, old)
+        except ApiError as exc:
+            response = {"uid": uid, "allowed": False, "status": exc.status()}
+        except ValueError as exc:  # an old object that no longer validates: judge the new one alone
+            _log.info("old object does not validate; checking the new one alone", error=str(exc))
+            try:
+                admit(target, new, None)
+            except ApiError as inner:
+                response = {"uid": uid, "allowed": False, "status": inner.status()}
+    _log.info(
+        "admission reviewed",
+        kind=model.KIND,
+        operation=operation,
+        namespace=request.get("namespace"),
+        name=request.get("name"),
+        allowed=response["allowed"],
+    )
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def build_app(registry: KindRegistry = REGISTRY) -> web.Application:
+    """The webhook application: one ``POST`` route per validated kind."""
+    app = web.Application(client_max_size=8 * 1024 * 1024)
+
+    def handler_for(model: type[KubeObject]) -> Any:
+        async def handle(request: web.Request) -> web.Response:
+            try:
+                document = json.loads(await request.read())
+                answer = review(model, document)
+            except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+                return web.json_response({"error": f"bad AdmissionReview: {exc}"}, status=400)
+            return web.json_response(answer)
+
+        return handle
+
+    for model in validated_kinds(registry):
+        app.router.add_post(validate_path(model), handler_for(model))
+    return app
+
+
+class CertificateReloader:
+    """An SSL context serving ``tls.crt``/``tls.key`` from ``cert_dir``, reloaded when they change."""
+
+    def __init__(self, cert_dir: Path) -> None:
+        self.cert_dir = cert_dir
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self._stamp: tuple[float, float] | None = None
+        self.reload()
+
+    def _paths(self) -> tuple[Path, Path]:
+        return self.cert_dir / CERT_FILE, self.cert_dir / KEY_FILE
+
+    def _current_stamp(self) -> tuple[float, float]:
+        cert, key = self._paths()
+        try:
+            return cert.stat().st_mtime, key.stat().st_mtime
+        except OSError as exc:
+            raise WebhookConfigError(
+                f"--webhook-cert-dir {self.cert_dir}: needs {CERT_FILE} and {KEY_FILE} ({exc.strerror}: "
+                f"{exc.filename})"
+            ) from exc
+
+    def reload(self) -> bool:
+        """Load the files if they changed since the last load; True when they were (re)loaded."""
+        stamp = self._current_stamp()
+        if stamp == self._stamp:
+            return False
+        cert, key = self._paths()
+        try:
+            self.context.load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as exc:
+            raise WebhookConfigError(
+                f"--webhook-cert-dir {self.cert_dir}: cannot load the certificate: {exc}"
+            ) from exc
+        if self._stamp is not None:
+            _log.info("webhook certificate reloaded", cert_dir=str(self.cert_dir))
+        self._stamp = stamp
+        return True
+
+
+@dataclass
+class RunningWebhook:
+    """The webhook server on its own event loop in a background thread."""
+
+    url: str
+    port: int
+    _loop: asyncio.AbstractEventLoop
+    _stopping: asyncio.Event
+    _thread: threading.Thread
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if not self._thread.is_alive():
+            return
+        self._loop.call_soon_threadsafe(self._stopping.set)
+        self._thread.join(timeout)
+
+
+def start_in_thread(
+    cert_dir: Path,
+    bind: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    registry: KindRegistry = REGISTRY,
+    reload_interval: float = 10.0,
+) -> RunningWebhook:
+    """Serve the webhooks over HTTPS in a background thread; returns once the port is bound. A missing
+    or bad certificate raises :class:`WebhookConfigError` before anything is served."""
+    certificates = CertificateReloader(cert_dir)
+    ready = threading.Event()
+    state: dict[str, Any] = {}
+
+    async def main() -> None:
+        stopping = asyncio.Event()
+        state["loop"], state["stopping"] = asyncio.get_running_loop(), stopping
+        runner = web.AppRunner(build_app(registry), handle_signals=False, shutdown_timeout=2.0)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, bind, port, ssl_context=certificates.context)
+            await site.start()
+            host, bound = runner.addresses[0][:2]
+            state["port"] = bound
+            state["url"] = f"https://{f'[{host}]' if ':' in host else host}:{bound}"
+            _log.info("serving validating webhooks", url=state["url"], cert_dir=str(cert_dir))
+            ready.set()
+            while not stopping.is_set():
+                try:
+                    await asyncio.wait_for(stopping.wait(), reload_interval)
+                except TimeoutError:
+                    try:
+                        certificates.reload()
+                    except WebhookConfigError as exc:
+                        _log.warning(
+                            "webhook certificate not reloaded; serving the previous one", error=str(exc)
+                        )
+        finally:
+            await runner.cleanup()
+
+    def run() -> None:
+        try:
+            asyncio.run(main())
+        except BaseException as exc:  # reported to the starting thread
+            state["error"] = exc
+            ready.set()
+
+    thread = threading.Thread(target=run, name="capa-webhooks", daemon=True)
+    thread.start()
+    ready.wait()
+    if "error" in state:
+        raise WebhookConfigError(f"the webhook server did not start: {state['error']}") from state["error"]
+    return RunningWebhook(state["url"], state["port"], state["loop"], state["stopping"], thread)
