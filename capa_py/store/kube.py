@@ -210,8 +210,16 @@ def _what(kind: type[KubeObject], name: str, namespace: str | None) -> str:
 class KubeStore:
     """An :class:`~capa_py.store.protocol.ObjectStore` on a Kubernetes API server."""
 
-    def __init__(self, api_client: client.ApiClient, registry: KindRegistry = REGISTRY) -> None:
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        registry: KindRegistry = REGISTRY,
+        watch_connection_seconds: int = 300,
+    ) -> None:
+        """``watch_connection_seconds``: the longest one watch connection lasts (the server ends it and the
+        watch opens the next from where it was)."""
         self.api = api_client
+        self.watch_connection_seconds = watch_connection_seconds
         self.registry = registry
         self.server = str(api_client.configuration.host)
         self._endpoints: dict[type[KubeObject], Endpoint] = {}
@@ -314,6 +322,10 @@ class KubeStore:
         meta = doc.get("metadata") or {}
         doc["metadata"] = {k: v for k, v in meta.items() if k in _META_FIELDS}
         return kind.model_validate(doc)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     def track(self, stream: Any) -> bool:
         """Register an open watch stream so that :meth:`close` ends it; False once closed."""

@@ -36,8 +36,6 @@ from capa_py.store.selectors import LabelSelector
 if TYPE_CHECKING:
     from capa_py.store.kube import KubeStore
 
-CONNECTION_SECONDS = 300
-"""The longest one watch connection lasts (the server ends it; the watch opens the next)."""
 DRAIN_CONNECTION_SECONDS = 1
 """A ``timeout=0`` watch's connections: it stops once it has read up to the server's current version."""
 READ_GRACE = 30.0
@@ -136,14 +134,15 @@ def follow(
     target = store.current_resource_version() if draining else None
     failures = 0
     while True:
-        if stop is not None and stop.is_set():
+        if (stop is not None and stop.is_set()) or store.closed:
             return
         if target is not None and not _newer(target, since):
             return
         remaining = None if deadline is None else deadline - time.monotonic()
         if remaining is not None and remaining <= 0 and not draining:
             return
-        seconds = CONNECTION_SECONDS if remaining is None else max(1, math.ceil(min(remaining, 300)))
+        longest = store.watch_connection_seconds
+        seconds = longest if remaining is None else max(1, math.ceil(min(remaining, longest)))
         if draining:
             seconds = DRAIN_CONNECTION_SECONDS
         query: dict[str, Any] = {
