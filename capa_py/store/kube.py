@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -241,7 +242,15 @@ class KubeStore:
             api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
                 config_file=str(location), context=context, persist_config=False
             )
-        except (ConfigException, ValueError, TypeError, KeyError, OSError) as exc:
+        except (
+            ConfigException,
+            yaml.YAMLError,
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            OSError,
+        ) as exc:
             raise Unavailable(str(location), f"not a usable kubeconfig: {exc}") from exc
         return cls(api_client, registry)
 
