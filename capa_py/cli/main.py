@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 the operation failed; 2 invalid input (bad manifest, unknown kind, bad flag) — and
 invalid input never changes the store. Global options go before the subcommand
-(``capa --state s.db get clusters``).
+(``capa --state s.db get clusters``, ``capa --kubeconfig kubeconfig get awsclusters``).
 """
 
 from __future__ import annotations
@@ -54,6 +54,20 @@ def main(
     state: Annotated[
         Path, typer.Option("--state", envvar="CAPA_STATE", help="Path of the embedded SQLite store.")
     ] = DEFAULT_STATE,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig", help="Use the Kubernetes API server this kubeconfig names as the store."
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="sqlite (the --state file, the default) or kube (--kubeconfig, else KUBECONFIG, "
+            "~/.kube/config or the in-cluster service account).",
+        ),
+    ] = None,
     log_format: Annotated[
         str, typer.Option("--log-format", help="Log rendering: auto, console or json.")
     ] = "auto",
@@ -64,8 +78,18 @@ def main(
 ) -> None:
     if log_format not in ("auto", "console", "json"):
         raise typer.BadParameter("must be auto, console or json", param_hint="--log-format")
+    if store not in (None, "sqlite", "kube"):
+        raise typer.BadParameter("must be sqlite or kube", param_hint="--store")
+    if store == "sqlite" and kubeconfig is not None:
+        raise typer.BadParameter("--kubeconfig selects the kube store, not sqlite", param_hint="--store")
     configure_logging(log_format, verbose)  # type: ignore[arg-type]
-    ctx.obj = Globals(state=state, log_format=log_format, verbosity=verbose)  # type: ignore[arg-type]
+    ctx.obj = Globals(
+        state=state,
+        log_format=log_format,  # type: ignore[arg-type]
+        verbosity=verbose,
+        kubeconfig=kubeconfig,
+        store_kind="kube" if kubeconfig is not None else (store or "sqlite"),
+    )
 
 
 @app.command()

@@ -273,6 +273,13 @@ class KubeStore:
             ) from exc
         return cls(client.ApiClient(configuration), registry)
 
+    def check(self) -> None:
+        """Ask the server for its version (allowed to everyone): Unavailable when it does not answer."""
+        try:
+            client.VersionApi(self.api).get_code(_request_timeout=10.0)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise store_error(exc, "version", self.server) from exc
+
     @property
     def uid(self) -> str:
         """The identity every client of this API server shares (the ``capa-system/capa-py-store``
@@ -407,12 +414,12 @@ class KubeStore:
         items.sort(key=lambda o: (o.metadata.namespace or "", o.metadata.name))
         return ObjectList(items, resource_version)
 
-    def current_resource_version(self) -> str:
-        """The server's current resourceVersion (what a list of any kind reads at)."""
+    def current_resource_version(self, kind: type[KubeObject] | None = None) -> str:
+        """The server's current resourceVersion: what a list (of ``kind``, Namespaces by default) reads at."""
         from capa_py.api.core import Namespace
 
-        endpoint = self.endpoint(Namespace)
-        page = self._request("Namespace list", lambda: endpoint.list(None, limit=1))
+        endpoint = self.endpoint(kind or Namespace)
+        page = self._request("list", lambda: endpoint.list(None, limit=1))
         return str((page.get("metadata") or {}).get("resourceVersion") or "")
 
     def _replace(self, obj: T, status: bool) -> T:

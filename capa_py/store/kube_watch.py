@@ -131,7 +131,7 @@ def follow(
             return
     else:
         since = resource_version
-    target = store.current_resource_version() if draining else None
+    target = store.current_resource_version(kind) if draining else None
     failures = 0
     while True:
         if (stop is not None and stop.is_set()) or store.closed:
