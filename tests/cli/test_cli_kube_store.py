@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from capa_py.api import AWSCluster
+from capa_py.runtime.leader import LeaderElector
 from capa_py.store import retry_on_conflict
 from capa_py.store.kube import KubeStore
 from tests.cli.cli_support import Cli
@@ -226,3 +227,28 @@ def test_delete_wait_waits_until_the_controllers_at_the_server_let_it_go(
     assert stand_in.done.is_set(), "delete returned before the finalizer was removed"
     gone = cli(*at, "get", "awscluster", cluster_name(namespace), "-n", namespace)
     assert gone.exit_code == 1, "the object must be gone"
+
+
+def test_run_controllers_takes_the_store_lease_at_the_server(
+    cli: Cli, kubeconfig: Path, namespace: str, tmp_path: Path, closed_endpoint: str
+) -> None:
+    holder = "capa controller pid 4242 on another-host (3fa2c1)"
+    with KubeStore.from_kubeconfig(kubeconfig) as store:
+        elector = LeaderElector(store, holder)
+        elector.acquire(wait=False)
+        try:
+            result = cli(
+                *("--kubeconfig", str(kubeconfig), "apply", "-f", str(manifest(tmp_path, namespace))),
+                *(
+                    "--run-controllers",
+                    "--aws-endpoint",
+                    closed_endpoint,
+                    "--no-wait-for-lock",
+                    "--timeout",
+                    "5s",
+                ),
+            )
+        finally:
+            elector.release()
+    assert result.exit_code == 1, str(result)
+    assert holder in result.stderr, f"the in-process run must meet the lease held at the server:\n{result}"
