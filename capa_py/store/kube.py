@@ -467,15 +467,16 @@ class KubeStore:
         propagation: Propagation = "Background",
         resource_version: str | None = None,
     ) -> T | None:
-        """Delete (or mark for deletion) an object; its last state, or None when the server (as it does
-        for built-in kinds) answers with a Status instead."""
+        """Delete (or mark for deletion) an object; returns its last state. The server answers a delete of
+        a built-in kind that is gone at once with a Status, not the object: the object as read just before
+        stands in for it (with the resourceVersion it had then)."""
         endpoint = self.endpoint(kind)
         ns = self._namespace(kind, namespace)
-        answer = self._request(
-            _what(kind, name, ns), lambda: endpoint.delete(ns, name, propagation, resource_version)
-        )
+        what = _what(kind, name, ns)
+        before = None if endpoint.custom else self._request(what, lambda: endpoint.read(ns, name))
+        answer = self._request(what, lambda: endpoint.delete(ns, name, propagation, resource_version))
         if answer.get("kind") == "Status":
-            return None
+            return None if before is None else self.to_model(kind, before)
         return self.to_model(kind, answer)
 
     def watch(

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from capa_py.api import AWSCluster, Cluster
+from capa_py.api import AWSCluster, Cluster, Secret
 from capa_py.api.core import ConfigMap
 from capa_py.apiserver import RunningServer, start_in_thread
 from capa_py.cli.serve_cmd import kubeconfig
@@ -191,3 +191,14 @@ def test_the_default_chain_without_any_configuration_is_unavailable(
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(Unavailable, match="not in a cluster"):
         KubeStore.from_environment()
+
+
+def test_deleting_a_built_in_kind_returns_its_last_state_as_sqlite_does(kube: KubeStore) -> None:
+    created = kube.create(Secret.model_validate({"metadata": {"name": "s"}, "stringData": {"k": "v"}}))
+
+    last = kube.delete(Secret, "s")
+
+    assert last is not None, "the server answers with a Status: the store must still return the object"
+    assert last.metadata.uid == created.metadata.uid
+    with pytest.raises(NotFound):
+        kube.get(Secret, "s")
