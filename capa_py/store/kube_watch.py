@@ -194,7 +194,11 @@ def follow(
                     if payload is not None:
                         _log.info("watch connection dropped; resuming", kind=kind.KIND, since=since)
                     break
-                event = json.loads(payload)
+                try:
+                    event = json.loads(payload)
+                except ValueError:  # a line cut short by a dropped connection: resume as after one
+                    _log.info("watch connection ended mid-event; resuming", kind=kind.KIND, since=since)
+                    break
                 event_type = event.get("type")
                 doc: dict[str, Any] = event.get("object") or {}
                 if event_type == "ERROR":

@@ -252,3 +252,9 @@ def test_run_controllers_takes_the_store_lease_at_the_server(
             elector.release()
     assert result.exit_code == 1, str(result)
     assert holder in result.stderr, f"the in-process run must meet the lease held at the server:\n{result}"
+
+
+def test_serve_refuses_to_serve_an_api_server(cli: Cli, kubeconfig: Path) -> None:
+    result = cli("--kubeconfig", str(kubeconfig), "serve", "--port", "0")
+    assert result.exit_code == 2, str(result)
+    assert "serves the SQLite store" in result.stderr, str(result)
