@@ -18,12 +18,16 @@ import pytest
 import yaml
 
 from capa_py.api import AWSCluster
+from capa_py.engine.tags import STORE_TAG
 from capa_py.runtime.leader import LeaderElector
 from capa_py.store import retry_on_conflict
 from capa_py.store.kube import KubeStore
 from tests.cli.cli_support import Cli
+from tests.e2e.e2e_support import CLUSTER_TAG, MotoInspector
+from tests.harness.moto_server import MotoServer
 
 ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "aws-cluster.yaml"
 SAFETY_TIMEOUT = 60.0
 
 
@@ -258,3 +262,29 @@ def test_serve_refuses_to_serve_an_api_server(cli: Cli, kubeconfig: Path) -> Non
     result = cli("--kubeconfig", str(kubeconfig), "serve", "--port", "0")
     assert result.exit_code == 2, str(result)
     assert "serves the SQLite store" in result.stderr, str(result)
+
+
+def test_run_controllers_converges_and_tears_down_the_example_through_the_api_server(
+    cli: Cli, kubeconfig: Path, cli_moto: MotoServer
+) -> None:
+    cli_moto.reset()
+    at = ("--kubeconfig", str(kubeconfig))
+    aws = ("--run-controllers", "--aws-endpoint", cli_moto.url, "--timeout", "3m")
+    inspector = MotoInspector(cli_moto.url)
+    try:
+        applied = cli(*at, "apply", "-f", str(EXAMPLE), *aws, "-o", "json")
+        assert applied.exit_code == 0, str(applied)
+        assert json.loads(applied.stdout)["converged"] is True
+        vpcs = inspector.ec2.describe_vpcs(Filters=[{"Name": f"tag:{CLUSTER_TAG}", "Values": ["owned"]}])
+        tags = [{t["Key"]: t["Value"] for t in v.get("Tags", [])} for v in vpcs["Vpcs"]]
+        with KubeStore.from_kubeconfig(kubeconfig) as store:
+            assert [t.get(STORE_TAG) for t in tags] == [store.uid], (
+                "the VPC must carry the identity of the store the server serves"
+            )
+
+        deleted = cli(*at, "delete", "-f", str(EXAMPLE), "--wait", *aws)
+        assert deleted.exit_code == 0, str(deleted)
+        left = {kind: ids for kind, ids in inspector.inventory().tagged.items() if ids}
+        assert left == {}, f"the delete left AWS resources behind: {left}"
+    finally:
+        inspector.close()
