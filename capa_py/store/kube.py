@@ -216,11 +216,15 @@ class KubeStore:
         api_client: client.ApiClient,
         registry: KindRegistry = REGISTRY,
         watch_connection_seconds: int = 300,
+        watch_reconnect_attempts: int = 8,
     ) -> None:
         """``watch_connection_seconds``: the longest one watch connection lasts (the server ends it and the
-        watch opens the next from where it was)."""
+        watch opens the next from where it was); ``watch_reconnect_attempts``: how many times in a row a
+        watch tries to reconnect (backing off from 0.1 s, doubling: 8 attempts span about 25 s) before it
+        raises Unavailable."""
         self.api = api_client
         self.watch_connection_seconds = watch_connection_seconds
+        self.watch_reconnect_attempts = watch_reconnect_attempts
         self.registry = registry
         self.server = str(api_client.configuration.host)
         self._endpoints: dict[type[KubeObject], Endpoint] = {}

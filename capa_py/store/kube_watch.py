@@ -41,7 +41,6 @@ DRAIN_CONNECTION_SECONDS = 1
 READ_GRACE = 30.0
 """How much longer than its ``timeoutSeconds`` a connection may stay silent before it counts as dropped."""
 POLL = 0.05
-RECONNECT_ATTEMPTS = 5
 
 _log = get_logger("store.kube.watch")
 _Item = tuple[str, Any]
@@ -156,25 +155,25 @@ def follow(
             response = endpoint.watch(ns, seconds + READ_GRACE, **query)
         except ApiException as exc:
             mapped = store.store_error_of(exc, f"{kind.KIND} watch")
-            if isinstance(mapped, Unavailable) and failures < RECONNECT_ATTEMPTS:
+            if isinstance(mapped, Unavailable) and failures < store.watch_reconnect_attempts:
                 failures += 1
-                if _wait(stop, 0.1 * 2**failures):
+                if _wait(stop, 0.1 * 2 ** (failures - 1)):
                     return
                 continue
             raise mapped from exc
         except urllib3.exceptions.HTTPError as exc:
             failures += 1
-            if failures > RECONNECT_ATTEMPTS:
+            if failures > store.watch_reconnect_attempts:
                 raise store.store_error_of(exc, f"{kind.KIND} watch") from exc
             _log.info("watch cannot reconnect yet; trying again", kind=kind.KIND, error=str(exc))
-            if _wait(stop, 0.1 * 2**failures):
+            if _wait(stop, 0.1 * 2 ** (failures - 1)):
                 return
             continue
         stream = Stream(response)
         if not store.track(stream):
             stream.abort()
             return
-        ended_cleanly = False
+        ended_cleanly = dropped = False
         try:
             while True:
                 if stop is not None and stop.is_set():
@@ -190,15 +189,14 @@ def follow(
                 except queue.Empty:
                     continue
                 if item_type == "end":
-                    ended_cleanly = payload is None
-                    if payload is not None:
-                        _log.info("watch connection dropped; resuming", kind=kind.KIND, since=since)
+                    ended_cleanly, dropped = payload is None, payload is not None
                     break
                 try:
                     event = json.loads(payload)
                 except ValueError:  # a line cut short by a dropped connection: resume as after one
-                    _log.info("watch connection ended mid-event; resuming", kind=kind.KIND, since=since)
+                    dropped = True
                     break
+                failures = 0  # the server answers: a drop after this is a new problem
                 event_type = event.get("type")
                 doc: dict[str, Any] = event.get("object") or {}
                 if event_type == "ERROR":
@@ -207,7 +205,6 @@ def follow(
                 if not rv or not _newer(rv, since):
                     continue  # already delivered (or nothing to resume from): never twice
                 since = rv
-                failures = 0
                 if event_type in ("ADDED", "MODIFIED", "DELETED"):
                     yield WatchEvent(event_type, store.to_model(kind, doc), rv)
                 if target is not None and not _newer(target, since):
@@ -217,6 +214,14 @@ def follow(
             stream.abort()
         if draining and ended_cleanly:
             return  # the server had its second to send what was there
+        if dropped:
+            # A server that keeps dropping connections before sending anything is not answering.
+            failures += 1
+            if failures > store.watch_reconnect_attempts:
+                raise Unavailable(store.server, f"{kind.KIND} watch: the connection keeps dropping")
+            _log.info("watch connection dropped; resuming", kind=kind.KIND, since=since)
+            if _wait(stop, 0.1 * 2 ** (failures - 1)):
+                return
 
 
 def _error_event(store: KubeStore, kind: str, status: dict[str, Any]) -> StoreError:

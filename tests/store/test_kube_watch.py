@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import queue
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ import pytest
 
 from capa_py.api import Cluster, Secret
 from capa_py.apiserver import RunningServer, start_in_thread
-from capa_py.store import Expired, SQLiteStore, WatchEvent
+from capa_py.store import Expired, SQLiteStore, Unavailable, WatchEvent
 from capa_py.store.kube import KubeStore
 from tests.store.kube_support import CuttingProxy, api_client_for
 
@@ -227,3 +228,25 @@ def test_a_watch_with_a_timeout_returns_when_it_is_over(serve: Callable[..., Ser
     events = list(served.kube.watch(Cluster, resource_version=start, timeout=1.0))
 
     assert [(e.type, e.object.name) for e in events] == [("ADDED", "demo")]
+
+
+def test_a_watch_on_a_server_that_drops_every_connection_gives_up_unavailable() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def refuse() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            connection.close()
+
+    threading.Thread(target=refuse, daemon=True).start()
+    address = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    store = KubeStore(api_client_for(address), watch_reconnect_attempts=2)
+    try:
+        with pytest.raises(Unavailable):
+            next(store.watch(Cluster, resource_version="1", timeout=SAFETY_TIMEOUT))
+    finally:
+        store.close()
+        listener.close()
