@@ -13,7 +13,10 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from capa_py.api import AWSCluster, Cluster, Secret
-from capa_py.api.core import ConfigMap
+from capa_py.api.apiextensions import CustomResourceDefinition
+from capa_py.api.coordination import Lease
+from capa_py.api.core import ConfigMap, Event, Namespace
+from capa_py.api.meta import KubeObject
 from capa_py.apiserver import RunningServer, start_in_thread
 from capa_py.cli.serve_cmd import kubeconfig
 from capa_py.store import AlreadyExists, Conflict, Expired, Invalid, NotFound, SQLiteStore, Unavailable
@@ -202,3 +205,49 @@ def test_deleting_a_built_in_kind_returns_its_last_state_as_sqlite_does(kube: Ku
     assert last.metadata.uid == created.metadata.uid
     with pytest.raises(NotFound):
         kube.get(Secret, "s")
+
+
+# -- the built-in kinds, each through its own API ------------------------------------------------------
+
+
+def built_in_objects() -> list[KubeObject]:
+    from capa_py.manifests.crds import crd_for
+
+    return [
+        Namespace.model_validate({"metadata": {"name": "team-a"}}),
+        ConfigMap.model_validate(
+            {"metadata": {"name": "settings", "namespace": "team-a"}, "data": {"k": "v"}}
+        ),
+        Event.model_validate(
+            {
+                "metadata": {"name": "demo.1", "namespace": "team-a"},
+                "involvedObject": {"kind": "Cluster", "name": "demo", "namespace": "team-a"},
+                "reason": "Created",
+                "type": "Normal",
+            }
+        ),
+        Lease.model_validate(
+            {"metadata": {"name": "leader", "namespace": "team-a"}, "spec": {"holderIdentity": "a"}}
+        ),
+        CustomResourceDefinition.model_validate(crd_for(Cluster)),
+    ]
+
+
+@pytest.mark.parametrize("obj", built_in_objects(), ids=lambda o: o.KIND)
+def test_a_built_in_kind_is_created_read_listed_updated_and_deleted(kube: KubeStore, obj: KubeObject) -> None:
+    kind = type(obj)
+    created = kube.create(obj)
+    assert created.metadata.uid, f"{kind.KIND}: the server must assign a uid"
+    assert kube.get(kind, obj.name, obj.namespace) == created
+    assert [o.name for o in kube.list(kind, obj.namespace)] == [obj.name]
+
+    created.metadata.labels["touched"] = "yes"
+    updated = kube.update(created)
+    assert updated.metadata.labels["touched"] == "yes"
+    assert updated.metadata.resource_version != created.metadata.resource_version
+
+    last = kube.delete(kind, obj.name, obj.namespace)
+    assert last is not None
+    assert last.metadata.uid == created.metadata.uid
+    with pytest.raises(NotFound):
+        kube.get(kind, obj.name, obj.namespace)
