@@ -30,7 +30,7 @@ from capa_py.cli.common import (
 from capa_py.cli.output import print_objects
 from capa_py.logging import configure_logging
 from capa_py.store import DEFAULT_STATE
-from capa_py.store.errors import Invalid, NotFound
+from capa_py.store.errors import Invalid, NotFound, StoreError
 
 app = typer.Typer(
     name="capa",
@@ -131,6 +131,8 @@ def get(
             fail(f'{model.PLURAL} "{name}" not found')
         except Invalid as exc:
             fail(str(exc), EXIT_INVALID)
+        except StoreError as exc:  # an API server that stopped answering, or refused the request
+            fail(str(exc))
         if output == "table" and not objects and not all_namespaces:
             stderr.print(f"No resources found in {ns} namespace.", highlight=False)
             return
@@ -156,3 +158,6 @@ def run() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    except StoreError as exc:  # a store failure no command expected (an API server gone mid-command)
+        stderr.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(1)
