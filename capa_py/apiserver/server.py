@@ -21,6 +21,7 @@ from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
 from capa_py.logging import get_logger
 from capa_py.store.errors import StoreError
+from capa_py.store.identity import publish_identity
 from capa_py.store.protocol import ObjectStore
 from capa_py.store.selectors import FieldSelector
 
@@ -340,7 +341,10 @@ async def serve(
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
 ) -> None:
-    """Serve until ``stopping`` is set; ``on_ready`` gets the URL once the port is bound."""
+    """Serve until ``stopping`` is set; ``on_ready`` gets the URL once the port is bound. The store's
+    identity is published first (the ``capa-system/capa-py-store`` ConfigMap), so that clients of the
+    served store share the identity of the store itself."""
+    await asyncio.to_thread(publish_identity, store, store.uid)
     app = build_app(store, bookmark_interval=bookmark_interval, max_watches=max_watches)
     runner, url = await _start(app, bind, port)
     _log.info("serving the store over the Kubernetes API", url=url)

@@ -3,7 +3,8 @@
 A worker thread follows the store's watch in segments of one bookmark interval. When a segment ends by its
 timeout, every event of the kind up to the store's head (read before the segment started) has been seen, so
 the watch may move its resourceVersion there: that is the resourceVersion a BOOKMARK carries, and the one the
-next segment continues from, so no event is lost or sent twice between segments.
+next segment continues from, so no event is lost or sent twice between segments. A watch that asks for
+bookmarks gets its first one as soon as it has caught up with the store.
 """
 
 from __future__ import annotations
@@ -86,11 +87,9 @@ def pump(
                 if view.event("ADDED", doc):
                     emit(("ADDED", doc, obj.metadata.resource_version or current.resource_version))
             since = current.resource_version
-        while not stop.is_set():
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            segment = bookmark_interval if remaining is None else min(bookmark_interval, remaining)
+
+        def follow(segment: float, since: str) -> str:
+            """Emit the events of one segment, then a bookmark; the resourceVersion reached."""
             head = _head(store)
             for event in store.watch(
                 request.model, request.namespace, since, request.label_selector, timeout=segment, stop=stop
@@ -101,11 +100,24 @@ def pump(
                 if emitted is not None:
                     emit((emitted, doc, event.resource_version))
             if stop.is_set():
-                break
+                return since
             if head is not None and int(head) > int(since):
                 since = head
             if request.bookmarks:
                 emit(("BOOKMARK", {}, since))
+            return since
+
+        if request.bookmarks:
+            # The first bookmark comes as soon as the watch has caught up with the store, so a client
+            # that reads up to the current version and stops does not wait a whole interval.
+            since = follow(0, since)
+        while not stop.is_set():
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            since = follow(
+                bookmark_interval if remaining is None else min(bookmark_interval, remaining), since
+            )
     except Expired as exc:
         emit(("ERROR", exc, ""))
     except StoreError as exc:

@@ -49,6 +49,7 @@ from capa_py.cli.progress import ProgressView
 from capa_py.cluster_names import name_clashes
 from capa_py.operations import apply_objects, being_deleted, delete_objects
 from capa_py.store.errors import Invalid, NotFound, StoreError
+from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
     from controllers.run import ConvergeResult
@@ -89,6 +90,26 @@ def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> Non
         stderr.print(f"error: {timed_out}", highlight=False)
 
 
+RunControllersOption = Annotated[
+    bool,
+    typer.Option(
+        "--run-controllers",
+        help="Against an API server (--kubeconfig, --store kube): run the controllers in this process, "
+        "holding the store's lease, instead of waiting for the ones running there. Always so on SQLite.",
+    ),
+]
+
+
+def _observe(
+    store: ObjectStore, targets: list[KubeObject], goal: Literal["ready", "gone"], seconds: float, show: bool
+) -> ConvergeResult:
+    """Wait while the controllers running at the API server bring ``targets`` to ``goal``."""
+    from controllers.observe import observe
+
+    with ProgressView(stderr, targets, enabled=show) as view:
+        return observe(store, targets, goal=goal, timeout=seconds, on_tick=view.update)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def apply(
@@ -102,6 +123,7 @@ def register(app: typer.Typer) -> None:
         timeout: TimeoutOption = "30m",
         output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
         no_wait_for_lock: NoWaitForLockOption = False,
+        in_process: RunControllersOption = False,
         no_recreate: Annotated[
             bool,
             typer.Option(
@@ -121,6 +143,8 @@ def register(app: typer.Typer) -> None:
             raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
         objects = load_files(filename)
         deadline = time.monotonic() + seconds
+        # Against an API server the controllers running there do the work: wait for them.
+        elsewhere = wait and globals_of(ctx).remote and not in_process
         with globals_of(ctx).store() as store:
             clashes = name_clashes(store, objects)
             if clashes:
@@ -140,12 +164,16 @@ def register(app: typer.Typer) -> None:
                 )
             aws = (
                 aws_context(ctx, aws_endpoint, region or region_of(objects), profile, endpoint_profile)
-                if wait
+                if wait and not elsewhere
                 else None
             )
 
             def run_controllers(targets: list[KubeObject], goal: Literal["ready", "gone"]) -> ConvergeResult:
                 """The controllers run in-process until ``targets`` reach ``goal``, or are blocked."""
+                if elsewhere:
+                    return _observe(
+                        store, targets, goal, max(deadline - time.monotonic(), 0.0), output == "table"
+                    )
                 assert aws is not None
                 from controllers import aws_controllers
                 from controllers.run import converge
@@ -195,7 +223,7 @@ def register(app: typer.Typer) -> None:
                     stdout.print(
                         f"{item.object.KIND.lower()}/{item.object.name} {item.outcome}", highlight=False
                     )
-            if aws is None:
+            if not wait:
                 return
             result = run_controllers([a.object for a in applied if not isinstance(a.object, Secret)], "ready")
         if output == "json":
@@ -208,13 +236,15 @@ def register(app: typer.Typer) -> None:
                     ref: {"reason": b.reason, "message": b.message} for ref, b in result.blocked.items()
                 },
                 "objects": [o.to_dict() for o in result.objects],
-                "awsCalls": calls_summary(result.calls),
+                # Controllers running elsewhere made the AWS calls: none are known here.
+                "awsCalls": None if elsewhere else calls_summary(result.calls),
             }
             sys.stdout.write(render_json(document) + "\n")
         else:
             rows = [[ref, state] for ref, state in result.states.items()]
             sys.stdout.write(format_table(["OBJECT", "STATE"], rows))
-            _print_calls(result.calls)
+            if not elsewhere:
+                _print_calls(result.calls)
         if not result.converged:
             _report_unfinished(result, f"not ready after {timeout}", "ready")
             raise typer.Exit(EXIT_FAILED)
@@ -238,6 +268,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
         timeout: TimeoutOption = "30m",
         no_wait_for_lock: NoWaitForLockOption = False,
+        in_process: RunControllersOption = False,
     ) -> None:
         """Delete objects named by manifest files or by KIND NAME; --wait tears down their AWS resources."""
         if filename and (kind or name):
@@ -260,9 +291,10 @@ def register(app: typer.Typer) -> None:
             objects = [reference]
         else:
             raise typer.BadParameter("give -f FILE or KIND NAME")
+        elsewhere = wait and globals_of(ctx).remote and not in_process
         with globals_of(ctx).store() as store:
             aws = None
-            if wait:
+            if wait and not elsewhere:
                 aws = aws_context(
                     ctx, aws_endpoint, region or region_of(objects, store), profile, endpoint_profile
                 )
@@ -279,12 +311,20 @@ def register(app: typer.Typer) -> None:
                 pending = last.metadata.deletion_timestamp is not None and bool(last.metadata.finalizers)
                 label = f"{requested.KIND.lower()}/{requested.metadata.name}"
                 stdout.print(f"{label} {'deleting' if pending else 'deleted'}", highlight=False)
-            if aws is None:
+            if not wait:
                 return
+            targets = [last for _, last in results if last is not None]
+            if elsewhere:
+                result = _observe(store, targets, "gone", seconds, True)
+                if not result.converged:
+                    left = ", ".join(r for r, s in result.states.items() if s != "gone")
+                    stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
+                    raise typer.Exit(EXIT_FAILED)
+                return
+            assert aws is not None
             from controllers import aws_controllers
             from controllers.run import converge
 
-            targets = [last for _, last in results if last is not None]
             with (
                 store_lease(store, "capa delete", not no_wait_for_lock, seconds) as lease,
                 ProgressView(stderr, targets, enabled=True) as view,

@@ -22,6 +22,7 @@ from capa_py.aws.errors import AWSError
 from capa_py.cli.aws_context import AWSContext, build_aws_context
 from capa_py.logging import LogFormat
 from capa_py.store import Missing, SQLiteStore, Unavailable, open_store
+from capa_py.store.kube import KubeStore
 from capa_py.store.protocol import ObjectStore
 
 EXIT_OK = 0
@@ -32,27 +33,62 @@ stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
 
 
+OpenedStore = SQLiteStore | KubeStore
+
+
 @dataclass
 class Globals:
+    """The global options. The store is the SQLite file at ``state`` unless ``--kubeconfig`` or
+    ``--store kube`` selects a Kubernetes API server (``kubeconfig``, else KUBECONFIG, ~/.kube/config or
+    the in-cluster service account)."""
+
     state: Path
     log_format: LogFormat
     verbosity: int
+    kubeconfig: Path | None = None
+    store_kind: str = "sqlite"
 
-    def store(self) -> SQLiteStore:
+    @property
+    def remote(self) -> bool:
+        """Whether the store is a Kubernetes API server (whose own controllers do the work)."""
+        return self.kubeconfig is not None or self.store_kind == "kube"
+
+    def store(self) -> OpenedStore:
         """The store, created on first use; a path that is not a store exits 2 naming it."""
+        if self.remote:
+            return self._kube_store()
         try:
             return open_store(self.state)
         except Unavailable as exc:
             fail(str(exc), EXIT_INVALID)
 
-    def existing_store(self) -> SQLiteStore | None:
+    def existing_store(self) -> OpenedStore | None:
         """The store if one exists (never created: read-only commands use this), else ``None``."""
+        if self.remote:
+            return self._kube_store()
         try:
             return open_store(self.state, create=False)
         except Missing:
             return None
         except Unavailable as exc:
             fail(str(exc), EXIT_INVALID)
+
+    def _kube_store(self) -> KubeStore:
+        """The API server's store: a kubeconfig that cannot be used exits 2, a server that does not
+        answer exits 1."""
+        try:
+            if self.kubeconfig is not None:
+                store = KubeStore.from_kubeconfig(self.kubeconfig)
+            else:
+                store = KubeStore.from_environment()
+        except Unavailable as exc:
+            fail(str(exc), EXIT_INVALID)
+        try:
+            store.check()
+        except Unavailable as exc:
+            store.close()
+            fail(str(exc))
+        return store
 
 
 def say_no_store(state: Path) -> None:

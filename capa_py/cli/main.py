@@ -2,7 +2,7 @@
 
 Exit codes: 0 success; 1 the operation failed; 2 invalid input (bad manifest, unknown kind, bad flag) — and
 invalid input never changes the store. Global options go before the subcommand
-(``capa --state s.db get clusters``).
+(``capa --state s.db get clusters``, ``capa --kubeconfig kubeconfig get awsclusters``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from capa_py.cli.common import (
 from capa_py.cli.output import print_objects
 from capa_py.logging import configure_logging
 from capa_py.store import DEFAULT_STATE
-from capa_py.store.errors import Invalid, NotFound
+from capa_py.store.errors import Invalid, NotFound, StoreError
 
 app = typer.Typer(
     name="capa",
@@ -54,6 +54,20 @@ def main(
     state: Annotated[
         Path, typer.Option("--state", envvar="CAPA_STATE", help="Path of the embedded SQLite store.")
     ] = DEFAULT_STATE,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            "--kubeconfig", help="Use the Kubernetes API server this kubeconfig names as the store."
+        ),
+    ] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="sqlite (the --state file, the default) or kube (--kubeconfig, else KUBECONFIG, "
+            "~/.kube/config or the in-cluster service account).",
+        ),
+    ] = None,
     log_format: Annotated[
         str, typer.Option("--log-format", help="Log rendering: auto, console or json.")
     ] = "auto",
@@ -64,8 +78,18 @@ def main(
 ) -> None:
     if log_format not in ("auto", "console", "json"):
         raise typer.BadParameter("must be auto, console or json", param_hint="--log-format")
+    if store not in (None, "sqlite", "kube"):
+        raise typer.BadParameter("must be sqlite or kube", param_hint="--store")
+    if store == "sqlite" and kubeconfig is not None:
+        raise typer.BadParameter("--kubeconfig selects the kube store, not sqlite", param_hint="--store")
     configure_logging(log_format, verbose)  # type: ignore[arg-type]
-    ctx.obj = Globals(state=state, log_format=log_format, verbosity=verbose)  # type: ignore[arg-type]
+    ctx.obj = Globals(
+        state=state,
+        log_format=log_format,  # type: ignore[arg-type]
+        verbosity=verbose,
+        kubeconfig=kubeconfig,
+        store_kind="kube" if kubeconfig is not None else (store or "sqlite"),
+    )
 
 
 @app.command()
@@ -107,6 +131,8 @@ def get(
             fail(f'{model.PLURAL} "{name}" not found')
         except Invalid as exc:
             fail(str(exc), EXIT_INVALID)
+        except StoreError as exc:  # an API server that stopped answering, or refused the request
+            fail(str(exc))
         if output == "table" and not objects and not all_namespaces:
             stderr.print(f"No resources found in {ns} namespace.", highlight=False)
             return
@@ -132,3 +158,6 @@ def run() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    except StoreError as exc:  # a store failure no command expected (an API server gone mid-command)
+        stderr.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(1)

@@ -40,6 +40,11 @@ def serve(
 
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, not {port}", EXIT_INVALID)
+    if globals_of(ctx).remote:
+        fail(
+            "capa serve serves the SQLite store at --state, not an API server (--kubeconfig, --store kube)",
+            EXIT_INVALID,
+        )
     store = globals_of(ctx).store()
     if bind not in ("127.0.0.1", "localhost", "::1"):
         stderr.print(

@@ -1,7 +1,8 @@
 """The object store: one protocol with Kubernetes semantics, and its implementations.
 
-Controllers only see :class:`ObjectStore`; :func:`open_store` picks the implementation from a location
-(a SQLite file path today; the Kubernetes API implementation plugs in behind the same protocol).
+Controllers only see :class:`ObjectStore`; :func:`open_store` opens the SQLite file at a location, and
+:class:`capa_py.store.kube.KubeStore` (imported from its module, as it loads the ``kubernetes`` client) is the
+same protocol over a Kubernetes API server.
 """
 
 from pathlib import Path

@@ -6,11 +6,14 @@
  ├─ ``Conflict``       the write was based on a stale ``resourceVersion``: re-read and retry (409)
  ├─ ``Invalid``        the object fails validation; ``field`` names the path (422)
  ├─ ``Expired``        a watch asked for a ``resourceVersion`` that was compacted away: re-list (410)
- └─ ``Unavailable``    the store cannot be opened: the path is not a database, or (opened without
-     └─ ``Missing``    creating) nothing is there yet
+ └─ ``Unavailable``    the store cannot be opened or reached: the path is not a database, the API server
+     │                 does not answer (or answers 5xx, 429, 401/403)
+     └─ ``Missing``    (opened without creating) nothing is there yet
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 class StoreError(Exception):
@@ -36,8 +39,10 @@ class Conflict(StoreError):
 class Invalid(StoreError):
     status = 422
 
-    def __init__(self, message: str, field: str = "") -> None:
+    def __init__(self, message: str, field: str = "", causes: Sequence[tuple[str, str]] = ()) -> None:
+        """``causes``: every ``(field, message)`` an API server reported; ``field`` is the first one's."""
         self.field = field
+        self.causes = tuple(causes) or ((field, message),)
         super().__init__(f"{field}: {message}" if field else message)
 
 
@@ -46,7 +51,8 @@ class Expired(StoreError):
 
 
 class Unavailable(StoreError):
-    """The store cannot be opened at its path (a directory, a text file, an unreadable location)."""
+    """The store cannot be opened at its path (a directory, a text file, an unreadable location) or its API
+    server cannot be used (unreachable, failing, refusing the credentials)."""
 
     status = 503
 

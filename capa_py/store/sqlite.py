@@ -21,13 +21,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from capa_py.api.core import Secret
-from capa_py.api.loader import format_loc
 from capa_py.api.meta import KubeObject, utcnow, validate_dns_subdomain
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
+from capa_py.store.admission import check_registered, validated_document
 from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, Missing, NotFound, Unavailable
 from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
@@ -201,24 +198,11 @@ class SQLiteStore:
         return namespace or "default"
 
     def _check_kind(self, kind: type[KubeObject]) -> None:
-        if kind not in self.registry:
-            raise Invalid(f"kind {kind.API_VERSION}/{kind.KIND} is not registered with this store", "kind")
+        check_registered(self.registry, kind)
 
     def _validated(self, obj: KubeObject) -> dict[str, Any]:
         """The object's wire form after full validation; raises Invalid naming the field."""
-        self._check_kind(type(obj))
-        if isinstance(obj, Secret):
-            obj = obj.model_copy(deep=True)
-            obj.normalise()
-        doc = obj.to_dict()
-        try:
-            checked = type(obj).model_validate(doc)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            raise Invalid(error["msg"].removeprefix("Value error, "), format_loc(error["loc"])) from exc
-        for issue in checked.semantic_issues():
-            raise Invalid(issue.message, issue.path)
-        return doc
+        return validated_document(self.registry, obj)
 
     def _next_rv(self, conn: sqlite3.Connection) -> int:
         row = conn.execute(

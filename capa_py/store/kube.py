@@ -1,0 +1,499 @@
+"""The object store over a Kubernetes API server (a management cluster, or ``capa serve``).
+
+:class:`KubeStore` implements :class:`~capa_py.store.protocol.ObjectStore` with the official ``kubernetes``
+client: ``CustomObjectsApi`` for custom kinds (their ``/status`` subresource for ``update_status``),
+``CoreV1Api`` for Secret, Namespace, ConfigMap and Event, ``CoordinationV1Api`` for Lease and
+``ApiextensionsV1Api`` for CustomResourceDefinition. Responses are read as the server's JSON (never through
+the client's typed models, which drop fields they do not know) and validated into the registry's models.
+
+Its semantics are the SQLite store's, including where a real API server differs by default:
+
+* an update without ``resourceVersion`` is unconditional (custom resources refuse that on PUT, so the store
+  reads the current version and retries on a race);
+* field selectors work on any field and on ``metadata.controller`` (the server filters by labels, the
+  store by fields);
+* every API error is mapped once, in :func:`store_error`, onto :mod:`capa_py.store.errors`.
+
+Watches live in :mod:`capa_py.store.kube_watch`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from capa_py.api.meta import KubeObject, ObjectMeta
+from capa_py.api.registry import REGISTRY, KindRegistry
+from capa_py.logging import get_logger
+from capa_py.store.admission import check_registered, validated_document
+from capa_py.store.errors import (
+    AlreadyExists,
+    Conflict,
+    Expired,
+    Invalid,
+    NotFound,
+    StoreError,
+    Unavailable,
+)
+from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
+from capa_py.store.selectors import FieldSelector, LabelSelector
+
+UPDATE_ATTEMPTS = 10
+LIST_PAGE = 500
+REQUEST_TIMEOUT = 60.0
+IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+_log = get_logger("store.kube")
+_META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()}
+
+
+# -- errors --------------------------------------------------------------------------------------------
+
+
+def _status_of(exc: ApiException) -> dict[str, Any]:
+    try:
+        body = json.loads(exc.body or b"{}")
+    except (ValueError, TypeError):
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def store_error(exc: Exception, what: str, server: str) -> StoreError:
+    """The store error an API failure means; ``what`` names the object (``Cluster default/demo``)."""
+    if not isinstance(exc, ApiException):
+        return Unavailable(server, f"the API server does not answer: {exc}")
+    status = _status_of(exc)
+    message = str(status.get("message") or exc.reason or "")
+    reason = str(status.get("reason") or "")
+    code = int(exc.status or 0)
+    if code == 404:
+        return NotFound(f"{what} not found")
+    if code == 409 and reason == "AlreadyExists":
+        return AlreadyExists(f"{what} already exists")
+    if code == 409:
+        return Conflict(
+            f"{what}: the object has been modified (the resourceVersion written is stale) or a precondition "
+            f"failed; read it again and re-apply the change ({message})"
+        )
+    if code == 422:
+        causes = [
+            (str(c.get("field") or ""), str(c.get("message") or ""))
+            for c in (status.get("details") or {}).get("causes") or []
+        ]
+        field, first = causes[0] if causes else ("", message)
+        return Invalid(first or message, field, causes)
+    if code == 400:
+        return Invalid(message)
+    if code == 410:
+        return Expired(f"{what}: {message or 'the resourceVersion is too old'}; list again")
+    if code in (401, 403):
+        return Unavailable(server, f"the API server refused the request ({code} {reason}): {message}")
+    return Unavailable(server, f"the API server failed ({code} {reason or exc.reason}): {message}")
+
+
+# -- how one kind is reached ---------------------------------------------------------------------------
+
+
+def _snake(kind: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", kind).lower()
+
+
+class Endpoint:
+    """The calls of one kind's REST resource, answering the server's JSON documents."""
+
+    def __init__(self, api: client.ApiClient, kind: type[KubeObject]) -> None:
+        self.kind = kind
+        group, _, version = kind.API_VERSION.rpartition("/")
+        self.group, self.version = group, version
+        if group == "":
+            self._api: Any = client.CoreV1Api(api)
+        elif group == "coordination.k8s.io":
+            self._api = client.CoordinationV1Api(api)
+        elif group == "apiextensions.k8s.io":
+            self._api = client.ApiextensionsV1Api(api)
+        else:
+            self._api = client.CustomObjectsApi(api)
+        self.custom = isinstance(self._api, client.CustomObjectsApi)
+        self._snake = _snake(kind.KIND)
+        if not self.custom and not hasattr(self._api, f"read_{self._scope()}{self._snake}"):
+            raise Invalid(f"kind {kind.API_VERSION}/{kind.KIND} cannot be reached over the API", "kind")
+
+    def _scope(self) -> str:
+        return "namespaced_" if self.kind.NAMESPACED else ""
+
+    def _method(self, verb: str, suffix: str = "") -> Callable[..., Any]:
+        if self.custom:
+            scope = "namespaced" if self.kind.NAMESPACED else "cluster"
+            return getattr(self._api, f"{verb}_{scope}_custom_object{suffix}")  # type: ignore[no-any-return]
+        return getattr(self._api, f"{verb}_{self._scope()}{self._snake}{suffix}")  # type: ignore[no-any-return]
+
+    def _args(self, namespace: str | None, name: str | None = None) -> list[Any]:
+        """Positional arguments: the custom object API's (group, version, [namespace,] plural, [name]);
+        the typed APIs' ([name,] [namespace])."""
+        if self.custom:
+            args: list[Any] = [self.group, self.version]
+            if self.kind.NAMESPACED:
+                args.append(namespace)
+            args.append(self.kind.PLURAL)
+            if name is not None:
+                args.append(name)
+            return args
+        args = [] if name is None else [name]
+        if self.kind.NAMESPACED:
+            args.append(namespace)
+        return args
+
+    @staticmethod
+    def _json(response: Any) -> dict[str, Any]:
+        data = json.loads(response.data or b"{}")
+        return data if isinstance(data, dict) else {}
+
+    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        kwargs.setdefault("_request_timeout", REQUEST_TIMEOUT)
+        return self._json(method(*args, _preload_content=False, **kwargs))
+
+    def create(self, namespace: str | None, body: dict[str, Any]) -> dict[str, Any]:
+        return self._call(self._method("create"), *self._args(namespace), body)
+
+    def read(self, namespace: str | None, name: str) -> dict[str, Any]:
+        verb = "get" if self.custom else "read"
+        return self._call(self._method(verb), *self._args(namespace, name))
+
+    def replace(self, namespace: str | None, name: str, body: dict[str, Any], status: bool) -> dict[str, Any]:
+        method = self._method("replace", "_status" if status else "")
+        return self._call(method, *self._args(namespace, name), body)
+
+    def delete(
+        self, namespace: str | None, name: str, propagation: str, resource_version: str | None
+    ) -> dict[str, Any]:
+        options: dict[str, Any] = {"propagationPolicy": propagation}
+        if resource_version:
+            options["preconditions"] = {"resourceVersion": resource_version}
+        return self._call(self._method("delete"), *self._args(namespace, name), body=options)
+
+    def _list_method(self, namespace: str | None) -> tuple[Callable[..., Any], list[Any]]:
+        if not self.kind.NAMESPACED or namespace is not None:
+            return self._method("list"), self._args(namespace)
+        if self.custom:
+            return self._api.list_cluster_custom_object, [self.group, self.version, self.kind.PLURAL]
+        return getattr(self._api, f"list_{self._snake}_for_all_namespaces"), []
+
+    def list(self, namespace: str | None, **query: Any) -> dict[str, Any]:
+        method, args = self._list_method(namespace)
+        return self._call(method, *args, **query)
+
+    def watch(self, namespace: str | None, read_timeout: float, **query: Any) -> Any:
+        """The streaming response of a watch (the caller reads it line by line and releases it)."""
+        method, args = self._list_method(namespace)
+        timeouts = (REQUEST_TIMEOUT, read_timeout)
+        return method(*args, watch=True, _preload_content=False, _request_timeout=timeouts, **query)
+
+
+# -- the store -----------------------------------------------------------------------------------------
+
+
+def _what(kind: type[KubeObject], name: str, namespace: str | None) -> str:
+    return f"{kind.KIND} {namespace + '/' if namespace else ''}{name}"
+
+
+class KubeStore:
+    """An :class:`~capa_py.store.protocol.ObjectStore` on a Kubernetes API server."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        registry: KindRegistry = REGISTRY,
+        watch_connection_seconds: int = 300,
+        watch_reconnect_attempts: int = 8,
+    ) -> None:
+        """``watch_connection_seconds``: the longest one watch connection lasts (the server ends it and the
+        watch opens the next from where it was); ``watch_reconnect_attempts``: how many times in a row a
+        watch tries to reconnect (backing off from 0.1 s, doubling: 8 attempts span about 25 s) before it
+        raises Unavailable."""
+        self.api = api_client
+        self.watch_connection_seconds = watch_connection_seconds
+        self.watch_reconnect_attempts = watch_reconnect_attempts
+        self.registry = registry
+        self.server = str(api_client.configuration.host)
+        self._endpoints: dict[type[KubeObject], Endpoint] = {}
+        self._uid: str | None = None
+        self._lock = threading.Lock()
+        self._watches: set[Any] = set()
+        self._closed = False
+
+    # -- construction -----------------------------------------------------------------------------------
+    @classmethod
+    def from_kubeconfig(
+        cls, path: str | Path, context: str | None = None, registry: KindRegistry = REGISTRY
+    ) -> KubeStore:
+        """The store of the cluster a kubeconfig file names (its current context, or ``context``)."""
+        location = Path(path).expanduser()
+        if not location.is_file():
+            raise Unavailable(str(location), "no kubeconfig file there")
+        try:
+            api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=str(location), context=context, persist_config=False
+            )
+        except (
+            ConfigException,
+            yaml.YAMLError,
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            OSError,
+        ) as exc:
+            raise Unavailable(str(location), f"not a usable kubeconfig: {exc}") from exc
+        return cls(api_client, registry)
+
+    @classmethod
+    def from_environment(cls, registry: KindRegistry = REGISTRY) -> KubeStore:
+        """The default chain: ``KUBECONFIG`` (the first file it lists), ``~/.kube/config``, then the
+        in-cluster service account."""
+        listed = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+        if listed:
+            return cls.from_kubeconfig(listed[0], registry=registry)
+        home = Path("~/.kube/config").expanduser()
+        if home.is_file():
+            return cls.from_kubeconfig(home, registry=registry)
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        except ConfigException as exc:
+            raise Unavailable(
+                "the Kubernetes API", f"no KUBECONFIG, no {home} and not in a cluster ({exc})"
+            ) from exc
+        return cls(client.ApiClient(configuration), registry)
+
+    def check(self) -> None:
+        """Ask the server for its version (allowed to everyone): Unavailable when it does not answer."""
+        try:
+            client.VersionApi(self.api).get_code(_request_timeout=10.0)
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise store_error(exc, "version", self.server) from exc
+
+    @property
+    def uid(self) -> str:
+        """The identity every client of this API server shares (the ``capa-system/capa-py-store``
+        ConfigMap, recorded on first use)."""
+        if self._uid is None:
+            from capa_py.store.identity import shared_identity
+
+            self._uid = shared_identity(self)
+        return self._uid
+
+    def close(self) -> None:
+        """Close open watches and the client's connections; closing twice is harmless."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            streams = list(self._watches)
+        for stream in streams:
+            stream.abort()
+        self.api.close()  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> KubeStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- helpers ------------------------------------------------------------------------------------------
+    def endpoint(self, kind: type[KubeObject]) -> Endpoint:
+        check_registered(self.registry, kind)
+        found = self._endpoints.get(kind)
+        if found is None:
+            found = self._endpoints[kind] = Endpoint(self.api, kind)
+        return found
+
+    @staticmethod
+    def _namespace(kind: type[KubeObject], namespace: str | None) -> str | None:
+        if not kind.NAMESPACED:
+            return None
+        return namespace or "default"
+
+    def store_error_of(self, exc: Exception, what: str) -> StoreError:
+        return store_error(exc, what, self.server)
+
+    def _request(self, what: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        try:
+            return call()
+        except (ApiException, urllib3.exceptions.HTTPError) as exc:
+            raise store_error(exc, what, self.server) from exc
+
+    def to_model(self, kind: type[T], doc: dict[str, Any]) -> T:
+        """An object as the server sent it, as the registry's model (fields the models do not keep, such
+        as ``managedFields``, dropped)."""
+        doc = {**doc, "apiVersion": doc.get("apiVersion") or kind.API_VERSION}
+        doc["kind"] = doc.get("kind") or kind.KIND
+        meta = doc.get("metadata") or {}
+        doc["metadata"] = {k: v for k, v in meta.items() if k in _META_FIELDS}
+        return kind.model_validate(doc)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def track(self, stream: Any) -> bool:
+        """Register an open watch stream so that :meth:`close` ends it; False once closed."""
+        with self._lock:
+            if self._closed:
+                return False
+            self._watches.add(stream)
+            return True
+
+    def untrack(self, stream: Any) -> None:
+        with self._lock:
+            self._watches.discard(stream)
+
+    # -- the protocol -------------------------------------------------------------------------------------
+    def create(self, obj: T) -> T:
+        kind = type(obj)
+        endpoint = self.endpoint(kind)
+        if kind.HAS_STATUS and "status" in kind.model_fields:
+            # The status subresource: a create never sets status (the server drops it; so does this check).
+            obj = obj.model_copy(deep=True)
+            obj.__dict__["status"] = kind.model_fields["status"].get_default(call_default_factory=True)
+        body = validated_document(self.registry, obj)
+        meta = body["metadata"]
+        for key in ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp"):
+            meta.pop(key, None)
+        meta.pop("deletionGracePeriodSeconds", None)
+        namespace = self._namespace(kind, obj.metadata.namespace)
+        if namespace is not None:
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and not meta.get("generateName"):
+            raise Invalid("required", "metadata.name")
+        what = _what(kind, meta.get("name") or f"{meta.get('generateName')}*", namespace)
+        return self.to_model(kind, self._request(what, lambda: endpoint.create(namespace, body)))
+
+    def get(self, kind: type[T], name: str, namespace: str | None = None) -> T:
+        endpoint = self.endpoint(kind)
+        ns = self._namespace(kind, namespace)
+        doc = self._request(_what(kind, name, ns), lambda: endpoint.read(ns, name))
+        return self.to_model(kind, doc)
+
+    def list(
+        self,
+        kind: type[T],
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList[T]:
+        endpoint = self.endpoint(kind)
+        labels = LabelSelector.parse(label_selector)
+        fields = FieldSelector.parse(field_selector)
+        ns = namespace if kind.NAMESPACED else None
+        query: dict[str, Any] = {"limit": LIST_PAGE}
+        if labels.requirements:
+            query["label_selector"] = str(labels)
+        docs: list[dict[str, Any]] = []
+        resource_version = ""
+        while True:
+            page = self._request(f"{kind.KIND} list", partial(endpoint.list, ns, **query))
+            docs.extend(page.get("items") or [])
+            page_meta = page.get("metadata") or {}
+            resource_version = resource_version or str(page_meta.get("resourceVersion") or "")
+            token = page_meta.get("continue")
+            if not token:
+                break
+            query["_continue"] = token
+        items = [self.to_model(kind, doc) for doc in docs]
+        items = [o for o in items if fields.matches(o.to_dict())]
+        items.sort(key=lambda o: (o.metadata.namespace or "", o.metadata.name))
+        return ObjectList(items, resource_version)
+
+    def current_resource_version(self, kind: type[KubeObject] | None = None) -> str:
+        """The server's current resourceVersion: what a list (of ``kind``, Namespaces by default) reads at."""
+        from capa_py.api.core import Namespace
+
+        endpoint = self.endpoint(kind or Namespace)
+        page = self._request("list", lambda: endpoint.list(None, limit=1))
+        return str((page.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _replace(self, obj: T, status: bool) -> T:
+        kind = type(obj)
+        endpoint = self.endpoint(kind)
+        body = validated_document(self.registry, obj)
+        ns = self._namespace(kind, obj.metadata.namespace)
+        name = obj.metadata.name
+        what = _what(kind, name, ns)
+        if ns is not None:
+            body["metadata"]["namespace"] = ns
+        if obj.metadata.resource_version:
+            return self.to_model(kind, self._request(what, lambda: endpoint.replace(ns, name, body, status)))
+        # Unconditional: write over whatever version is current, again if another writer got in between.
+        for attempt in range(UPDATE_ATTEMPTS):
+            current = self._request(what, lambda: endpoint.read(ns, name))
+            current_meta = current.get("metadata") or {}
+            if obj.metadata.uid and obj.metadata.uid != current_meta.get("uid"):
+                raise Conflict(f"{what}: uid precondition failed (the object was re-created)")
+            body["metadata"]["resourceVersion"] = current_meta.get("resourceVersion")
+            try:
+                return self.to_model(
+                    kind, self._request(what, lambda: endpoint.replace(ns, name, body, status))
+                )
+            except Conflict:
+                if attempt == UPDATE_ATTEMPTS - 1:
+                    raise
+                _log.debug("unconditional update raced another writer; again", object=what)
+        raise AssertionError("unreachable")
+
+    def update(self, obj: T) -> T:
+        return self._replace(obj, status=False)
+
+    def update_status(self, obj: T) -> T:
+        kind = type(obj)
+        if not kind.HAS_STATUS:
+            raise Invalid(f"{kind.KIND} has no status subresource", "status")
+        return self._replace(obj, status=True)
+
+    def delete(
+        self,
+        kind: type[T],
+        name: str,
+        namespace: str | None = None,
+        propagation: Propagation = "Background",
+        resource_version: str | None = None,
+    ) -> T | None:
+        """Delete (or mark for deletion) an object; returns its last state. The server answers a delete of
+        a built-in kind that is gone at once with a Status, not the object: the object as read just before
+        stands in for it (with the resourceVersion it had then)."""
+        endpoint = self.endpoint(kind)
+        ns = self._namespace(kind, namespace)
+        what = _what(kind, name, ns)
+        before = None if endpoint.custom else self._request(what, lambda: endpoint.read(ns, name))
+        answer = self._request(what, lambda: endpoint.delete(ns, name, propagation, resource_version))
+        if answer.get("kind") == "Status":
+            return None if before is None else self.to_model(kind, before)
+        return self.to_model(kind, answer)
+
+    def watch(
+        self,
+        kind: type[T],
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WatchEvent[T]]:
+        """Events for one kind after ``resource_version`` (or the current objects as ADDED, then events);
+        see :mod:`capa_py.store.kube_watch` for how it survives timeouts and dropped connections."""
+        from capa_py.store.kube_watch import follow
+
+        return follow(self, kind, namespace, resource_version, label_selector, timeout, stop)

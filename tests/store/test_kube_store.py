@@ -1,0 +1,253 @@
+"""What the kube store adds to the store contract: how API errors map onto store errors, the identity every
+client of one API server shares, and where it finds its server (a kubeconfig, the default chain)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from capa_py.api import AWSCluster, Cluster, Secret
+from capa_py.api.apiextensions import CustomResourceDefinition
+from capa_py.api.coordination import Lease
+from capa_py.api.core import ConfigMap, Event, Namespace
+from capa_py.api.meta import KubeObject
+from capa_py.apiserver import RunningServer, start_in_thread
+from capa_py.cli.serve_cmd import kubeconfig
+from capa_py.store import AlreadyExists, Conflict, Expired, Invalid, NotFound, SQLiteStore, Unavailable
+from capa_py.store.identity import IDENTITY_NAME, IDENTITY_NAMESPACE, identity_config_map
+from capa_py.store.kube import KubeStore, store_error
+from tests.store.kube_support import api_client_for
+
+
+@pytest.fixture
+def sqlite(tmp_path: Path) -> Iterator[SQLiteStore]:
+    with SQLiteStore(tmp_path / "served.db", poll_interval=0.02) as opened:
+        yield opened
+
+
+@pytest.fixture
+def running(sqlite: SQLiteStore) -> Iterator[RunningServer]:
+    server = start_in_thread(sqlite, bookmark_interval=0.2)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def kube(running: RunningServer) -> Iterator[KubeStore]:
+    with KubeStore(api_client_for(running.url)) as store:
+        yield store
+
+
+def new_aws_cluster(name: str = "demo", region: str = "us-east-1") -> AWSCluster:
+    return AWSCluster.model_validate(
+        {
+            "metadata": {"name": name},
+            "spec": {"region": region, "network": {"vpc": {"cidrBlock": "10.0.0.0/16"}}},
+        }
+    )
+
+
+def status_error(code: int, reason: str, **details: object) -> ApiException:
+    exc = ApiException(status=code, reason=reason)
+    exc.body = json.dumps(
+        {"kind": "Status", "code": code, "reason": reason, "message": "m", "details": details}
+    )
+    return exc
+
+
+# -- errors --------------------------------------------------------------------------------------------
+
+
+def test_the_servers_admission_failure_is_invalid_with_its_field_causes(kube: KubeStore) -> None:
+    created = kube.create(new_aws_cluster())
+    created.spec.region = "eu-west-1"  # valid on its own; the server refuses the change (immutable)
+
+    with pytest.raises(Invalid) as caught:
+        kube.update(created)
+
+    assert caught.value.field == "spec.region", f"Invalid must name the field, got {caught.value}"
+    assert [field for field, _ in caught.value.causes] == ["spec.region"], "the server's causes are kept"
+    assert kube.get(AWSCluster, "demo").spec.region == "us-east-1"
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (status_error(404, "NotFound"), NotFound),
+        (status_error(409, "AlreadyExists"), AlreadyExists),
+        (status_error(409, "Conflict"), Conflict),
+        (status_error(422, "Invalid", causes=[{"field": "spec.x", "message": "bad"}]), Invalid),
+        (status_error(410, "Expired"), Expired),
+        (status_error(500, "InternalError"), Unavailable),
+        (status_error(503, "ServiceUnavailable"), Unavailable),
+        (status_error(429, "TooManyRequests"), Unavailable),
+        (status_error(403, "Forbidden"), Unavailable),
+    ],
+)
+def test_api_errors_map_onto_store_errors_by_code_and_reason(error: ApiException, expected: type) -> None:
+    mapped = store_error(error, "Cluster default/demo", "https://api")
+    assert type(mapped) is expected, f"{error.status} {error.reason} must map to {expected.__name__}"
+
+
+def test_an_unreachable_server_is_unavailable() -> None:
+    with KubeStore(api_client_for("http://127.0.0.1:1")) as store, pytest.raises(Unavailable):
+        store.get(Cluster, "demo")
+
+
+def test_fields_the_models_do_not_keep_are_dropped_on_read(kube: KubeStore) -> None:
+    doc = {
+        "apiVersion": Cluster.API_VERSION,
+        "kind": "Cluster",
+        "metadata": {"name": "demo", "managedFields": [{"manager": "kubectl"}], "selfLink": "/x"},
+    }
+    assert kube.to_model(Cluster, doc).name == "demo", "managedFields from a real server must not fail reads"
+
+
+# -- identity ------------------------------------------------------------------------------------------
+
+
+def test_every_client_of_a_served_store_shares_its_identity(
+    sqlite: SQLiteStore, running: RunningServer
+) -> None:
+    with KubeStore(api_client_for(running.url)) as one, KubeStore(api_client_for(running.url)) as two:
+        assert one.uid == two.uid == sqlite.uid, "the file and its served form must be one store"
+    recorded = sqlite.get(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE)
+    assert recorded.data["uid"] == sqlite.uid
+
+
+def test_clients_racing_to_record_an_identity_agree_on_one(
+    sqlite: SQLiteStore, running: RunningServer
+) -> None:
+    sqlite.delete(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE)
+    stores = [KubeStore(api_client_for(running.url)) for _ in range(6)]
+    seen: list[str] = []
+    barrier = threading.Barrier(len(stores))
+
+    def ask(store: KubeStore) -> None:
+        barrier.wait()
+        seen.append(store.uid)
+
+    threads = [threading.Thread(target=ask, args=(store,)) for store in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    for store in stores:
+        store.close()
+
+    assert len(seen) == len(stores)
+    assert len(set(seen)) == 1, f"every client must end up with the winner's identity, got {set(seen)}"
+    assert sqlite.get(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE).data["uid"] == seen[0]
+
+
+def test_capa_serve_corrects_an_identity_config_map_that_disagrees(sqlite: SQLiteStore) -> None:
+    sqlite.create(identity_config_map("someone-else"))
+    server = start_in_thread(sqlite)
+    try:
+        assert sqlite.get(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE).data["uid"] == sqlite.uid
+    finally:
+        server.stop()
+
+
+# -- finding the server --------------------------------------------------------------------------------
+
+
+def write_kubeconfig(path: Path, url: str) -> Path:
+    path.write_text(yaml.safe_dump(kubeconfig(url)))
+    return path
+
+
+def test_a_kubeconfig_names_the_server(tmp_path: Path, sqlite: SQLiteStore, running: RunningServer) -> None:
+    sqlite.create(Cluster.model_validate({"metadata": {"name": "demo"}}))
+    with KubeStore.from_kubeconfig(write_kubeconfig(tmp_path / "kubeconfig", running.url)) as store:
+        assert [c.name for c in store.list(Cluster)] == ["demo"]
+
+
+@pytest.mark.parametrize("content", [None, "not: [a kubeconfig", "apiVersion: v1\nkind: Config\n"])
+def test_a_missing_or_broken_kubeconfig_is_unavailable(tmp_path: Path, content: str | None) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(Unavailable, match="kubeconfig"):
+        KubeStore.from_kubeconfig(path)
+
+
+def test_the_default_chain_reads_kubeconfig_from_the_environment(
+    tmp_path: Path, running: RunningServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", running.url)))
+    with KubeStore.from_environment() as store:
+        assert store.server == running.url
+
+
+def test_the_default_chain_without_any_configuration_is_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(Unavailable, match="not in a cluster"):
+        KubeStore.from_environment()
+
+
+def test_deleting_a_built_in_kind_returns_its_last_state_as_sqlite_does(kube: KubeStore) -> None:
+    created = kube.create(Secret.model_validate({"metadata": {"name": "s"}, "stringData": {"k": "v"}}))
+
+    last = kube.delete(Secret, "s")
+
+    assert last is not None, "the server answers with a Status: the store must still return the object"
+    assert last.metadata.uid == created.metadata.uid
+    with pytest.raises(NotFound):
+        kube.get(Secret, "s")
+
+
+# -- the built-in kinds, each through its own API ------------------------------------------------------
+
+
+def built_in_objects() -> list[KubeObject]:
+    from capa_py.manifests.crds import crd_for
+
+    return [
+        Namespace.model_validate({"metadata": {"name": "team-a"}}),
+        ConfigMap.model_validate(
+            {"metadata": {"name": "settings", "namespace": "team-a"}, "data": {"k": "v"}}
+        ),
+        Event.model_validate(
+            {
+                "metadata": {"name": "demo.1", "namespace": "team-a"},
+                "involvedObject": {"kind": "Cluster", "name": "demo", "namespace": "team-a"},
+                "reason": "Created",
+                "type": "Normal",
+            }
+        ),
+        Lease.model_validate(
+            {"metadata": {"name": "leader", "namespace": "team-a"}, "spec": {"holderIdentity": "a"}}
+        ),
+        CustomResourceDefinition.model_validate(crd_for(Cluster)),
+    ]
+
+
+@pytest.mark.parametrize("obj", built_in_objects(), ids=lambda o: o.KIND)
+def test_a_built_in_kind_is_created_read_listed_updated_and_deleted(kube: KubeStore, obj: KubeObject) -> None:
+    kind = type(obj)
+    created = kube.create(obj)
+    assert created.metadata.uid, f"{kind.KIND}: the server must assign a uid"
+    assert kube.get(kind, obj.name, obj.namespace) == created
+    assert [o.name for o in kube.list(kind, obj.namespace)] == [obj.name]
+
+    created.metadata.labels["touched"] = "yes"
+    updated = kube.update(created)
+    assert updated.metadata.labels["touched"] == "yes"
+    assert updated.metadata.resource_version != created.metadata.resource_version
+
+    last = kube.delete(kind, obj.name, obj.namespace)
+    assert last is not None
+    assert last.metadata.uid == created.metadata.uid
+    with pytest.raises(NotFound):
+        kube.get(kind, obj.name, obj.namespace)
