@@ -39,9 +39,10 @@ def _seconds_form(timestamp: str | None) -> str | None:
 def cells(doc: dict[str, Any]) -> list[Any]:
     involved = doc.get("involvedObject", {})
     event_time = doc.get("eventTime")
-    last = _seconds_form(doc.get("lastTimestamp") or event_time)
+    series = doc.get("series") or {}
     first = _seconds_form(doc.get("firstTimestamp") or event_time)
-    count = int(doc.get("count") or doc.get("series", {}).get("count") or 1)
+    last = _seconds_form(series.get("lastObservedTime") or doc.get("lastTimestamp")) or first
+    count = int(series.get("count") or doc.get("count") or 1)
     last_seen = age(last)
     if count > 1:
         last_seen = f"{last_seen} (x{count} over {age(first)})"

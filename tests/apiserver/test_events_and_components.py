@@ -99,3 +99,29 @@ def test_crd_keeps_its_status_subresource(server: Server) -> None:
     code, created = server.http("POST", _path(crd), crd)
     assert code == 201, created
     assert created["spec"]["versions"] == crd["spec"]["versions"]
+
+
+def test_events_table_reads_series_and_event_time_of_newer_recorders(server: Server) -> None:
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": "demo.series", "namespace": "default"},
+        "involvedObject": {"kind": "AWSCluster", "name": "demo", "namespace": "default"},
+        "reason": "Probe",
+        "message": "seen often",
+        "type": "Normal",
+        "eventTime": "2026-01-02T03:04:05.123456Z",
+        "series": {"count": 3, "lastObservedTime": "2026-01-02T03:05:05.000001Z"},
+        "reportingComponent": "other-controller",
+        "reportingInstance": "host-2",
+    }
+    code, created = server.http("POST", "/api/v1/namespaces/default/events", event)
+    assert code == 201, created
+    code, table = server.http("GET", "/api/v1/namespaces/default/events/demo.series", Accept=TABLE)
+    assert code == 200, table
+    [row] = table["rows"]
+    cells = dict(zip((c["name"] for c in table["columnDefinitions"]), row["cells"], strict=True))
+    assert " (x3 over " in cells["Last Seen"]
+    assert cells["Count"] == 3
+    assert cells["Source"] == "other-controller, host-2"
+    assert cells["Object"] == "awscluster/demo"
