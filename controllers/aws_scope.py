@@ -29,9 +29,11 @@ from capa_py.engine.engine import Engine, Scope
 from capa_py.engine.errors import NonRetryableError, RetryableError, Waiting
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.logging import get_logger
+from capa_py.runtime.events import EventRecorder
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 from controllers.base import patch_status
+from controllers.events import ResourceEventReporter, failure_reason
 
 T = TypeVar("T", bound=KubeObject)
 FATAL_BACKOFF = 300.0
@@ -58,6 +60,8 @@ class ReconcileScope(Generic[T]):
     failure: FatalReconcileError | None = None
     waiting_on: str | None = None
     """What the last step that had to wait was waiting for (shown while deleting)."""
+    events: EventRecorder | None = None
+    """Where Kubernetes Events about the object go (none recorded when None)."""
 
     @property
     def obj(self) -> T:
@@ -74,6 +78,9 @@ class ReconcileScope(Generic[T]):
                 self.recorder,
                 self.additional_tags,
                 store_uid=self.store.uid,
+                events=(
+                    ResourceEventReporter(self.events, lambda: self.obj) if self.events is not None else None
+                ),
             )
         return self._engine_scope
 
@@ -195,6 +202,8 @@ def step(
             reason, fatal = classify_failure(exc)
             message = str(exc)
             scope.waiting_on = f"{description}: {reason}: {message}"
+            if scope.events is not None:
+                scope.events.warning(scope.obj, failure_reason(description), f"{reason}: {message}")
             if condition:
                 scope.condition(condition, False, reason, message, "Error" if fatal else "Warning")
             if fatal:

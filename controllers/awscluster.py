@@ -45,11 +45,13 @@ from capa_py.engine.recorder import StatusRecorder
 from capa_py.engine.resource import Observed, ResourceClass
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, foreign_store
 from capa_py.logging import get_logger
+from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, remove_finalizer, settle
+from controllers.events import DELETION_BLOCKED
 from controllers.references import missing
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance
@@ -629,6 +631,8 @@ class ClusterReconcile:
                 self._release_dependents(rc, observed)
                 try:
                     rc.delete(observed.id)
+                    if self.scope.engine_scope.events is not None:
+                        self.scope.engine_scope.events.deleted(rc.kind, "stray", observed.id)
                     _log.warning(
                         "deleted a stray resource tagged with the cluster",
                         kind=rc.kind,
@@ -695,10 +699,13 @@ class AWSClusterController:
     watched_kinds = (Cluster, AWSMachine)
     status_kinds = ()
 
-    def __init__(self, store: ObjectStore, pool: ClientPool, engine: Engine) -> None:
+    def __init__(
+        self, store: ObjectStore, pool: ClientPool, engine: Engine, events: EventRecorder | None = None
+    ) -> None:
         self.store = store
         self.pool = pool
         self.engine = engine
+        self.events = events if events is not None else EventRecorder(store)
         # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
         self.views = {"Cluster": lambda c: (c.metadata.uid, c.paused)}
 
@@ -764,6 +771,7 @@ class AWSClusterController:
             aws,
             cluster_name,
             dict(obj.spec.additional_tags),
+            events=self.events,
         )
         work = ClusterReconcile(scope)
         if obj.being_deleted:
@@ -800,6 +808,7 @@ class AWSClusterController:
             result = work.delete_workflow().run(Context())
         if result.interrupts and scope.waiting_on:
             message = scope.waiting_on
+            self.events.normal(scope.obj, DELETION_BLOCKED, message)
 
             def waiting(o: AWSCluster) -> None:
                 set_condition(o.status, READY, False, "Deleting", message, "Info")

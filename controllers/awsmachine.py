@@ -29,11 +29,13 @@ from capa_py.engine.recorder import StatusRecorder
 from capa_py.engine.resource import Observed
 from capa_py.engine.tags import CONTROL_PLANE_ROLE, NODE_ROLE
 from capa_py.logging import get_logger
+from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, patch_status, remove_finalizer, resolve_ref, settle
+from controllers.events import DELETION_BLOCKED
 from controllers.references import explain_create_failure, network_reference_error
 from resources.instance import Instance, InstanceDesired
 from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
@@ -233,10 +235,13 @@ class AWSMachineController:
     watched_kinds = (Machine, AWSCluster, Secret)
     status_kinds = (AWSCluster,)
 
-    def __init__(self, store: ObjectStore, pool: ClientPool, engine: Engine) -> None:
+    def __init__(
+        self, store: ObjectStore, pool: ClientPool, engine: Engine, events: EventRecorder | None = None
+    ) -> None:
         self.store = store
         self.pool = pool
         self.engine = engine
+        self.events = events if events is not None else EventRecorder(store)
         # Machines need the cluster's readiness and network, not every condition it writes.
         self.views = {"AWSCluster": lambda c: (c.status.ready, c.status.network.model_dump(mode="json"))}
 
@@ -313,6 +318,7 @@ class AWSMachineController:
             self.pool.for_region(awscluster.spec.region),
             cluster.name,
             {**awscluster.spec.additional_tags, **obj.spec.additional_tags},
+            events=self.events,
         )
         result = ignore_exit(MachineReconcile(scope, machine, awscluster, bootstrap).create())
         scope.summarize((INSTANCE_READY, LB_ATTACHED))
@@ -339,6 +345,7 @@ class AWSMachineController:
             self.engine,
             self.pool.for_region(region),
             cluster_name,
+            events=self.events,
         )
         instance_rc = Instance(scope.aws)
         registration_rc = TargetRegistration(scope.aws)
@@ -366,6 +373,8 @@ class AWSMachineController:
         ).run(Context())
         scope.patch()
         if result.interrupts:
+            if scope.waiting_on:
+                self.events.normal(scope.obj, DELETION_BLOCKED, scope.waiting_on)
             return result
         remove_finalizer(self.store, scope.obj, AWSMACHINE_FINALIZER)
         _log.info("machine infrastructure deleted", machine=obj.name)

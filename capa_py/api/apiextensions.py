@@ -8,6 +8,7 @@ with ``cluster.x-k8s.io/provider: cluster-api``). Versions, schemas and conversi
 
 from __future__ import annotations
 
+import copy
 from typing import Any, ClassVar
 
 from pydantic import Field
@@ -50,6 +51,16 @@ class CustomResourceDefinition(KubeObject):
 
     spec: CustomResourceDefinitionSpec = Field(default_factory=CustomResourceDefinitionSpec)
     status: CustomResourceDefinitionStatus = Field(default_factory=CustomResourceDefinitionStatus)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Versions (schemas, ``subresources: {status: {}}``) and conversion are served as written: an
+        empty map there means something, so it is not dropped as other empty fields are."""
+        doc = super().to_dict()
+        raw = self.spec.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for name in ("versions", "conversion"):
+            if raw.get(name):
+                doc.setdefault("spec", {})[name] = copy.deepcopy(raw[name])
+        return doc
 
     def semantic_issues(self) -> list[FieldIssue]:
         issues = super().semantic_issues()

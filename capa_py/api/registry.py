@@ -84,10 +84,23 @@ def default_registry() -> KindRegistry:
     from capa_py.api.cluster import Cluster, Machine
     from capa_py.api.coordination import Lease
     from capa_py.api.core import ConfigMap, Event, Namespace, Secret
+    from capa_py.api.workloads import WORKLOAD_KINDS
 
     registry = KindRegistry()
-    kinds = (Cluster, Machine, Secret, Namespace, ConfigMap, Event, AWSCluster, AWSMachine, Lease)
-    for model in (*kinds, CustomResourceDefinition):
+    kinds: tuple[type[KubeObject], ...] = (
+        Cluster,
+        Machine,
+        Secret,
+        Namespace,
+        ConfigMap,
+        Event,
+        AWSCluster,
+        AWSMachine,
+        Lease,
+        CustomResourceDefinition,
+        *WORKLOAD_KINDS,
+    )
+    for model in kinds:
         registry.register(model)
     return registry
 

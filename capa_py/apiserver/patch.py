@@ -1,4 +1,5 @@
-"""PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge as merge patch."""
+"""PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch (for
+Kubernetes' own kinds, :mod:`capa_py.apiserver.strategic`; as a merge patch for custom kinds)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 import jsonpatch
 
 from capa_py.apiserver.status import ApiError
+from capa_py.apiserver.strategic import strategic_merge
+from capa_py.manifests.crds import is_builtin_group
 
 MERGE = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -35,7 +38,11 @@ def apply_patch(content_type: str, document: dict[str, Any], patch: Any) -> dict
     if content_type in (MERGE, STRATEGIC):
         if not isinstance(patch, dict):
             raise ApiError(400, "a merge patch must be a JSON object")
-        patched = merge_patch(document, patch)
+        group = str(document.get("apiVersion", "")).rpartition("/")[0]
+        if content_type == STRATEGIC and is_builtin_group(group):
+            patched = strategic_merge(document, patch)
+        else:
+            patched = merge_patch(document, patch)
         assert isinstance(patched, dict)
         return patched
     if content_type == JSON_PATCH:

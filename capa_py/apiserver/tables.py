@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from capa_py.api.meta import KubeObject
+from capa_py.apiserver import event_table
 from capa_py.cli.output import COLUMNS, age
 
 
@@ -23,12 +24,16 @@ def table(
     definitions = [_column("Name", "Name of the object (metadata.name).", "name")]
     definitions += [_column(title.title(), title.lower()) for title, _ in columns]
     definitions.append(_column("Age", "Time since the object was created (metadata.creationTimestamp)."))
+    if model.KIND == "Event":
+        definitions = list(event_table.COLUMNS)
     rows = []
     for doc in docs:
         meta = doc.get("metadata", {})
         cells: list[Any] = [meta.get("name", "")]
         cells += [render(doc) for _, render in columns]
         cells.append(age(meta.get("creationTimestamp")))
+        if model.KIND == "Event":
+            cells = event_table.cells(doc)
         row: dict[str, Any] = {"cells": cells}
         if include_object == "Object":
             row["object"] = doc

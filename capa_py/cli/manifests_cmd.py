@@ -1,4 +1,5 @@
-"""``capa manifests crds|rbac|all [-o yaml|json]``: print what a management cluster needs installed.
+"""``capa manifests crds|rbac|deployment|all [-o yaml|json] [--image IMAGE]``: print what a management
+cluster needs installed.
 
 Thin over :mod:`capa_py.manifests`; reads no store and makes no AWS call. YAML is a multi-document stream
 for ``kubectl apply -f -``; JSON is one ``v1`` ``List``.
@@ -11,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from capa_py.manifests import SELECTIONS, documents, render
+from capa_py.manifests import DEFAULT_IMAGE, SELECTIONS, documents, render
 
 EXIT_INVALID = 2
 
@@ -19,10 +20,16 @@ EXIT_INVALID = 2
 def register(app: typer.Typer) -> None:
     @app.command()
     def manifests(
-        what: Annotated[str, typer.Argument(metavar="crds|rbac|all", help="Which documents to print.")],
+        what: Annotated[
+            str, typer.Argument(metavar="crds|rbac|deployment|all", help="Which documents to print.")
+        ],
         output: Annotated[str, typer.Option("-o", "--output", help="yaml (default) or json.")] = "yaml",
+        image: Annotated[
+            str, typer.Option("--image", help="The controller's container image (deployment, all).")
+        ] = DEFAULT_IMAGE,
     ) -> None:
-        """Print the CRDs or the RBAC for a management cluster (`all`: both)."""
+        """Print the CRDs, the RBAC or the controller Deployment for a management cluster (`all`: every
+        one)."""
         if what not in SELECTIONS:
             typer.echo(
                 f"error: unknown manifests {what!r} (expected one of {', '.join(SELECTIONS)})", err=True
@@ -31,4 +38,7 @@ def register(app: typer.Typer) -> None:
         if output not in ("yaml", "json"):
             typer.echo(f"error: -o must be yaml or json, not {output!r}", err=True)
             raise typer.Exit(EXIT_INVALID)
-        sys.stdout.write(render(documents(what), output))  # type: ignore[arg-type]
+        if not image.strip() or any(c.isspace() for c in image):
+            typer.echo(f"error: --image must be an image reference, not {image!r}", err=True)
+            raise typer.Exit(EXIT_INVALID)
+        sys.stdout.write(render(documents(what, image), output))  # type: ignore[arg-type]

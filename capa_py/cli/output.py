@@ -73,6 +73,13 @@ COLUMNS: dict[str, list[Column]] = {
     ],
     "Lease": [("HOLDER", lambda d: _path(d, "spec.holderIdentity"))],
     "Namespace": [("STATUS", lambda d: _path(d, "status.phase", "Active"))],
+    "Event": [
+        ("TYPE", lambda d: _path(d, "type")),
+        ("REASON", lambda d: _path(d, "reason")),
+        ("OBJECT", lambda d: f"{_path(d, 'involvedObject.kind').lower()}/{_path(d, 'involvedObject.name')}"),
+        ("COUNT", lambda d: _path(d, "count", "1")),
+        ("MESSAGE", lambda d: _path(d, "message")),
+    ],
 }
 
 

@@ -77,6 +77,7 @@ from capa_py.logging import get_logger
 D = TypeVar("D")
 _log = get_logger("engine")
 PREEXISTING = "preexisting"
+_GOING_STATES = frozenset({"deleting", "shutting-down", "terminated", "deleted"})
 
 
 class Recorder(Protocol):
@@ -99,6 +100,16 @@ class Recorder(Protocol):
     def clear_intent(self, role: str) -> None: ...
 
 
+class ResourceEvents(Protocol):
+    """What the engine reports as it changes AWS: a create that returned, a delete AWS accepted.
+
+    Implementations must not raise (the controllers record Kubernetes Events with it)."""
+
+    def created(self, kind: str, role: str, resource_id: str) -> None: ...
+
+    def deleted(self, kind: str, role: str, resource_id: str) -> None: ...
+
+
 @dataclass
 class Scope:
     """What a reconcile tells the engine about the owner: cluster, uid, where to record, extra tags."""
@@ -117,6 +128,8 @@ class Scope:
     """The uid of the store the owner lives in, written as ``capa-py.io/store`` and required of every
     resource adopted or deleted by tags; taken from the recorder's store when not given (None when the
     recorder has no store: no store tag is written or checked)."""
+    events: ResourceEvents | None = None
+    """Told of every resource this engine creates or deletes for the owner (Kubernetes Events)."""
 
     def __post_init__(self) -> None:
         if self.store_uid is None:
@@ -328,7 +341,7 @@ class Engine:
         observed = self._found(rc, traits, role, desired, scope, by_tags=True, require_owned=traits.taggable)
         if observed is None:
             token = self._client_token(scope, role) if traits.client_token else None
-            observed = self._create(rc, role, desired, tags, token, traits)
+            observed = self._create(rc, role, desired, tags, token, traits, scope)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
         return observed
 
@@ -337,7 +350,7 @@ class Engine:
     ) -> Observed:
         observed = self._found(rc, traits, role, desired, scope, by_tags=False, require_owned=False)
         if observed is None:
-            observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits)
+            observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits, scope)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=False)
         self._tag_or_retry(rc, observed, tags)
         self._record(scope, role, rc, observed, traits, tags_complete=True, quiet=True)
@@ -355,7 +368,7 @@ class Engine:
         adopted = self._adopt_intent(rc, role, desired, scope)
         if adopted is None:
             self._write_intent(rc, role, desired, scope, needed=not traits.natural_key)
-            adopted = self._create(rc, role, desired, None, None, traits)
+            adopted = self._create(rc, role, desired, None, None, traits, scope)
         observed = adopted
         record_error: Exception | None = None
         tag_error: Exception | None = None
@@ -389,7 +402,7 @@ class Engine:
     ) -> Observed:
         observed = self._found(rc, traits, role, desired, scope, by_tags=False, require_owned=False)
         if observed is None:
-            observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits)
+            observed = self._create(rc, role, desired, None, self._client_token(scope, role), traits, scope)
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete=True)
         return observed
 
@@ -403,7 +416,7 @@ class Engine:
         adopted = self._adopt_intent(rc, role, desired, scope)
         if adopted is None:
             self._write_intent(rc, role, desired, scope, needed=not traits.natural_key)
-            adopted = self._create(rc, role, desired, None, None, traits)
+            adopted = self._create(rc, role, desired, None, None, traits, scope)
         try:
             self._record(scope, role, rc, adopted, traits, tags_complete=True)
         except RecordError as exc:
@@ -419,8 +432,11 @@ class Engine:
         tags: dict[str, str] | None,
         token: str | None,
         traits: Traits,
+        scope: Scope,
     ) -> Observed:
         observed = rc.create(desired, tags, token)
+        if scope.events is not None:
+            scope.events.created(rc.kind, role, observed.id)
         _log.info(
             "created",
             kind=rc.kind,
@@ -715,10 +731,12 @@ class Engine:
         ids: list[str] = []
         recorded = scope.recorder.recorded(role)
         known_live: str | None = None
+        live: Observed | None = None
         if recorded is not None and traits.client_token:
             # After drift under a token strategy the lost record stays until its replacement is recorded
             # (see ensure): a record whose resource is gone may hide an unrecorded replacement.
-            known_live = recorded.id if rc.describe_by_id(recorded.id) is not None else None
+            live = rc.describe_by_id(recorded.id)
+            known_live = recorded.id if live is not None else None
         if recorded is not None and (known_live is not None or not traits.client_token):
             ids.append(recorded.id)
         else:
@@ -760,7 +778,8 @@ class Engine:
                     ids.append(adopted.id)
         pending: list[str] = []
         for resource_id in ids:
-            if resource_id != known_live and rc.describe_by_id(resource_id) is None:
+            current = rc.describe_by_id(resource_id) if resource_id != known_live else live
+            if resource_id != known_live and current is None:
                 continue
             try:
                 rc.delete(resource_id)
@@ -771,6 +790,9 @@ class Engine:
                     f"{rc.kind} {resource_id}: waiting for dependents to go: {exc.code}", 5.0
                 ) from exc
             _log.info("deleting", kind=rc.kind, role=role, resource_id=resource_id)
+            if scope.events is not None and (current is None or current.state not in _GOING_STATES):
+                # A resource already on its way out was reported when its delete was accepted.
+                scope.events.deleted(rc.kind, role, resource_id)
             if rc.deletion_is_slow and rc.describe_by_id(resource_id) is not None:
                 pending.append(resource_id)
         if pending:
@@ -784,4 +806,12 @@ class Engine:
                     raise RetryableError(str(exc)) from exc
 
 
-__all__ = ["Engine", "NonRetryableError", "Recorder", "RetryableError", "Scope", "Waiting"]
+__all__ = [
+    "Engine",
+    "NonRetryableError",
+    "Recorder",
+    "ResourceEvents",
+    "RetryableError",
+    "Scope",
+    "Waiting",
+]

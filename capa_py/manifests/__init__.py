@@ -2,9 +2,9 @@
 
 - :func:`crds`: a CustomResourceDefinition per custom kind, generated from the models;
 - :func:`rbac`: the ``capa-system`` Namespace, the ServiceAccount, a ClusterRole with exactly the verbs the
-  controllers use, the binding.
-
-The controller Deployment is not generated: the ``capa controller`` process it would run is not built yet.
+  controllers use, the binding;
+- :func:`workload`: the controller Deployment (``capa controller --store kube --leader-elect``, two
+  replicas) and its metrics Service.
 
 :func:`documents` picks a set; :func:`render` prints documents as one multi-document YAML stream (what
 ``kubectl apply -f`` reads) or as a JSON ``v1`` ``List``. Output is deterministic: the same version prints
@@ -19,22 +19,26 @@ from typing import Any, Literal
 import yaml
 
 from capa_py.manifests.crds import crds
-from capa_py.manifests.rbac import rbac
+from capa_py.manifests.deployment import DEFAULT_IMAGE, workload
+from capa_py.manifests.rbac import namespace, rbac
 
-Selection = Literal["crds", "rbac", "all"]
-SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "all")
+Selection = Literal["crds", "rbac", "deployment", "all"]
+SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "deployment", "all")
 
 
-def documents(selection: Selection) -> list[dict[str, Any]]:
+def documents(selection: Selection, image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
     """The documents of a selection; ``all`` in the order ``kubectl apply`` needs (Namespace before what
-    lives in it, CRDs before anything could use them)."""
+    lives in it, CRDs before anything could use them, the ServiceAccount before the Deployment running as
+    it). ``image`` is the controller's container image (``deployment`` and ``all``)."""
     if selection == "crds":
         return crds()
     if selection == "rbac":
         return rbac()
+    if selection == "deployment":
+        return [namespace(), *workload(image)]
     if selection == "all":
-        namespace, *access = rbac()
-        return [namespace, *crds(), *access]
+        first, *access = rbac()
+        return [first, *crds(), *access, *workload(image)]
     raise ValueError(f"unknown selection {selection!r} (expected one of {', '.join(SELECTIONS)})")
 
 
@@ -46,4 +50,4 @@ def render(docs: list[dict[str, Any]], output: Literal["yaml", "json"] = "yaml")
     )
 
 
-__all__ = ["SELECTIONS", "Selection", "crds", "documents", "rbac", "render"]
+__all__ = ["DEFAULT_IMAGE", "SELECTIONS", "Selection", "crds", "documents", "rbac", "render", "workload"]

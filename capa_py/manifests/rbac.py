@@ -8,17 +8,19 @@ something new fails that test until it is added here.
 Store operations map onto API verbs one to one (``get``, ``list``, ``watch``, ``create``, ``update``,
 ``delete``); a status write is ``update`` on ``<plural>/status``, and adding or removing a finalizer is also
 ``update`` on ``<plural>/finalizers`` (needed where the OwnerReferencesPermissionEnforcement admission plugin
-is on). A store that writes with PATCH must add ``patch`` here.
+is on). A store that writes with PATCH must add ``patch`` here. :data:`OUTSIDE_THE_RECORDING` lists what
+the controller process needs that the recording cannot see, each with its reason.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.coordination import Lease
-from capa_py.api.core import Secret
+from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject
 
 NAMESPACE = "capa-system"
@@ -50,7 +52,26 @@ ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
     (Secret, "", _WATCHED),
     # Leader election.
     (Lease, "", ("get", "create", "update")),
+    # Kubernetes Events (capa_py.runtime.events): written once, then counted again with an update.
+    (Event, "", ("create", "get", "update")),
 )
+
+OUTSIDE_THE_RECORDING: tuple[tuple[type[KubeObject], str, tuple[str, ...], str], ...] = (
+    (
+        ConfigMap,
+        "",
+        ("get", "create"),
+        "the kube store keeps its uid in ConfigMap capa-system/capa-py-store, created on first use",
+    ),
+    (
+        CustomResourceDefinition,
+        "",
+        ("get", "list", "watch"),
+        "`capa controller --core-controllers auto` reads the Cluster CRD's provider label",
+    ),
+)
+"""What the controller process requests beyond the in-process create and delete the RBAC test records (on
+the SQLite store, with the core controllers on), each with the reason it is needed."""
 
 
 def _group(model: type[KubeObject]) -> str:
@@ -68,7 +89,8 @@ def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
 def cluster_role() -> dict[str, Any]:
     """One rule per (group, verbs), resources sorted: the form ``kubectl describe`` reads easily."""
     grouped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    for model, subresource, verbs in ACCESS:
+    access = [*ACCESS, *((model, sub, verbs) for model, sub, verbs, _ in OUTSIDE_THE_RECORDING)]
+    for model, subresource, verbs in access:
         resource = model.PLURAL + (f"/{subresource}" if subresource else "")
         grouped.setdefault((_group(model), tuple(sorted(verbs))), []).append(resource)
     rules = [

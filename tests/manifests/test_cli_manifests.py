@@ -40,9 +40,11 @@ def test_all_is_every_document_namespace_and_crds_first(cli: Cli) -> None:
         "ServiceAccount/capa-controller-manager",
         f"ClusterRole/{CLUSTER_ROLE}",
         "ClusterRoleBinding/capa-manager-rolebinding",
+        "Deployment/capa-py-controller-manager",
+        "Service/capa-py-controller-manager-metrics",
     ]
-    parts = {what: _kinds(_docs(cli("manifests", what).stdout)) for what in ("crds", "rbac")}
-    assert sorted(kinds) == sorted(parts["crds"] + parts["rbac"])
+    parts = {what: _kinds(_docs(cli("manifests", what).stdout)) for what in ("crds", "rbac", "deployment")}
+    assert sorted(set(kinds)) == sorted(set(parts["crds"] + parts["rbac"] + parts["deployment"]))
 
 
 def test_json_output_is_a_list_of_the_same_documents(cli: Cli) -> None:
@@ -54,7 +56,7 @@ def test_json_output_is_a_list_of_the_same_documents(cli: Cli) -> None:
     assert listed["items"] == as_yaml
 
 
-@pytest.mark.parametrize("args", [("bogus",), ("deployment",), ("crds", "-o", "table")])
+@pytest.mark.parametrize("args", [("bogus",), ("crds", "-o", "table"), ("deployment", "--image", "")])
 def test_bad_selection_or_format_is_invalid_input(cli: Cli, args: tuple[str, ...]) -> None:
     result = cli("manifests", *args)
     assert result.exit_code == 2, result

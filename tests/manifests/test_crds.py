@@ -19,6 +19,8 @@ from capa_py.api.registry import KindRegistry
 from capa_py.manifests import documents, render
 from capa_py.manifests.crds import crd_for, crds, custom_kinds
 from capa_py.manifests.schema import ADMISSION_ONLY, non_structural_nodes, structural_schema
+from tests.cli.test_cli_validation import INVALID as CLI_INVALID
+from tests.cli.test_cli_validation import manifest as cli_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -57,6 +59,14 @@ def schema_errors(doc: dict[str, Any]) -> list[str]:
     schema = strict(_schemas()[(doc["apiVersion"], doc["kind"])])
     validator = jsonschema.Draft7Validator(schema)
     return [f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(doc)]
+
+
+def model_rejects_text(text: str) -> bool:
+    try:
+        load_manifest_text(text, "case.yaml")
+    except ManifestError:
+        return True
+    return False
 
 
 def model_rejects(doc: dict[str, Any]) -> bool:
@@ -363,3 +373,36 @@ def test_a_kind_registered_later_gets_a_crd_with_free_form_fields_marked() -> No
     assert schema["properties"]["spec"] == {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     assert non_structural_nodes(schema) == []
     assert crd_for(widget)["spec"]["names"]["shortNames"] == ["wd"]
+
+
+# The CLI's invalid-input cases that a CRD schema cannot refuse (lookups in the region's zones and in
+# botocore's instance types): admission refuses them, and ADMISSION_ONLY must say so.
+CLI_ADMISSION_CASES = {
+    "zone-letter-not-in-region": "AWSCluster spec.network.subnets[].availabilityZone",
+    "zone-of-another-region": "AWSCluster spec.network.subnets[].availabilityZone",
+    "unknown-instance-type": "AWSMachine spec.instanceType",
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLI_INVALID))
+def test_every_manifest_capa_apply_refuses_is_refused_by_the_schemas_or_left_to_admission(case: str) -> None:
+    """The same invalid manifests ``capa apply`` refuses (tests/cli/test_cli_validation.py), through the
+    CRD schemas: each one the schema can express fails it; the others are listed as admission-only."""
+    overrides, _ = CLI_INVALID[case]
+    valid = [d for d in yaml.safe_load_all(cli_manifest()) if d]
+    invalid = [d for d in yaml.safe_load_all(cli_manifest(**overrides)) if d]
+    assert model_rejects_text(cli_manifest(**overrides)), f"{case}: the models accept it"
+    assert not model_rejects_text(cli_manifest()), "the baseline manifest must be valid"
+    schemas = _schemas()
+    new_errors = [
+        error
+        for bad, good in zip(invalid, valid, strict=True)
+        if (bad["apiVersion"], bad["kind"]) in schemas
+        for error in schema_errors(bad)
+        if error not in schema_errors(good)
+    ]
+    if case in CLI_ADMISSION_CASES:
+        assert new_errors == [], f"{case}: the schema now refuses it; drop it from CLI_ADMISSION_CASES"
+        assert CLI_ADMISSION_CASES[case] in dict(ADMISSION_ONLY)
+    else:
+        assert new_errors, f"{case}: the CRD schema accepts what capa apply refuses"

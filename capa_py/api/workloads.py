@@ -1,0 +1,102 @@
+"""The kinds a provider's components file holds besides CRDs, kept as stored objects.
+
+``capa manifests all`` is what a management cluster installs: a ServiceAccount, a ClusterRole and its
+binding (``rbac.authorization.k8s.io/v1``), the controller Deployment (``apps/v1``) and its metrics Service.
+``capa serve`` stores them so that ``kubectl apply -f <(capa manifests all)`` works against it as against a
+real cluster; nothing acts on them (no pods are run, no Service gets an address, no role is enforced).
+
+Their contents are stored exactly as given (:class:`AsGiven`): the wire form drops no empty map or list
+inside them, since an ``emptyDir: {}`` volume or ``resources: [""]`` means something there.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from capa_py.api.meta import KubeObject
+
+
+class AsGiven(KubeObject):
+    """A kind whose fields named in ``AS_GIVEN`` (wire names) are served exactly as written."""
+
+    AS_GIVEN: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = super().to_dict()
+        raw = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for name in self.AS_GIVEN:
+            value = raw.get(name)
+            if value not in (None, {}, []):
+                doc[name] = copy.deepcopy(value)
+        return doc
+
+
+class ServiceAccount(AsGiven):
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "ServiceAccount"
+    PLURAL: ClassVar[str] = "serviceaccounts"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("sa",)
+    HAS_STATUS: ClassVar[bool] = False
+    AS_GIVEN: ClassVar[tuple[str, ...]] = ("secrets", "imagePullSecrets")
+
+    secrets: list[dict[str, Any]] = Field(default_factory=list)
+    image_pull_secrets: list[dict[str, Any]] = Field(default_factory=list)
+    automount_service_account_token: bool | None = None
+
+
+class ClusterRole(AsGiven):
+    API_VERSION: ClassVar[str] = "rbac.authorization.k8s.io/v1"
+    KIND: ClassVar[str] = "ClusterRole"
+    PLURAL: ClassVar[str] = "clusterroles"
+    NAMESPACED: ClassVar[bool] = False
+    HAS_STATUS: ClassVar[bool] = False
+    AS_GIVEN: ClassVar[tuple[str, ...]] = ("rules", "aggregationRule")
+
+    rules: list[dict[str, Any]] = Field(default_factory=list)
+    aggregation_rule: dict[str, Any] | None = None
+
+
+class ClusterRoleBinding(AsGiven):
+    API_VERSION: ClassVar[str] = "rbac.authorization.k8s.io/v1"
+    KIND: ClassVar[str] = "ClusterRoleBinding"
+    PLURAL: ClassVar[str] = "clusterrolebindings"
+    NAMESPACED: ClassVar[bool] = False
+    HAS_STATUS: ClassVar[bool] = False
+    AS_GIVEN: ClassVar[tuple[str, ...]] = ("roleRef", "subjects")
+
+    role_ref: dict[str, Any] = Field(default_factory=dict)
+    subjects: list[dict[str, Any]] = Field(default_factory=list)
+
+
+class Deployment(AsGiven):
+    API_VERSION: ClassVar[str] = "apps/v1"
+    KIND: ClassVar[str] = "Deployment"
+    PLURAL: ClassVar[str] = "deployments"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("deploy",)
+    AS_GIVEN: ClassVar[tuple[str, ...]] = ("spec", "status")
+
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+
+class Service(AsGiven):
+    API_VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "Service"
+    PLURAL: ClassVar[str] = "services"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("svc",)
+    AS_GIVEN: ClassVar[tuple[str, ...]] = ("spec", "status")
+
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+
+WORKLOAD_KINDS: tuple[type[KubeObject], ...] = (
+    ServiceAccount,
+    ClusterRole,
+    ClusterRoleBinding,
+    Deployment,
+    Service,
+)

@@ -1,0 +1,119 @@
+"""The controller Deployment and its metrics Service, as a management cluster runs capa-py.
+
+Two replicas of ``capa controller --store kube --leader-elect`` (one reconciles, the other waits on the
+Lease), probes on the health port, Prometheus metrics on 8080 behind a Service, a locked-down pod (non-root,
+read-only root filesystem with a writable ``emptyDir`` at ``/tmp``, no privilege escalation, every capability
+dropped) and the AWS credentials from the Secret :data:`CREDENTIALS_SECRET` (its keys become environment
+variables: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, optionally ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
+``AWS_ENDPOINT_URL``). The image is built from the repository's ``Dockerfile``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capa_py import __version__
+from capa_py.manifests.rbac import COMMON_LABELS, NAMESPACE, SERVICE_ACCOUNT
+
+DEPLOYMENT = "capa-py-controller-manager"
+METRICS_SERVICE = "capa-py-controller-manager-metrics"
+CONTAINER = "manager"
+IMAGE_REPOSITORY = "ghcr.io/capa-py/capa-py"
+DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:{__version__}"
+CREDENTIALS_SECRET = "capa-py-manager-bootstrap-credentials"
+METRICS_PORT = 8080
+HEALTH_PORT = 8081
+REPLICAS = 2
+RUN_AS = 65532
+"""The uid and gid of the image's user (``Dockerfile``)."""
+
+SELECTOR = {"app.kubernetes.io/name": "capa-py", "app.kubernetes.io/component": "controller-manager"}
+
+ARGS = (
+    "controller",
+    "--store",
+    "kube",
+    "--leader-elect",
+    f"--metrics-bind-address=:{METRICS_PORT}",
+    f"--health-probe-bind-address=:{HEALTH_PORT}",
+)
+
+
+def _labels() -> dict[str, str]:
+    return {**COMMON_LABELS, **SELECTOR}
+
+
+def _probe(path: str, initial_delay: int, period: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "healthz"},
+        "initialDelaySeconds": initial_delay,
+        "periodSeconds": period,
+    }
+
+
+def deployment(image: str = DEFAULT_IMAGE) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "args": list(ARGS),
+        "ports": [
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+            {"name": "healthz", "containerPort": HEALTH_PORT, "protocol": "TCP"},
+        ],
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "envFrom": [{"secretRef": {"name": CREDENTIALS_SECRET}}],
+        "livenessProbe": _probe("/healthz", 15, 20),
+        "readinessProbe": _probe("/readyz", 5, 10),
+        "resources": {
+            "requests": {"cpu": "100m", "memory": "128Mi"},
+            "limits": {"memory": "512Mi"},
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE, "labels": _labels()},
+        "spec": {
+            "replicas": REPLICAS,
+            "selector": {"matchLabels": dict(SELECTOR)},
+            "template": {
+                "metadata": {"labels": _labels()},
+                "spec": {
+                    "serviceAccountName": SERVICE_ACCOUNT,
+                    "terminationGracePeriodSeconds": 30,
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": RUN_AS,
+                        "runAsGroup": RUN_AS,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [container],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                },
+            },
+        },
+    }
+
+
+def metrics_service() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": METRICS_SERVICE, "namespace": NAMESPACE, "labels": _labels()},
+        "spec": {
+            "selector": dict(SELECTOR),
+            "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],
+        },
+    }
+
+
+def workload(image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
+    return [deployment(image), metrics_service()]

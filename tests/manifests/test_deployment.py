@@ -1,0 +1,155 @@
+"""`capa manifests deployment`: the controller Deployment, its metrics Service, the image's Dockerfile."""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from capa_py import __version__
+from capa_py.manifests.deployment import CREDENTIALS_SECRET, RUN_AS
+from capa_py.manifests.rbac import NAMESPACE, SERVICE_ACCOUNT
+from tests.cli.cli_support import Cli
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDER_LABEL = ("cluster.x-k8s.io/provider", "infrastructure-aws")
+CONTROLLER_FLAGS = ("--store", "--leader-elect", "--metrics-bind-address", "--health-probe-bind-address")
+
+
+def _docs(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(text) if doc is not None]
+
+
+def _by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {doc["kind"]: doc for doc in docs}
+
+
+@pytest.fixture
+def printed(cli: Cli) -> dict[str, dict[str, Any]]:
+    result = cli("manifests", "deployment")
+    assert result.exit_code == 0, result
+    docs = _docs(result.stdout)
+    assert [d["kind"] for d in docs] == ["Namespace", "Deployment", "Service"]
+    return _by_kind(docs)
+
+
+def _container(deployment: dict[str, Any]) -> dict[str, Any]:
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_deployment_runs_two_leader_electing_controllers_against_the_cluster(
+    printed: dict[str, dict[str, Any]],
+) -> None:
+    deployment = printed["Deployment"]
+    assert deployment["apiVersion"] == "apps/v1"
+    assert deployment["metadata"]["name"] == "capa-py-controller-manager"
+    assert deployment["metadata"]["namespace"] == NAMESPACE == printed["Namespace"]["metadata"]["name"]
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == SERVICE_ACCOUNT
+    container = _container(deployment)
+    assert container["image"] == f"ghcr.io/capa-py/capa-py:{__version__}"
+    assert container["args"] == [
+        "controller",
+        "--store",
+        "kube",
+        "--leader-elect",
+        "--metrics-bind-address=:8080",
+        "--health-probe-bind-address=:8081",
+    ]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert ports == {"metrics": 8080, "healthz": 8081}
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "healthz"}
+
+
+def test_pod_is_locked_down_with_a_writable_tmp(printed: dict[str, dict[str, Any]]) -> None:
+    pod = printed["Deployment"]["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == RUN_AS != 0
+    container = _container(printed["Deployment"])
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    [mount] = container["volumeMounts"]
+    assert mount["mountPath"] == "/tmp"
+    [volume] = pod["volumes"]
+    assert volume == {"name": mount["name"], "emptyDir": {}}
+
+
+def test_aws_credentials_come_from_the_bootstrap_secret_only(printed: dict[str, dict[str, Any]]) -> None:
+    container = _container(printed["Deployment"])
+    assert container["envFrom"] == [{"secretRef": {"name": "capa-py-manager-bootstrap-credentials"}}]
+    assert CREDENTIALS_SECRET == "capa-py-manager-bootstrap-credentials"
+    # No credential is written into the manifest itself.
+    text = json.dumps(printed)
+    assert "AWS_SECRET_ACCESS_KEY" not in text
+    assert "AWS_ACCESS_KEY_ID" not in text
+
+
+def test_metrics_service_selects_the_controller_pods(printed: dict[str, dict[str, Any]]) -> None:
+    service, deployment = printed["Service"], printed["Deployment"]
+    assert service["metadata"]["namespace"] == NAMESPACE
+    selector = service["spec"]["selector"]
+    assert selector == deployment["spec"]["selector"]["matchLabels"]
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert selector.items() <= pod_labels.items()
+    [port] = service["spec"]["ports"]
+    assert port["port"] == 8080
+    assert port["targetPort"] == "metrics"
+
+
+def test_image_is_overridable(cli: Cli) -> None:
+    result = cli("manifests", "all", "--image", "registry.example.com/capa-py:dev")
+    assert result.exit_code == 0, result
+    [deployment] = [d for d in _docs(result.stdout) if d["kind"] == "Deployment"]
+    assert _container(deployment)["image"] == "registry.example.com/capa-py:dev"
+    bad = cli("manifests", "deployment", "--image", "not an image")
+    assert bad.exit_code == 2, bad
+    assert bad.stdout == ""
+
+
+def test_every_document_of_all_carries_the_provider_label(cli: Cli) -> None:
+    """clusterctl finds a provider's components by ``cluster.x-k8s.io/provider``."""
+    docs = _docs(cli("manifests", "all").stdout)
+    key, value = PROVIDER_LABEL
+    unlabelled = [
+        f"{d['kind']}/{d['metadata']['name']}" for d in docs if d["metadata"]["labels"].get(key) != value
+    ]
+    assert unlabelled == []
+    [deployment] = [d for d in docs if d["kind"] == "Deployment"]
+    assert deployment["spec"]["template"]["metadata"]["labels"][key] == value
+
+
+def test_deployment_args_use_the_controller_commands_flags(cli: Cli) -> None:
+    """Runs once ``capa controller`` exists: every flag the Deployment passes is one it documents."""
+    help_text = cli("controller", "--help")
+    if help_text.exit_code != 0:
+        pytest.skip("`capa controller` is not part of this build")
+    for flag in CONTROLLER_FLAGS:
+        assert flag in help_text.stdout, f"capa controller --help does not document {flag}"
+
+
+def test_dockerfile_builds_a_non_root_capa_image() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    [base] = [line for line in lines if line.startswith("FROM ")]
+    assert re.fullmatch(r"FROM python:3\.1[12]-slim", base), base
+    assert any(re.search(r"\bpip install \.(\s|$)", line) for line in lines), "the image installs the project"
+    [user] = [line for line in lines if line.startswith("USER ")]
+    assert user == f"USER {RUN_AS}:{RUN_AS}", "a numeric non-root user, so runAsNonRoot can verify it"
+    assert 'ENTRYPOINT ["capa"]' in lines
+    # Every package the distribution ships is copied into the build.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    for pattern in project["tool"]["setuptools"]["packages"]["find"]["include"]:
+        package = pattern.rstrip("*")
+        assert f"COPY {package} ./{package}" in lines, f"the Dockerfile does not copy {package}"
