@@ -39,6 +39,7 @@ _log = get_logger("runtime.process")
 
 DEFAULT_CONCURRENCY = 10
 SYNC_JITTER = 0.1
+INFORMER_STOP_TIMEOUT = 10.0
 
 
 @dataclass
@@ -182,14 +183,17 @@ class ControllerProcess:
                 _log.exception("resync failed")
 
     # -- stopping -----------------------------------------------------------------------------------
-    def stop_informers(self) -> None:
+    def stop_informers(self, timeout: float = INFORMER_STOP_TIMEOUT) -> None:
+        """Stop the informers and wait for them (a watch notices within its poll interval)."""
         self._informers_stop.set()
+        for informer in self.informers:
+            informer.join(timeout)
 
     def shutdown(self, grace: float) -> bool:
         """Stop watching and taking new work; give reconciles in progress ``grace`` seconds to finish.
 
         True when every worker ended in time."""
-        self._informers_stop.set()
+        self.stop_informers()
         self.router.shut_down()
         self._workers_stop.set()
         deadline = time.monotonic() + grace
@@ -197,8 +201,6 @@ class ControllerProcess:
             thread.join(max(0.0, deadline - time.monotonic()))
         if self._resyncer is not None:
             self._resyncer.join(max(0.0, deadline - time.monotonic()))
-        for informer in self.informers:
-            informer.join(max(0.0, deadline - time.monotonic()))
         unfinished = [t.name for t in self._workers if t.is_alive()]
         if unfinished:
             _log.warning("reconciles still running after the grace period", workers=unfinished)
