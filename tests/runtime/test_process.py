@@ -217,7 +217,7 @@ def test_bind_addresses() -> None:
     assert parse_bind_address("[::1]:0") == BindAddress("::1", 0)
     assert parse_bind_address("0") is None
     for bad in ("8080", "host:", "host:99999", "host:x"):
-        with pytest.raises(ValueError, match="address|range"):
+        with pytest.raises(ValueError, match=r"address|range"):
             parse_bind_address(bad)
 
 
