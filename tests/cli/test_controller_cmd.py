@@ -1,0 +1,284 @@
+"""``capa controller`` as a real process: converging the example against a moto server, metrics and probes
+over HTTP, SIGTERM, and leader election between two processes on one SQLite file."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from capa_py.api import AWSCluster, Machine
+from capa_py.api.coordination import Lease
+from capa_py.runtime.leader import STORE_LEASE_NAME, STORE_LEASE_NAMESPACE
+from capa_py.store import NotFound, SQLiteStore
+from tests.e2e.e2e_support import EXAMPLE, Capa, capa_env, wait_for
+from tests.harness.moto_server import MotoServer
+
+SAFETY_TIMEOUT = 60.0
+"""Only turns a hang into a failure; nothing waits for it on a healthy machine."""
+CONVERGE_TIMEOUT = 180.0
+SHORT_LEASE = [
+    "--leader-elect",
+    "--leader-elect-lease-duration",
+    "3s",
+    "--leader-elect-renew-deadline",
+    "2s",
+    "--leader-elect-retry-period",
+    "0.5s",
+]
+
+
+class ControllerProcess:
+    """One ``capa --state STATE controller …`` subprocess; its stdout lines are collected as they come."""
+
+    def __init__(self, state: Path, endpoint: str, *args: str) -> None:
+        self.state = state
+        self.stderr_path = state.parent / f"controller-{len(list(state.parent.glob('controller-*')))}.err"
+        argv = [
+            sys.executable,
+            "-m",
+            "capa_py.cli",
+            "--state",
+            str(state),
+            "controller",
+            "--aws-endpoint",
+            endpoint,
+            "--metrics-bind-address",
+            "127.0.0.1:0",
+            "--health-probe-bind-address",
+            "127.0.0.1:0",
+            *args,
+        ]
+        self._stderr = self.stderr_path.open("w")
+        self.proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=capa_env(state.parent / "home"),
+            cwd=state.parent,
+        )
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def line(self, prefix: str, timeout: float = SAFETY_TIMEOUT) -> str:
+        """The first stdout line starting with ``prefix`` (waiting for it)."""
+
+        def found() -> str | None:
+            return next((line for line in self.lines if line.startswith(prefix)), None)
+
+        with self._cond:
+            self._cond.wait_for(lambda: found() is not None or self.proc.poll() is not None, timeout)
+            line = found()
+        assert line is not None, f"no line starting with {prefix!r}\n{self}"
+        return line
+
+    def has_line(self, prefix: str) -> bool:
+        with self._cond:
+            return any(line.startswith(prefix) for line in self.lines)
+
+    @property
+    def metrics_url(self) -> str:
+        return self.line("metrics: ").split()[1]
+
+    @property
+    def probe_base(self) -> str:
+        return self.line("health probes: ").split()[2].rsplit("/", 1)[0]
+
+    def metric(self, metric: str, /, **labels: str) -> float | None:
+        with urllib.request.urlopen(self.metrics_url, timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == metric and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    return float(sample.value)
+        return None
+
+    def wait(self, timeout: float = SAFETY_TIMEOUT) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(timeout)
+        return code
+
+    def stderr(self) -> str:
+        self._stderr.flush()
+        return self.stderr_path.read_text()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(SAFETY_TIMEOUT)
+        self._reader.join(SAFETY_TIMEOUT)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self._stderr.close()
+
+    def __str__(self) -> str:
+        return (
+            f"exit {self.proc.poll()}\n--- stdout ---\n"
+            + "\n".join(self.lines)
+            + f"\n--- stderr ---\n{self.stderr()[-4000:]}"
+        )
+
+
+@pytest.fixture
+def processes() -> Iterator[list[ControllerProcess]]:
+    started: list[ControllerProcess] = []
+    yield started
+    for process in started:
+        process.close()
+
+
+def http_status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def lease_holder(state: Path) -> str | None:
+    with SQLiteStore(state) as store:
+        try:
+            return store.get(Lease, STORE_LEASE_NAME, STORE_LEASE_NAMESPACE).holder
+        except NotFound:
+            return None
+
+
+def test_controller_converges_the_example_serves_metrics_and_stops_on_sigterm(
+    tmp_path: Path, cli_moto: MotoServer, processes: list[ControllerProcess]
+) -> None:
+    cli_moto.reset()
+    state = tmp_path / "state.db"
+    Capa(state=state, endpoint=cli_moto.url).ok("apply", "-f", str(EXAMPLE), "--no-wait")
+    controller = ControllerProcess(state, cli_moto.url)
+    processes.append(controller)
+    controller.line("controllers running: ")
+
+    def converged() -> bool:
+        with SQLiteStore(state) as store:
+            clusters = store.list(AWSCluster)
+            machines = store.list(Machine)
+        return (
+            len(clusters) == 1
+            and clusters[0].status.ready
+            and len(machines) == 3
+            and all(m.status.phase in ("Provisioned", "Running") for m in machines)
+        )
+
+    assert wait_for(converged, timeout=CONVERGE_TIMEOUT), f"the example did not converge\n{controller}"
+    assert http_status(f"{controller.probe_base}/readyz") == 200
+    assert http_status(f"{controller.probe_base}/healthz") == 200
+    assert (
+        controller.metric("controller_runtime_reconcile_total", controller="awscluster", result="success")
+        or 0
+    ) >= 1
+    created_vpcs = controller.metric(
+        "aws_api_requests_total",
+        controller="awscluster",
+        service="ec2",
+        operation="CreateVpc",
+        status_code="200",
+    )
+    assert created_vpcs == 1, "one VPC created, counted under the AWSCluster controller"
+    assert (controller.metric("workqueue_adds_total", name="awsmachine") or 0) >= 3
+    assert (
+        controller.metric(
+            "aws_api_request_duration_seconds_count", controller="awsmachine", operation="RunInstances"
+        )
+        == 3
+    )
+
+    controller.proc.send_signal(signal.SIGTERM)
+    assert controller.wait() == 0, f"SIGTERM must end the process cleanly\n{controller}"
+    assert controller.lines[-1] == "stopped"
+
+
+def test_sigterm_releases_the_lease_of_a_leader(
+    tmp_path: Path, closed_endpoint: str, processes: list[ControllerProcess]
+) -> None:
+    state = tmp_path / "state.db"
+    leader = ControllerProcess(state, closed_endpoint, *SHORT_LEASE)
+    processes.append(leader)
+    leader.line("leading: ")
+    assert f"pid {leader.proc.pid} " in (lease_holder(state) or "")
+    assert leader.metric("leader_election_master_status", name=STORE_LEASE_NAME) == 1
+    leader.proc.send_signal(signal.SIGTERM)
+    assert leader.wait() == 0, str(leader)
+    assert lease_holder(state) == "", "a clean exit releases the lease"
+
+
+def test_two_processes_one_leads_and_the_other_takes_over_after_sigkill(
+    tmp_path: Path, closed_endpoint: str, processes: list[ControllerProcess]
+) -> None:
+    state = tmp_path / "state.db"
+    first = ControllerProcess(state, closed_endpoint, *SHORT_LEASE)
+    processes.append(first)
+    first.line("leading: ")
+    first.line("controllers running: ")
+
+    second = ControllerProcess(state, closed_endpoint, *SHORT_LEASE)
+    processes.append(second)
+    second.line("waiting for the store lease ")
+    assert http_status(f"{second.probe_base}/readyz") == 200, "a waiting candidate keeps its caches synced"
+    assert second.metric("leader_election_master_status", name=STORE_LEASE_NAME) == 0
+    assert not second.has_line("controllers running"), "a candidate does not reconcile"
+
+    first.proc.send_signal(signal.SIGKILL)
+    first.wait()
+    second.line("leading: ")
+    second.line("controllers running: ")
+    assert f"pid {second.proc.pid} " in (lease_holder(state) or "")
+    assert second.metric("leader_election_master_status", name=STORE_LEASE_NAME) == 1
+    second.proc.send_signal(signal.SIGTERM)
+    assert second.wait() == 0, str(second)
+
+
+def test_a_leader_that_loses_the_lease_stops_and_exits_1(
+    tmp_path: Path, closed_endpoint: str, processes: list[ControllerProcess]
+) -> None:
+    state = tmp_path / "state.db"
+    leader = ControllerProcess(state, closed_endpoint, *SHORT_LEASE)
+    processes.append(leader)
+    leader.line("leading: ")
+    # Someone else writes itself into the record (as after a partition): the next renewal sees it.
+    with SQLiteStore(state) as store:
+        lease = store.get(Lease, STORE_LEASE_NAME, STORE_LEASE_NAMESPACE)
+        lease.spec.holder_identity = "someone else"
+        store.update(lease)
+    assert leader.wait() == 1, str(leader)
+    assert "lost the store lease" in leader.stderr()
+    assert lease_holder(state) == "someone else", "a process that lost the lease does not release it"
+
+
+def test_invalid_flags_exit_2(tmp_path: Path, closed_endpoint: str) -> None:
+    capa = Capa(state=tmp_path / "state.db")
+    for args in (
+        ["--core-controllers", "maybe"],
+        ["--metrics-bind-address", "nowhere"],
+        ["--sync-period", "soon"],
+        ["--awsmachine-concurrency", "0"],
+        ["--leader-elect", "--leader-elect-lease-duration", "2.5s"],
+    ):
+        result = capa.run("controller", "--aws-endpoint", closed_endpoint, *args, endpoint=False)
+        assert result.returncode == 2, str(result)
+    assert not (tmp_path / "state.db").exists(), "invalid input never creates the store"
