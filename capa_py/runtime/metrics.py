@@ -10,10 +10,11 @@ nothing is registered globally. It records
   ``workqueue_queue_duration_seconds``, ``workqueue_work_duration_seconds``, ``workqueue_retries_total``;
 * leader election: ``leader_election_master_status{name}`` (1 while leading);
 * AWS calls, through a client hook on botocore's events: ``aws_api_requests_total{controller,service,
-  region,operation,status_code,error_code}`` and ``aws_api_request_duration_seconds{controller,service,
-  region,operation}``; the controller label is that of the reconcile making the call
-  (:data:`current_controller`), empty outside reconciles; ``status_code`` is ``0`` when no HTTP response
-  came back (the error code then names the exception).
+  region,operation,status_code,error_code}``, ``aws_api_request_duration_seconds{controller,service,
+  region,operation}`` (per HTTP request) and ``aws_api_call_retries{controller,service,region,operation}``
+  (per call: how many times it was retried for throttling or transient errors). The controller label is
+  that of the reconcile making the call (:data:`current_controller`), empty outside reconciles;
+  ``status_code`` is ``0`` when no HTTP response came back (the error code then names the exception).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 from botocore.client import BaseClient
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from capa_py.aws.session import operation_of_event, register_client_hook
+from capa_py.aws.session import operation_of_event, register_call_observer, register_client_hook
 from capa_py.runtime.context import current_controller
 
 RESULTS = ("success", "error", "requeue", "requeue_after")
@@ -127,7 +128,14 @@ class ControllerMetrics:
             ["controller", "service", "region", "operation"],
             registry=r,
         )
-        self._unhook: Callable[[], None] | None = None
+        self.aws_retries = Histogram(
+            "aws_api_call_retries",
+            "Number of retries made against an AWS API",
+            ["controller", "service", "region", "operation"],
+            buckets=(0, 1, 2, 3, 4, 5, 10, float("inf")),
+            registry=r,
+        )
+        self._unhook: list[Callable[[], None]] = []
 
     # -- reconciles ---------------------------------------------------------------------------------
     def add_controller(self, name: str) -> None:
@@ -154,8 +162,13 @@ class ControllerMetrics:
     # -- AWS calls ----------------------------------------------------------------------------------
     def hook_aws_clients(self) -> None:
         """Count the calls of every AWS client made from now on (until :meth:`close`)."""
-        if self._unhook is None:
-            self._unhook = register_client_hook(self._instrument)
+        if not self._unhook:
+            self._unhook = [register_client_hook(self._instrument), register_call_observer(self._retries)]
+
+    def _retries(self, service: str, region: str, operation: str, retries: int) -> None:
+        self.aws_retries.labels(
+            controller=current_controller.get(), service=service, region=region, operation=operation
+        ).observe(retries)
 
     def _instrument(self, client: BaseClient, service: str) -> None:
         started = threading.local()
@@ -197,6 +210,6 @@ class ControllerMetrics:
         return generate_latest(self.registry)
 
     def close(self) -> None:
-        if self._unhook is not None:
-            self._unhook()
-            self._unhook = None
+        for unhook in self._unhook:
+            unhook()
+        self._unhook = []

@@ -9,7 +9,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from capa_py.api import AWSCluster, Machine
 from capa_py.api.coordination import Lease
 from capa_py.runtime.leader import STORE_LEASE_NAME, STORE_LEASE_NAMESPACE
 from capa_py.store import NotFound, SQLiteStore
-from tests.e2e.e2e_support import EXAMPLE, Capa, capa_env, wait_for
+from tests.e2e.e2e_support import CRASHING_CAPA, EXAMPLE, Capa, capa_env, wait_for
 from tests.harness.moto_server import MotoServer
 
 SAFETY_TIMEOUT = 60.0
@@ -39,13 +39,15 @@ SHORT_LEASE = [
 class ControllerProcess:
     """One ``capa --state STATE controller …`` subprocess; its stdout lines are collected as they come."""
 
-    def __init__(self, state: Path, endpoint: str, *args: str) -> None:
+    def __init__(
+        self, state: Path, endpoint: str, *args: str, faults: Mapping[str, str] | None = None
+    ) -> None:
         self.state = state
         self.stderr_path = state.parent / f"controller-{len(list(state.parent.glob('controller-*')))}.err"
+        program = [str(CRASHING_CAPA)] if faults else ["-m", "capa_py.cli"]
         argv = [
             sys.executable,
-            "-m",
-            "capa_py.cli",
+            *program,
             "--state",
             str(state),
             "controller",
@@ -64,7 +66,7 @@ class ControllerProcess:
             stderr=self._stderr,
             stdin=subprocess.DEVNULL,
             text=True,
-            env=capa_env(state.parent / "home"),
+            env=capa_env(state.parent / "home", faults),
             cwd=state.parent,
         )
         self.lines: list[str] = []
@@ -170,7 +172,9 @@ def test_controller_converges_the_example_serves_metrics_and_stops_on_sigterm(
     cli_moto.reset()
     state = tmp_path / "state.db"
     Capa(state=state, endpoint=cli_moto.url).ok("apply", "-f", str(EXAMPLE), "--no-wait")
-    controller = ControllerProcess(state, cli_moto.url)
+    # The first two CreateVpc calls are throttled: the call is retried, and the metrics say so.
+    throttled = {"CAPA_TEST_FAIL_OP": "CreateVpc:RequestLimitExceeded:2"}
+    controller = ControllerProcess(state, cli_moto.url, faults=throttled)
     processes.append(controller)
     controller.line("controllers running: ")
 
@@ -200,6 +204,17 @@ def test_controller_converges_the_example_serves_metrics_and_stops_on_sigterm(
         status_code="200",
     )
     assert created_vpcs == 1, "one VPC created, counted under the AWSCluster controller"
+    throttles = controller.metric(
+        "aws_api_requests_total",
+        controller="awscluster",
+        operation="CreateVpc",
+        status_code="503",
+        error_code="RequestLimitExceeded",
+    )
+    assert throttles == 2
+    vpc_retries = {"controller": "awscluster", "service": "ec2", "operation": "CreateVpc"}
+    assert controller.metric("aws_api_call_retries_count", **vpc_retries) == 1, "one call…"
+    assert controller.metric("aws_api_call_retries_sum", **vpc_retries) == 2, "…retried twice"
     assert (controller.metric("workqueue_adds_total", name="awsmachine") or 0) >= 3
     assert (
         controller.metric(
