@@ -99,12 +99,14 @@ class _LostLeaseDeadline:
     """After the lease is lost, reconciles get until another process may take it over to stop; a process
     still running then exits at once, so two reconcilers never act on one store."""
 
-    def __init__(self, seconds: float, stop: threading.Event) -> None:
+    def __init__(self, seconds: float, stop: threading.Event, process: ControllerProcess) -> None:
         self.seconds = seconds
         self.stop = stop
+        self.process = process
         self._timer: threading.Timer | None = None
 
     def start(self) -> None:
+        self.process.stop_reconciling()  # no reconcile starts from now on
         self.stop.set()
         self._timer = threading.Timer(self.seconds, self._exit_now)
         self._timer.daemon = True
@@ -286,7 +288,7 @@ def _run(
         process.start_informers()
         if timing is not None:
             metrics.leading(STORE_LEASE_NAME, False)
-            deadline = _LostLeaseDeadline(timing.duration - timing.renew_deadline, stop)
+            deadline = _LostLeaseDeadline(timing.duration - timing.renew_deadline, stop, process)
             elector = LeaderElector(
                 store, holder_identity("capa controller"), timing=timing, on_lost=deadline.start
             )
@@ -306,8 +308,7 @@ def _run(
                 elector.start_renewing()
                 metrics.leading(STORE_LEASE_NAME, True)
                 _announce(f"leading: holding the store lease {lease}")
-        if not stop.is_set():
-            process.start_workers()
+        if not stop.is_set() and process.start_workers(stop):
             _announce(f"controllers running: {', '.join(c.name for c in process.controllers)}")
         while not stop.wait(0.5):
             pass

@@ -14,7 +14,6 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -89,8 +88,9 @@ class Endpoints:
         await runner.setup()
         site = web.TCPSite(runner, address.host, address.port)
         await site.start()
-        server: Any = site._server  # the bound socket tells which port 0 became
-        port = server.sockets[0].getsockname()[1] if server is not None and server.sockets else address.port
+        # The bound address says which port 0 became.
+        bound = [a for a in runner.addresses if isinstance(a, tuple) and len(a) >= 2]
+        port = int(bound[0][1]) if bound else address.port
         return runner, address.url(port)
 
     def start(self) -> None:

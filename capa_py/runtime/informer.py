@@ -15,6 +15,7 @@ before the watch delivers them. An object outside an informer's scope is not fou
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar, cast
 
@@ -30,6 +31,8 @@ T = TypeVar("T", bound=KubeObject)
 Handler = Callable[[WatchEvent[KubeObject]], None]
 CacheKey = tuple[str, str]
 
+QUICK_WATCH = 0.1
+"""A watch ending sooner than this without an event is restarted only after this long."""
 RETRY_DELAY = 1.0
 """Seconds between attempts after a list or watch failed for another reason than ``Expired``."""
 
@@ -108,6 +111,7 @@ class Informer:
             try:
                 if self._resource_version is None:
                     self.relist()
+                started, delivered = time.monotonic(), 0
                 for event in self.store.watch(
                     self.kind,
                     namespace=self.namespace,
@@ -117,6 +121,10 @@ class Informer:
                 ):
                     self.apply(event)
                     self._resource_version = event.resource_version
+                    delivered += 1
+                if not delivered and time.monotonic() - started < QUICK_WATCH:
+                    # A watch that ends at once with nothing to say must not become a busy loop.
+                    stop.wait(QUICK_WATCH)
             except Expired as exc:
                 _log.info("watch expired; listing again", kind=self.kind.KIND, reason=str(exc))
                 self._resource_version = None

@@ -109,20 +109,28 @@ class ControllerProcess:
         """Whether every informer has its first list (what ``/readyz`` reports)."""
         return self.cache.has_synced()
 
-    def wait_for_sync(self, timeout: float | None = None) -> bool:
+    def wait_for_sync(self, timeout: float | None = None, stop: threading.Event | None = None) -> bool:
+        """Wait until every informer has its first list; False after ``timeout`` or once ``stop`` is set."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        for informer in self.informers:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not informer.wait_for_sync(left):
+        while not self.has_synced():
+            if stop is not None and stop.is_set():
                 return False
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            (stop or self._workers_stop).wait(0.05)
         return True
 
     # -- workers ------------------------------------------------------------------------------------
     def concurrency_of(self, controller: Controller) -> int:
         return max(1, self.options.concurrency.get(controller.name, self.options.default_concurrency))
 
-    def start_workers(self) -> None:
-        """Start every controller's worker pool and the periodic resync."""
+    def start_workers(self, stop: threading.Event | None = None) -> bool:
+        """Once every informer has synced, start every controller's worker pool and the periodic resync.
+
+        Reconciling from a partial cache would take objects not listed yet for absent, so this waits
+        (as controller-runtime waits for its caches); False when ``stop`` was set first."""
+        if not self.wait_for_sync(stop=stop):
+            return False
         for controller in self.controllers:
             queue = self.queues[controller.kind.KIND]
             for i in range(self.concurrency_of(controller)):
@@ -141,6 +149,7 @@ class ControllerProcess:
             workers={c.name: self.concurrency_of(c) for c in self.controllers},
             sync_period=self.options.sync_period,
         )
+        return True
 
     def _work(self, queue: WorkQueue) -> None:
         while not self._workers_stop.is_set():
@@ -189,13 +198,17 @@ class ControllerProcess:
         for informer in self.informers:
             informer.join(timeout)
 
+    def stop_reconciling(self) -> None:
+        """Hand out no more work (reconciles in progress go on); safe from any thread."""
+        self.router.shut_down()
+        self._workers_stop.set()
+
     def shutdown(self, grace: float) -> bool:
         """Stop watching and taking new work; give reconciles in progress ``grace`` seconds to finish.
 
         True when every worker ended in time."""
         self.stop_informers()
-        self.router.shut_down()
-        self._workers_stop.set()
+        self.stop_reconciling()
         deadline = time.monotonic() + grace
         for thread in self._workers:
             thread.join(max(0.0, deadline - time.monotonic()))

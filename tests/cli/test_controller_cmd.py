@@ -19,7 +19,7 @@ from capa_py.api import AWSCluster, Machine
 from capa_py.api.coordination import Lease
 from capa_py.runtime.leader import STORE_LEASE_NAME, STORE_LEASE_NAMESPACE
 from capa_py.store import NotFound, SQLiteStore
-from tests.e2e.e2e_support import CRASHING_CAPA, EXAMPLE, Capa, capa_env, wait_for
+from tests.e2e.e2e_support import CRASHING_CAPA, EXAMPLE, Capa, MotoInspector, capa_env, wait_for
 from tests.harness.moto_server import MotoServer
 
 SAFETY_TIMEOUT = 60.0
@@ -166,17 +166,27 @@ def lease_holder(state: Path) -> str | None:
             return None
 
 
-def test_controller_converges_the_example_serves_metrics_and_stops_on_sigterm(
+def inventory_total(endpoint: str) -> int:
+    inspector = MotoInspector(endpoint)
+    try:
+        return sum(inspector.inventory().counts("tagged").values())
+    finally:
+        inspector.close()
+
+
+def test_controller_converges_applied_objects_serves_metrics_tears_down_and_stops_on_sigterm(
     tmp_path: Path, cli_moto: MotoServer, processes: list[ControllerProcess]
 ) -> None:
     cli_moto.reset()
     state = tmp_path / "state.db"
-    Capa(state=state, endpoint=cli_moto.url).ok("apply", "-f", str(EXAMPLE), "--no-wait")
+    capa = Capa(state=state, endpoint=cli_moto.url)
     # The first two CreateVpc calls are throttled: the call is retried, and the metrics say so.
     throttled = {"CAPA_TEST_FAIL_OP": "CreateVpc:RequestLimitExceeded:2"}
     controller = ControllerProcess(state, cli_moto.url, faults=throttled)
     processes.append(controller)
     controller.line("controllers running: ")
+    # Stored while the controller runs, one object after another, as kubectl or a GitOps tool would.
+    capa.ok("apply", "-f", str(EXAMPLE), "--no-wait")
 
     def converged() -> bool:
         with SQLiteStore(state) as store:
@@ -222,6 +232,16 @@ def test_controller_converges_the_example_serves_metrics_and_stops_on_sigterm(
         )
         == 3
     )
+
+    # Deleting is reconciled too: the objects go once their AWS resources are gone.
+    capa.ok("delete", "-f", str(EXAMPLE))
+
+    def gone() -> bool:
+        with SQLiteStore(state) as store:
+            return not store.list(AWSCluster) and not store.list(Machine)
+
+    assert wait_for(gone, timeout=CONVERGE_TIMEOUT), f"the example was not torn down\n{controller}"
+    assert inventory_total(cli_moto.url) == 0, "every tagged AWS resource is gone"
 
     controller.proc.send_signal(signal.SIGTERM)
     assert controller.wait() == 0, f"SIGTERM must end the process cleanly\n{controller}"

@@ -244,3 +244,20 @@ def test_core_controllers_auto_follows_the_cluster_crd_provider_label(store: SQL
     assert not core_controllers_enabled(store, "auto"), "Cluster API core is installed: it runs them"
     assert core_controllers_enabled(store, "on")
     assert not core_controllers_enabled(store, "off")
+
+
+def test_workers_start_only_once_every_informer_has_synced(store: SQLiteStore, built: list[Flaky]) -> None:
+    store.create(cluster("a"))
+    process = start(store, built)
+    stopped = threading.Event()
+    stopped.set()
+    # Nothing listed yet: reconciling now would read a partial cache, so no worker may start.
+    assert process.start_workers(stopped) is False
+    assert built[0].attempts == {}
+    for informer in process.informers:
+        informer.relist()  # synced, without watch threads
+    try:
+        assert process.start_workers() is True
+        assert built[0].wait_done("a")
+    finally:
+        assert process.shutdown(SAFETY_TIMEOUT)
