@@ -317,3 +317,82 @@ def test_invalid_flags_exit_2(tmp_path: Path, closed_endpoint: str) -> None:
         result = capa.run("controller", "--aws-endpoint", closed_endpoint, *args, endpoint=False)
         assert result.returncode == 2, str(result)
     assert not (tmp_path / "state.db").exists(), "invalid input never creates the store"
+
+
+def _store_clusters(state: Path, *specs: tuple[str, str, dict[str, str]]) -> None:
+    from capa_py.api import Cluster
+
+    with SQLiteStore(state) as store:
+        for name, namespace, labels in specs:
+            store.create(
+                Cluster.model_validate({"metadata": {"name": name, "namespace": namespace, "labels": labels}})
+            )
+
+
+def _reconciled(state: Path, name: str, namespace: str) -> bool:
+    """Whether the core Cluster controller has acted on the Cluster (its finalizer and a phase)."""
+    from capa_py.api import Cluster
+
+    with SQLiteStore(state) as store:
+        cluster = store.get(Cluster, name, namespace)
+    return bool(cluster.metadata.finalizers) and cluster.status.phase is not None
+
+
+def test_namespace_and_watch_filter_scope_what_is_reconciled(
+    tmp_path: Path, closed_endpoint: str, processes: list[ControllerProcess]
+) -> None:
+    state = tmp_path / "state.db"
+    mine = {"cluster.x-k8s.io/watch-filter": "mine"}
+    _store_clusters(
+        state,
+        ("in", "team-a", mine),
+        ("unlabelled", "team-a", {}),
+        ("other-namespace", "team-b", mine),
+    )
+    controller = ControllerProcess(state, closed_endpoint, "--namespace", "team-a", "--watch-filter", "mine")
+    processes.append(controller)
+    controller.line("controllers running: ")
+    assert wait_for(lambda: _reconciled(state, "in", "team-a"), timeout=SAFETY_TIMEOUT), str(controller)
+    # A Cluster stored now and reconciled shows the process has been at work all along; the ones out of
+    # scope were never even seen.
+    _store_clusters(state, ("later", "team-a", mine))
+    assert wait_for(lambda: _reconciled(state, "later", "team-a"), timeout=SAFETY_TIMEOUT), str(controller)
+    assert not _reconciled(state, "unlabelled", "team-a")
+    assert not _reconciled(state, "other-namespace", "team-b")
+    controller.proc.send_signal(signal.SIGTERM)
+    assert controller.wait() == 0, str(controller)
+
+
+def test_core_controllers_stay_off_when_cluster_api_core_owns_the_cluster_crd(
+    tmp_path: Path, closed_endpoint: str, processes: list[ControllerProcess]
+) -> None:
+    from capa_py.api.apiextensions import CustomResourceDefinition
+
+    state = tmp_path / "state.db"
+    _store_clusters(state, ("demo", "default", {}))
+    with SQLiteStore(state) as store:
+        store.create(
+            CustomResourceDefinition.model_validate(
+                {
+                    "metadata": {
+                        "name": "clusters.cluster.x-k8s.io",
+                        "labels": {"cluster.x-k8s.io/provider": "cluster-api"},
+                    },
+                    "spec": {
+                        "group": "cluster.x-k8s.io",
+                        "names": {"plural": "clusters", "kind": "Cluster"},
+                        "versions": [{"name": "v1beta1", "served": True, "storage": True}],
+                    },
+                }
+            )
+        )
+    controller = ControllerProcess(state, closed_endpoint)
+    processes.append(controller)
+    assert controller.line("controllers running: ") == "controllers running: awscluster, awsmachine"
+    on = ControllerProcess(tmp_path / "other.db", closed_endpoint, "--core-controllers", "on")
+    processes.append(on)
+    assert on.line("controllers running: ") == "controllers running: cluster, machine, awscluster, awsmachine"
+    for process in (controller, on):
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.wait() == 0, str(process)
+    assert not _reconciled(state, "demo", "default")
