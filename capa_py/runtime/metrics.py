@@ -6,8 +6,10 @@ nothing is registered globally. It records
 * reconciles: ``controller_runtime_reconcile_total{controller,result}`` (success, error, requeue,
   requeue_after), ``controller_runtime_reconcile_errors_total{controller}``,
   ``controller_runtime_reconcile_time_seconds{controller}``;
-* work queues (one per controller, named after it): ``workqueue_depth``, ``workqueue_adds_total``,
-  ``workqueue_queue_duration_seconds``, ``workqueue_work_duration_seconds``, ``workqueue_retries_total``;
+* work queues (one per controller, named after it): ``workqueue_depth`` (keys waiting, including those
+  whose retry delay has not passed), ``workqueue_adds_total`` (adds that queued a key not already
+  waiting), ``workqueue_queue_duration_seconds`` (from when a key is due until a worker takes it),
+  ``workqueue_work_duration_seconds``, ``workqueue_retries_total``;
 * leader election: ``leader_election_master_status{name}`` (1 while leading);
 * AWS calls, through a client hook on botocore's events: ``aws_api_requests_total{controller,service,
   region,operation,status_code,error_code}``, ``aws_api_request_duration_seconds{controller,service,

@@ -72,17 +72,20 @@ class WorkQueue:
         with self._cond:
             if self._shutting_down:
                 return
-            if count and self.metrics is not None:
-                self.metrics.added()
             if key in self._processing:
                 # Re-add once the current reconcile finishes, so one key never runs twice at once.
+                if count and key not in self._dirty and self.metrics is not None:
+                    self.metrics.added()
                 self._dirty[key] = min(due, self._dirty.get(key, due))
                 return
             current = self._due.get(key)
             if current is not None and current <= due:
-                return
+                return  # already queued, as early or earlier: not another add
+            if count and current is None and self.metrics is not None:
+                self.metrics.added()
             self._due[key] = due
-            self._queued_at.setdefault(key, now)
+            # Time in the queue counts from when the key is due, as a delayed add only joins then.
+            self._queued_at[key] = due
             heapq.heappush(self._heap, (due, key))
             if self.metrics is not None:
                 self.metrics.depth(len(self._due))

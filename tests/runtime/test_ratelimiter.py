@@ -94,3 +94,56 @@ def test_invalid_limits_are_refused() -> None:
         BucketRateLimiter(qps=0.0)
     with pytest.raises(ValueError, match="at least one"):
         MaxOfRateLimiter()
+
+
+class Recording:
+    """A QueueMetrics that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.adds = 0
+        self.retries = 0
+        self.depths: list[int] = []
+        self.waits: list[float] = []
+        self.work: list[float] = []
+
+    def added(self) -> None:
+        self.adds += 1
+
+    def retried(self) -> None:
+        self.retries += 1
+
+    def depth(self, depth: int) -> None:
+        self.depths.append(depth)
+
+    def waited(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+    def worked(self, seconds: float) -> None:
+        self.work.append(seconds)
+
+
+def test_queue_metrics_count_distinct_adds_retries_waits_and_work() -> None:
+    metrics = Recording()
+    queue = WorkQueue(metrics=metrics)
+    queue.add(A)
+    queue.add(A)  # already queued: de-duplicated, not another add
+    queue.add(B)
+    assert metrics.adds == 2
+    assert metrics.depths[-1] == 2
+    key = queue.get(timeout=0)
+    assert key is not None
+    assert metrics.depths[-1] == 1
+    queue.add(key)  # while it is processed: queued again once it is done, counted once
+    queue.add(key)
+    assert metrics.adds == 3
+    queue.done(key)
+    assert len(metrics.waits) == 1
+    assert len(metrics.work) == 1
+    assert all(w >= 0 for w in metrics.waits + metrics.work)
+    assert len(queue) == 2, "the key re-added during its reconcile is queued again"
+    queue.add_rate_limited(A)
+    assert metrics.retries == 1
+    queue.shut_down()
+    assert queue.get(timeout=None) is None, "a shut-down queue hands out nothing, without waiting"
+    queue.add(ObjectKey("AWSCluster", "default", "c"))
+    assert metrics.adds == 3, "adds after shutdown are ignored"
