@@ -396,3 +396,27 @@ def test_core_controllers_stay_off_when_cluster_api_core_owns_the_cluster_crd(
         process.proc.send_signal(signal.SIGTERM)
         assert process.wait() == 0, str(process)
     assert not _reconciled(state, "demo", "default")
+
+
+def test_a_leader_elected_controller_waits_while_capa_apply_holds_the_lease(
+    tmp_path: Path, closed_endpoint: str, processes: list[ControllerProcess]
+) -> None:
+    from capa_py.runtime.leader import LeaderElector, LeaseTiming, holder_identity
+
+    state = tmp_path / "state.db"
+    with SQLiteStore(state) as store:
+        # What `capa apply --wait` does while its controllers run.
+        apply = LeaderElector(store, holder_identity("capa apply"), timing=LeaseTiming.for_duration(3))
+        apply.acquire(wait=False)
+        apply.start_renewing()
+        try:
+            controller = ControllerProcess(state, closed_endpoint, *SHORT_LEASE)
+            processes.append(controller)
+            assert "held by capa apply pid" in controller.line("waiting for the store lease ")
+            assert not controller.has_line("controllers running")
+        finally:
+            apply.release()
+    controller.line("leading: ")
+    controller.line("controllers running: ")
+    controller.proc.send_signal(signal.SIGTERM)
+    assert controller.wait() == 0, str(controller)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,52 @@ def test_cache_returns_copies(store: SQLiteStore) -> None:
     cache = CachedStore(store, [informer])
     cache.get(Cluster, "c").metadata.labels["changed"] = "locally"
     assert cache.get(Cluster, "c").metadata.labels == {}
+
+
+class EndingWatches:
+    """The store, but every watch ends after a short while (as an API server's watch timeout ends it)."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+        self.watches: list[str | None] = []
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.store, name)
+
+    def watch(
+        self,
+        kind: type[KubeObject],
+        namespace: str | None = None,
+        resource_version: str | None = None,
+        label_selector: str | None = None,
+        timeout: float | None = None,
+        stop: threading.Event | None = None,
+    ) -> Iterator[WatchEvent[KubeObject]]:
+        self.watches.append(resource_version)
+        return self.store.watch(kind, namespace, resource_version, label_selector, 0.05, stop)
+
+
+def test_a_watch_that_ends_is_resumed_from_the_last_event(store: SQLiteStore, run: Running) -> None:
+    ending = EndingWatches(store)
+    informer = Informer(ending, Cluster)  # type: ignore[arg-type]
+    seen = Recorder()
+    informer.add_handler(seen)
+    run(informer)
+    assert informer.wait_for_sync(SAFETY_TIMEOUT)
+    first = store.create(cluster("first"))
+    assert seen.wait_for(("ADDED", "first"))
+    # Wait until a watch has ended and another started after the event: it resumes from that event.
+    assert wait_until(lambda: first.metadata.resource_version in ending.watches)
+    store.create(cluster("second"))
+    assert seen.wait_for(("ADDED", "second"))
+    assert informer.relists == 0, "resuming a watch is not listing again"
+    assert seen.events.count(("ADDED", "first")) == 1, "no event is delivered twice"
+
+
+def wait_until(predicate: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + SAFETY_TIMEOUT
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return predicate()

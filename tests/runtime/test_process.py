@@ -261,3 +261,10 @@ def test_workers_start_only_once_every_informer_has_synced(store: SQLiteStore, b
         assert built[0].wait_done("a")
     finally:
         assert process.shutdown(SAFETY_TIMEOUT)
+
+
+def test_resync_period_is_jittered_by_up_to_a_tenth(store: SQLiteStore, built: list[Flaky]) -> None:
+    process = start(store, built, sync_period=600.0)
+    periods = [process._next_resync() for _ in range(200)]
+    assert all(600.0 <= p <= 660.0 for p in periods)
+    assert len(set(periods)) > 1, "processes started together must not resync in step"
