@@ -22,9 +22,11 @@ from capa_py.store import NotFound, SQLiteStore
 from tests.e2e.e2e_support import CRASHING_CAPA, EXAMPLE, Capa, MotoInspector, capa_env, wait_for
 from tests.harness.moto_server import MotoServer
 
+pytestmark = pytest.mark.slow
+
 SAFETY_TIMEOUT = 60.0
 """Only turns a hang into a failure; nothing waits for it on a healthy machine."""
-CONVERGE_TIMEOUT = 180.0
+CONVERGE_TIMEOUT = 120.0
 SHORT_LEASE = [
     "--leader-elect",
     "--leader-elect-lease-duration",
