@@ -313,15 +313,20 @@ def _run(
         while not stop.wait(0.5):
             pass
         _announce("stopping: finishing reconciles in progress")
-        if not process.shutdown(grace):
+        finished = process.shutdown(grace)
+        if not finished:
             stderr.print(f"error: reconciles still running after {grace:g}s; exiting", markup=False)
             code = EXIT_FAILED
         if elector is not None:
             if elector.lost.is_set():
                 stderr.print(f"error: {elector.lost_message()}; stopped reconciling", markup=False)
                 code = EXIT_FAILED
-            else:
+            elif finished:
                 elector.release()
+            else:
+                # A reconcile may still be acting: the lease expires after its duration instead, once this
+                # process (and with it that reconcile) has ended.
+                elector.stop_renewing()
             metrics.leading(STORE_LEASE_NAME, False)
     finally:
         if deadline is not None:
