@@ -149,7 +149,11 @@ class Manager:
         fingerprint = desired_fingerprint(event.object)
         status_only = event.type == "MODIFIED" and self._seen.get(key) == fingerprint
         if event.type == "DELETED":
+            # Forget what was kept per object, so a long-running manager does not grow with every
+            # object it ever saw.
             self._seen.pop(key, None)
+            self._settled.pop(key, None)
+            self.error_streaks.pop(key, None)
         else:
             self._seen[key] = fingerprint
         if event.object.KIND in self.controllers:
@@ -176,7 +180,10 @@ class Manager:
         slot = (controller.name, key_of(event.object))
         view = None if event.type == "DELETED" else view_of(event.object)
         unchanged = event.type == "MODIFIED" and slot in self._views and self._views[slot] == view
-        self._views[slot] = view
+        if event.type == "DELETED":
+            self._views.pop(slot, None)
+        else:
+            self._views[slot] = view
         return not unchanged
 
     # -- work ---------------------------------------------------------------------------------------

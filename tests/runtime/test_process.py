@@ -268,3 +268,18 @@ def test_resync_period_is_jittered_by_up_to_a_tenth(store: SQLiteStore, built: l
     periods = [process._next_resync() for _ in range(200)]
     assert all(600.0 <= p <= 660.0 for p in periods)
     assert len(set(periods)) > 1, "processes started together must not resync in step"
+
+
+def test_the_manager_forgets_a_deleted_object(store: SQLiteStore, built: list[Flaky]) -> None:
+    process = start(store, built)
+    manager = process.manager
+    obj = store.create(cluster("short-lived"))
+    key = ObjectKey("Cluster", "default", "short-lived")
+    manager.dispatch(WatchEvent("ADDED", obj, obj.metadata.resource_version or "1"))
+    manager._settled[key] = 1
+    manager.error_streaks[key] = (1, RuntimeError("x"))
+    manager.dispatch(WatchEvent("DELETED", obj, "99"))
+    # A long-running process must not keep something for every object it ever saw.
+    assert key not in manager._seen
+    assert key not in manager._settled
+    assert key not in manager.error_streaks
