@@ -276,7 +276,10 @@ def test_two_processes_one_leads_and_the_other_takes_over_after_sigkill(
     second = ControllerProcess(state, closed_endpoint, *SHORT_LEASE)
     processes.append(second)
     second.line("waiting for the store lease ")
-    assert http_status(f"{second.probe_base}/readyz") == 200, "a waiting candidate keeps its caches synced"
+    readyz = f"{second.probe_base}/readyz"
+    assert wait_for(lambda: http_status(readyz) == 200, SAFETY_TIMEOUT), (
+        "a waiting candidate syncs its caches"
+    )
     assert second.metric("leader_election_master_status", name=STORE_LEASE_NAME) == 0
     assert not second.has_line("controllers running"), "a candidate does not reconcile"
 
