@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from capa_py.api.cluster import (
     CLUSTER_FINALIZER,
@@ -61,6 +62,20 @@ def infra_failure(infra: KubeObject | None) -> tuple[str | None, str | None]:
     return _status_field(infra, "failure_reason"), _status_field(infra, "failure_message")  # type: ignore[return-value]
 
 
+T = TypeVar("T", bound=KubeObject)
+
+
+def _referrers(store: ObjectStore, kind: type[T], infra: KubeObject) -> list[T]:
+    """The objects of ``kind`` in ``infra``'s namespace whose ``spec.infrastructureRef`` names it."""
+    return [
+        o
+        for o in store.list(kind, namespace=infra.metadata.namespace)
+        if (ref := getattr(getattr(o, "spec", None), "infrastructure_ref", None)) is not None
+        and ref.kind == infra.KIND
+        and ref.name == infra.name
+    ]
+
+
 class ClusterController:
     name = "cluster"
     kind = Cluster
@@ -77,7 +92,13 @@ class ClusterController:
         if obj.KIND in {k.KIND for k in self.watched_kinds}:
             owner = next((r for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
             name = owner.name if owner else obj.metadata.labels.get(CLUSTER_NAME_LABEL)
-            return [ObjectKey("Cluster", obj.metadata.namespace or "", name)] if name else []
+            if name:
+                return [ObjectKey("Cluster", obj.metadata.namespace or "", name)]
+            # Not adopted yet (it appeared after its Cluster was reconciled): the Clusters naming it.
+            return [
+                ObjectKey("Cluster", c.metadata.namespace or "", c.name)
+                for c in _referrers(self.store, Cluster, obj)
+            ]
         return []
 
     def reconcile(self, key: ObjectKey) -> Result:
@@ -205,7 +226,13 @@ class MachineController:
                 if m.spec.cluster_name == obj.name
             ]
         owner = next((r for r in obj.metadata.owner_references if r.kind == "Machine"), None)
-        return [ObjectKey("Machine", obj.metadata.namespace or "", owner.name)] if owner else []
+        if owner:
+            return [ObjectKey("Machine", obj.metadata.namespace or "", owner.name)]
+        # Not adopted yet (it appeared after its Machine was reconciled): the Machines naming it.
+        return [
+            ObjectKey("Machine", m.metadata.namespace or "", m.name)
+            for m in _referrers(self.store, Machine, obj)
+        ]
 
     def reconcile(self, key: ObjectKey) -> Result:
         machine = fetch(self.store, Machine, key)

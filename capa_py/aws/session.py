@@ -49,6 +49,17 @@ _client_hooks: list[ClientHook] = []
 EMULATOR_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
 
 
+CallObserver = Callable[[str, str, str, int], None]
+"""``observer(service, region, operation, retries)`` after every :meth:`AWSClient.call`, retried or not."""
+_call_observers: list[CallObserver] = []
+
+
+def register_call_observer(observer: CallObserver) -> Callable[[], None]:
+    """Tell ``observer`` how many retries each call took (metrics); returns an unregister function."""
+    _call_observers.append(observer)
+    return lambda: _call_observers.remove(observer) if observer in _call_observers else None
+
+
 def register_client_hook(hook: ClientHook) -> Callable[[], None]:
     """Call ``hook(client, service)`` on every client made from now on; returns an unregister function."""
     _client_hooks.append(hook)
@@ -119,14 +130,20 @@ class AWSClient:
         if after_create:
             retryable = (*retryable, NotFound)
             stop = stop | stop_after_delay(self.retry.not_found_window)
-        for attempt in Retrying(
-            retry=retry_if_exception_type(retryable),
-            wait=wait_random_exponential(multiplier=self.retry.initial_delay, max=self.retry.max_delay),
-            stop=stop,
-            reraise=True,
-        ):
-            with attempt:
-                return self._invoke(operation, params)
+        attempts = 0
+        try:
+            for attempt in Retrying(
+                retry=retry_if_exception_type(retryable),
+                wait=wait_random_exponential(multiplier=self.retry.initial_delay, max=self.retry.max_delay),
+                stop=stop,
+                reraise=True,
+            ):
+                attempts = attempt.retry_state.attempt_number
+                with attempt:
+                    return self._invoke(operation, params)
+        finally:
+            for observer in list(_call_observers):
+                observer(self.service, str(self.raw.meta.region_name or ""), operation, max(0, attempts - 1))
         raise AssertionError("unreachable")
 
     def pages(self, operation: str, result_key: str, **params: Any) -> Iterator[Any]:

@@ -140,12 +140,13 @@ def get(
 
 
 def _mount_subcommands() -> None:
-    from capa_py.cli import audit_cmd, aws_commands, ctrlkit_cmd, manifests_cmd, serve_cmd
+    from capa_py.cli import audit_cmd, aws_commands, controller_cmd, ctrlkit_cmd, manifests_cmd, serve_cmd
 
     aws_commands.register(app)
     audit_cmd.register(app)
     manifests_cmd.register(app)
     serve_cmd.register(app)
+    controller_cmd.register(app)
     app.add_typer(ctrlkit_cmd.app, name="ctrlkit", help="The ctrlkit DSL code generator and workflow graphs.")
 
 

@@ -339,6 +339,14 @@ class LeaderElector:
 
         return guarded
 
+    def stop_renewing(self) -> None:
+        """Stop renewing without giving the lease up: it expires after its duration (for a holder that
+        cannot vouch that the work it guarded has stopped)."""
+        self._stop_renewing.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+
     def release(self) -> None:
         """Stop renewing and give the lease up (clear the holder) if this identity still holds it."""
         self._stop_renewing.set()

@@ -12,7 +12,7 @@ import contextvars
 import json
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
@@ -20,7 +20,8 @@ from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import CallCounter, call_scope
 from capa_py.ctrlkit.result import Result
 from capa_py.logging import get_logger
-from capa_py.runtime.queue import ObjectKey, WorkQueue
+from capa_py.runtime.context import current_controller
+from capa_py.runtime.queue import ObjectKey, QueueRouter, WorkQueue
 from capa_py.store.errors import Expired, NotFound
 from capa_py.store.protocol import ObjectStore, WatchEvent
 
@@ -59,6 +60,21 @@ class Controller(Protocol):
     def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]: ...
 
 
+class ReconcileObserver(Protocol):
+    def reconciled(self, controller: str, result: str, seconds: float) -> None: ...
+
+
+def result_label(result: Result) -> str:
+    """controller-runtime's ``result`` label: error, requeue, requeue_after or success."""
+    if result.error is not None:
+        return "error"
+    if result.requeue:
+        return "requeue"
+    if result.requeue_after > 0:
+        return "requeue_after"
+    return "success"
+
+
 class Manager:
     def __init__(
         self,
@@ -68,10 +84,16 @@ class Manager:
         base_backoff: float = 0.5,
         max_backoff: float = 300.0,
         poll_interval: float = 0.05,
+        queue: WorkQueue | QueueRouter | None = None,
+        observer: ReconcileObserver | None = None,
     ) -> None:
         self.store = store
         self.controllers = {c.kind.KIND: c for c in controllers}
-        self.queue = WorkQueue(base_backoff, max_backoff)
+        self.queue: WorkQueue | QueueRouter = (
+            queue if queue is not None else WorkQueue(base_backoff, max_backoff)
+        )
+        self.observer = observer
+        self._dispatch_lock = threading.RLock()
         self.workers = workers
         self.poll_interval = poll_interval
         self.reconciles: Counter[str] = Counter()
@@ -79,7 +101,8 @@ class Manager:
         self.reconciled_keys: set[ObjectKey] = set()
         """Every key reconciled at least once by this manager (its statuses are this run's)."""
         """AWS calls per controller, summed over its reconciles (for metrics and benchmarks)."""
-        self.errors: list[tuple[ObjectKey, str]] = []
+        self.errors: deque[tuple[ObjectKey, str]] = deque(maxlen=1000)
+        """The latest errors (bounded: a long-running process keeps only the last thousand)."""
         self.error_streaks: dict[ObjectKey, tuple[int, BaseException]] = {}
         """Per key: reconciles in a row that ended in an error, and the last error (a clean one clears it)."""
         self._versions: dict[str, str] = {}
@@ -117,11 +140,20 @@ class Manager:
         return seen
 
     def dispatch(self, event: WatchEvent[KubeObject]) -> None:
+        # Informers call this from a thread per kind: one event at a time keeps the bookkeeping whole.
+        with self._dispatch_lock:
+            self._dispatch(event)
+
+    def _dispatch(self, event: WatchEvent[KubeObject]) -> None:
         key = key_of(event.object)
         fingerprint = desired_fingerprint(event.object)
         status_only = event.type == "MODIFIED" and self._seen.get(key) == fingerprint
         if event.type == "DELETED":
+            # Forget what was kept per object, so a long-running manager does not grow with every
+            # object it ever saw.
             self._seen.pop(key, None)
+            self._settled.pop(key, None)
+            self.error_streaks.pop(key, None)
         else:
             self._seen[key] = fingerprint
         if event.object.KIND in self.controllers:
@@ -148,7 +180,10 @@ class Manager:
         slot = (controller.name, key_of(event.object))
         view = None if event.type == "DELETED" else view_of(event.object)
         unchanged = event.type == "MODIFIED" and slot in self._views and self._views[slot] == view
-        self._views[slot] = view
+        if event.type == "DELETED":
+            self._views.pop(slot, None)
+        else:
+            self._views[slot] = view
         return not unchanged
 
     # -- work ---------------------------------------------------------------------------------------
@@ -162,16 +197,27 @@ class Manager:
             self.queue.done(key)
         return True
 
+    def reconcile_key(self, key: ObjectKey) -> None:
+        """One reconcile of ``key`` (taken from a queue by the caller, who marks it done afterwards)."""
+        self._reconcile(key)
+
     def _reconcile(self, key: ObjectKey) -> None:
         controller = self.controllers[key.kind]
         self.reconciles[controller.name] += 1
         counter = self.calls_by_controller.setdefault(controller.name, CallCounter())
-        with call_scope(counter), call_scope() as this_reconcile:
-            try:
-                result = controller.reconcile(key)
-            except Exception as exc:
-                _log.exception("reconcile raised", key=str(key))
-                result = Result(error=exc)
+        token = current_controller.set(controller.name)
+        started = time.monotonic()
+        try:
+            with call_scope(counter), call_scope() as this_reconcile:
+                try:
+                    result = controller.reconcile(key)
+                except Exception as exc:
+                    _log.exception("reconcile raised", key=str(key))
+                    result = Result(error=exc)
+        finally:
+            current_controller.reset(token)
+        if self.observer is not None:
+            self.observer.reconciled(controller.name, result_label(result), time.monotonic() - started)
         self._settle(controller, key)
         self.reconciled_keys.add(key)
         _log.debug(

@@ -1,0 +1,345 @@
+"""``capa controller``: every controller, running against the selected store until SIGTERM or SIGINT.
+
+The process watches the store through informers, reconciles with per-controller worker pools, serves
+Prometheus metrics and health probes, and on SIGTERM/SIGINT stops taking work, lets the reconciles in
+progress finish within ``--graceful-shutdown-timeout`` and exits (0; 1 when some did not finish). With
+``--leader-elect`` it reconciles only while it holds the Lease ``capa-system/capa-py-controller`` (the one
+``capa apply --wait`` and ``capa delete --wait`` hold while they run controllers); a leader that cannot
+renew stops reconciling before another process could take the Lease over, and exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Annotated
+
+import typer
+
+from capa_py.api.apiextensions import CustomResourceDefinition
+from capa_py.api.coordination import Lease
+from capa_py.api.core import Secret
+from capa_py.aws.session import ClientPool
+from capa_py.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EXIT_OK,
+    EndpointOption,
+    ProfileOption,
+    RegionOption,
+    TraitsOption,
+    aws_context,
+    fail,
+    globals_of,
+    stderr,
+)
+from capa_py.cli.durations import parse_duration
+from capa_py.engine.engine import Engine
+from capa_py.logging import get_logger
+from capa_py.runtime.endpoints import BindAddress, Endpoints, parse_bind_address
+from capa_py.runtime.leader import (
+    LEASE_DURATION_ENV,
+    STORE_LEASE_NAME,
+    STORE_LEASE_NAMESPACE,
+    LeaderElector,
+    LeaseHeld,
+    LeaseTiming,
+    describe_holder,
+    holder_identity,
+)
+from capa_py.runtime.manager import Controller
+from capa_py.runtime.metrics import ControllerMetrics
+from capa_py.runtime.process import ControllerProcess, ProcessOptions
+from capa_py.store.errors import Invalid, NotFound, StoreError
+from capa_py.store.protocol import ObjectStore
+from capa_py.store.selectors import LabelSelector
+
+_log = get_logger("cli.controller")
+
+CLUSTER_CRD = "clusters.cluster.x-k8s.io"
+PROVIDER_LABEL = "cluster.x-k8s.io/provider"
+WATCH_FILTER_LABEL = "cluster.x-k8s.io/watch-filter"
+CORE_CONTROLLERS = ("cluster", "machine")
+
+
+def core_controllers_enabled(store: ObjectStore, mode: str) -> bool:
+    """``on``/``off`` as said; ``auto``: off when Cluster API core's own Cluster CRD is stored (it runs the
+    Cluster and Machine controllers itself), on otherwise."""
+    if mode != "auto":
+        return mode == "on"
+    try:
+        crd = store.get(CustomResourceDefinition, CLUSTER_CRD)
+    except NotFound:
+        return True
+    return crd.metadata.labels.get(PROVIDER_LABEL) != "cluster-api"
+
+
+def lease_timing(duration: str | None, renew_deadline: str | None, retry_period: str | None) -> LeaseTiming:
+    """The flags' timing; unset ones come from ``CAPA_LEASE_DURATION`` or controller-runtime's 15s/10s/2s.
+
+    ValueError when malformed or inconsistent."""
+    base = LeaseTiming.from_env()
+    env_set = bool(os.environ.get(LEASE_DURATION_ENV, "").strip())
+    seconds = base.duration if duration is None else parse_duration(duration)
+    if seconds != int(seconds) or seconds < 1:
+        raise ValueError("--leader-elect-lease-duration must be a whole number of seconds, at least 1")
+    scaled = LeaseTiming.for_duration(int(seconds)) if (env_set or duration is not None) else None
+    deadline = parse_duration(renew_deadline) if renew_deadline else (scaled or LeaseTiming()).renew_deadline
+    retry = parse_duration(retry_period) if retry_period else (scaled or LeaseTiming()).retry_period
+    # client-go renews every retry period; a renewal may take up to the renew deadline.
+    return LeaseTiming(
+        duration=int(seconds), renew_period=min(retry, deadline), renew_deadline=deadline, retry_period=retry
+    )
+
+
+class _LostLeaseDeadline:
+    """After the lease is lost, reconciles get until another process may take it over to stop; a process
+    still running then exits at once, so two reconcilers never act on one store."""
+
+    def __init__(self, seconds: float, stop: threading.Event, process: ControllerProcess) -> None:
+        self.seconds = seconds
+        self.stop = stop
+        self.process = process
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        self.process.stop_reconciling()  # no reconcile starts from now on
+        self.stop.set()
+        self._timer = threading.Timer(self.seconds, self._exit_now)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _exit_now(self) -> None:
+        stderr.print("error: lost the store lease; reconciles did not stop in time", markup=False)
+        sys.stderr.flush()
+        os._exit(EXIT_FAILED)
+
+
+def _announce(line: str) -> None:
+    print(line, flush=True)
+
+
+def _addresses(metrics: str, probes: str) -> tuple[BindAddress | None, BindAddress | None]:
+    try:
+        return parse_bind_address(metrics), parse_bind_address(probes)
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+
+
+def controller(
+    ctx: typer.Context,
+    endpoint: EndpointOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    traits: TraitsOption = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="Only reconcile objects of this namespace.")
+    ] = None,
+    watch_filter: Annotated[
+        str | None,
+        typer.Option(
+            "--watch-filter",
+            help=f"Only reconcile Cluster API objects labelled {WATCH_FILTER_LABEL}=VALUE.",
+            metavar="VALUE",
+        ),
+    ] = None,
+    awscluster_concurrency: Annotated[
+        int, typer.Option("--awscluster-concurrency", help="AWSClusters reconciled at once.")
+    ] = 5,
+    awsmachine_concurrency: Annotated[
+        int, typer.Option("--awsmachine-concurrency", help="AWSMachines reconciled at once.")
+    ] = 10,
+    cluster_concurrency: Annotated[
+        int, typer.Option("--cluster-concurrency", help="Clusters reconciled at once (core controller).")
+    ] = 10,
+    machine_concurrency: Annotated[
+        int, typer.Option("--machine-concurrency", help="Machines reconciled at once (core controller).")
+    ] = 10,
+    sync_period: Annotated[
+        str, typer.Option("--sync-period", help="How often every object is reconciled again (10m).")
+    ] = "10m",
+    graceful_shutdown_timeout: Annotated[
+        str,
+        typer.Option("--graceful-shutdown-timeout", help="How long reconciles in progress get to finish."),
+    ] = "30s",
+    leader_elect: Annotated[
+        bool,
+        typer.Option(
+            "--leader-elect/--no-leader-elect", help="Reconcile only while holding the store lease."
+        ),
+    ] = False,
+    lease_duration: Annotated[
+        str | None, typer.Option("--leader-elect-lease-duration", help="Lease duration (15s).")
+    ] = None,
+    renew_deadline: Annotated[
+        str | None, typer.Option("--leader-elect-renew-deadline", help="Give up leading after (10s).")
+    ] = None,
+    retry_period: Annotated[
+        str | None, typer.Option("--leader-elect-retry-period", help="Retry and renew every (2s).")
+    ] = None,
+    metrics_bind_address: Annotated[
+        str, typer.Option("--metrics-bind-address", help="Metrics address; port 0 any free port, 0 off.")
+    ] = "127.0.0.1:8080",
+    health_probe_bind_address: Annotated[
+        str,
+        typer.Option("--health-probe-bind-address", help="/healthz and /readyz address; 0 off."),
+    ] = "127.0.0.1:8081",
+    core_controllers: Annotated[
+        str, typer.Option("--core-controllers", help="Cluster/Machine controllers: auto, on or off.")
+    ] = "auto",
+) -> None:
+    """Run every controller against the store until SIGTERM or SIGINT."""
+    if core_controllers not in ("auto", "on", "off"):
+        fail("--core-controllers must be auto, on or off", EXIT_INVALID)
+    counts = {
+        "awscluster": awscluster_concurrency,
+        "awsmachine": awsmachine_concurrency,
+        "cluster": cluster_concurrency,
+        "machine": machine_concurrency,
+    }
+    for name, count in counts.items():
+        if count < 1:
+            fail(f"--{name}-concurrency must be at least 1", EXIT_INVALID)
+    try:
+        resync = parse_duration(sync_period)
+        grace = parse_duration(graceful_shutdown_timeout)
+        timing = lease_timing(lease_duration, renew_deadline, retry_period) if leader_elect else None
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    selector = None
+    if watch_filter is not None:
+        selector = f"{WATCH_FILTER_LABEL}={watch_filter}"
+        try:
+            LabelSelector.parse(selector)
+        except Invalid as exc:
+            fail(f"--watch-filter: {exc}", EXIT_INVALID)
+    metrics_address, probe_address = _addresses(metrics_bind_address, health_probe_bind_address)
+
+    aws = aws_context(ctx, endpoint, region, profile, traits)
+    store = globals_of(ctx).store()
+    try:
+        code = _run(
+            store,
+            aws.pool,
+            aws.engine,
+            ProcessOptions(
+                namespace=namespace,
+                label_selector=selector,
+                concurrency=counts,
+                sync_period=resync,
+                unfiltered_kinds=(Secret,),
+            ),
+            core_controllers_enabled(store, core_controllers),
+            metrics_address,
+            probe_address,
+            grace,
+            timing,
+        )
+    finally:
+        store.close()
+    raise typer.Exit(code)
+
+
+def _run(
+    store: ObjectStore,
+    pool: ClientPool,
+    engine: Engine,
+    options: ProcessOptions,
+    core: bool,
+    metrics_address: BindAddress | None,
+    probe_address: BindAddress | None,
+    grace: float,
+    timing: LeaseTiming | None,
+) -> int:
+    from controllers import aws_controllers
+
+    def build(cache: ObjectStore) -> Sequence[Controller]:
+        built = aws_controllers(cache, pool, engine)
+        return [c for c in built if core or c.name not in CORE_CONTROLLERS]
+
+    metrics = ControllerMetrics()
+    metrics.hook_aws_clients()
+    process = ControllerProcess(store, build, options, metrics)
+    endpoints = Endpoints(metrics_address, probe_address, metrics.render, process.has_synced)
+    try:
+        endpoints.start()
+    except OSError as exc:
+        metrics.close()
+        fail(f"cannot serve the metrics or probe endpoints: {exc.strerror or exc}")
+    if endpoints.metrics_url:
+        _announce(f"metrics: {endpoints.metrics_url}/metrics")
+    if endpoints.probe_url:
+        _announce(f"health probes: {endpoints.probe_url}/healthz {endpoints.probe_url}/readyz")
+
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    lease = f"{STORE_LEASE_NAMESPACE}/{STORE_LEASE_NAME}"
+    elector: LeaderElector | None = None
+    deadline: _LostLeaseDeadline | None = None
+    code = EXIT_OK
+    try:
+        process.start_informers()
+        if timing is not None:
+            metrics.leading(STORE_LEASE_NAME, False)
+            deadline = _LostLeaseDeadline(timing.duration - timing.renew_deadline, stop, process)
+            elector = LeaderElector(
+                store, holder_identity("capa controller"), timing=timing, on_lost=deadline.start
+            )
+
+            def waiting(held: Lease) -> None:
+                _announce(f"waiting for the store lease {lease} held by {describe_holder(held)}")
+
+            try:
+                elector.acquire(wait=True, on_wait=waiting, stop=stop)
+            except LeaseHeld:
+                elector = None  # stopped while waiting: nothing was reconciled, nothing to release
+            except StoreError as exc:
+                stderr.print(f"error: cannot take the store lease: {exc}", markup=False)
+                elector, code = None, EXIT_FAILED
+                stop.set()
+            else:
+                elector.start_renewing()
+                metrics.leading(STORE_LEASE_NAME, True)
+                _announce(f"leading: holding the store lease {lease}")
+        if not stop.is_set() and process.start_workers(stop):
+            _announce(f"controllers running: {', '.join(c.name for c in process.controllers)}")
+        while not stop.wait(0.5):
+            pass
+        _announce("stopping: finishing reconciles in progress")
+        finished = process.shutdown(grace)
+        if not finished:
+            stderr.print(f"error: reconciles still running after {grace:g}s; exiting", markup=False)
+            code = EXIT_FAILED
+        if elector is not None:
+            if elector.lost.is_set():
+                stderr.print(f"error: {elector.lost_message()}; stopped reconciling", markup=False)
+                code = EXIT_FAILED
+            elif finished:
+                elector.release()
+            else:
+                # A reconcile may still be acting: the lease expires after its duration instead, once this
+                # process (and with it that reconcile) has ended.
+                elector.stop_renewing()
+            metrics.leading(STORE_LEASE_NAME, False)
+    finally:
+        if deadline is not None:
+            deadline.cancel()
+        process.stop_informers()
+        endpoints.stop()
+        metrics.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if code == EXIT_OK:
+        _announce("stopped")
+    return code
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="controller")(controller)
