@@ -104,6 +104,8 @@ class Background:
                 self.process.kill()
                 self.process.wait(10)
         self._reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self._stderr.close()
         return self.process.returncode
 
@@ -148,7 +150,7 @@ def processes() -> Iterator[list[Background]]:
     started: list[Background] = []
     yield started
     for process in started:
-        process.stop(signal.SIGKILL if process.process.poll() is None else signal.SIGTERM, timeout=10)
+        process.stop(signal.SIGKILL, timeout=10)
 
 
 def run(args: Sequence[str], env: dict[str, str], cwd: Path, timeout: float = 240.0) -> str:
