@@ -1,5 +1,5 @@
 # The capa-py controller image: `capa manifests deployment` runs it as
-# `capa controller --store kube --leader-elect ...` under uid 65532 with a read-only root filesystem.
+# `capa --store kube controller --leader-elect ...` under uid 65532 with a read-only root filesystem.
 FROM python:3.12-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \

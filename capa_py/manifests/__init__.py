@@ -3,7 +3,7 @@
 - :func:`crds`: a CustomResourceDefinition per custom kind, generated from the models;
 - :func:`rbac`: the ``capa-system`` Namespace, the ServiceAccount, a ClusterRole with exactly the verbs the
   controllers use, the binding;
-- :func:`workload`: the controller Deployment (``capa controller --store kube --leader-elect``, two
+- :func:`workload`: the controller Deployment (``capa --store kube controller --leader-elect``, two
   replicas) and its metrics Service.
 
 :func:`documents` picks a set; :func:`render` prints documents as one multi-document YAML stream (what

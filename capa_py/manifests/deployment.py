@@ -1,6 +1,6 @@
 """The controller Deployment and its metrics Service, as a management cluster runs capa-py.
 
-Two replicas of ``capa controller --store kube --leader-elect`` (one reconciles, the other waits on the
+Two replicas of ``capa --store kube controller --leader-elect`` (one reconciles, the other waits on the
 Lease), probes on the health port, Prometheus metrics on 8080 behind a Service, a locked-down pod (non-root,
 read-only root filesystem with a writable ``emptyDir`` at ``/tmp``, no privilege escalation, every capability
 dropped) and the AWS credentials from the Secret :data:`CREDENTIALS_SECRET` (its keys become environment
@@ -30,9 +30,9 @@ RUN_AS = 65532
 SELECTOR = {"app.kubernetes.io/name": "capa-py", "app.kubernetes.io/component": "controller-manager"}
 
 ARGS = (
-    "controller",
     "--store",
     "kube",
+    "controller",
     "--leader-elect",
     f"--metrics-bind-address=:{METRICS_PORT}",
     f"--health-probe-bind-address=:{HEALTH_PORT}",
