@@ -21,7 +21,7 @@ from typing import TypeVar, cast
 
 from capa_py.api.meta import KubeObject
 from capa_py.logging import get_logger
-from capa_py.store.errors import Expired, NotFound
+from capa_py.store.errors import Conflict, Expired, NotFound, StoreError
 from capa_py.store.protocol import ObjectList, ObjectStore, Propagation, WatchEvent
 from capa_py.store.selectors import LabelSelector
 
@@ -292,10 +292,29 @@ class CachedStore:
         return self._record(self.store.create(obj))
 
     def update(self, obj: T) -> T:
-        return self._record(self.store.update(obj))
+        try:
+            return self._record(self.store.update(obj))
+        except Conflict:
+            self._refresh(obj)
+            raise
 
     def update_status(self, obj: T) -> T:
-        return self._record(self.store.update_status(obj))
+        try:
+            return self._record(self.store.update_status(obj))
+        except Conflict:
+            self._refresh(obj)
+            raise
+
+    def _refresh(self, obj: KubeObject) -> None:
+        """After a conflict the cache is behind the store: read the object there, so that the writer's
+        retry (``retry_on_conflict`` reads again) starts from the current version, not the stale one."""
+        informer = self.informer_for(type(obj))
+        if informer is None:
+            return
+        try:
+            informer.record(self.store.get(type(obj), obj.metadata.name, obj.metadata.namespace))
+        except StoreError:
+            return  # gone or unreachable: the watch will say so
 
     def delete(
         self,

@@ -22,7 +22,7 @@ from capa_py.ctrlkit.result import Result
 from capa_py.logging import get_logger
 from capa_py.runtime.context import current_controller
 from capa_py.runtime.queue import ObjectKey, QueueRouter, WorkQueue
-from capa_py.store.errors import Expired, NotFound
+from capa_py.store.errors import Conflict, Expired, NotFound
 from capa_py.store.protocol import ObjectStore, WatchEvent
 
 _log = get_logger("runtime")
@@ -211,6 +211,11 @@ class Manager:
             with call_scope(counter), call_scope() as this_reconcile:
                 try:
                     result = controller.reconcile(key)
+                except Conflict as exc:
+                    # Someone wrote the object after this reconcile read it: expected with concurrent
+                    # writers, not a fault. Retried with back-off like any error; no traceback.
+                    _log.info("object changed during the reconcile; retrying", key=str(key), error=str(exc))
+                    result = Result(error=exc)
                 except Exception as exc:
                     _log.exception("reconcile raised", key=str(key))
                     result = Result(error=exc)

@@ -103,6 +103,16 @@ def store_error(exc: Exception, what: str, server: str) -> StoreError:
     return Unavailable(server, f"the API server failed ({code} {reason or exc.reason}): {message}")
 
 
+CONNECTION_POOL_SIZE = 64
+"""Connections kept open to the API server: enough for every worker of ``capa controller`` and its
+watches (the client's default, five per CPU, makes busy workers open and discard connections)."""
+
+
+def _api_client(configuration: client.Configuration) -> client.ApiClient:
+    configuration.connection_pool_maxsize = CONNECTION_POOL_SIZE
+    return client.ApiClient(configuration)
+
+
 # -- how one kind is reached ---------------------------------------------------------------------------
 
 
@@ -243,9 +253,14 @@ class KubeStore:
         if not location.is_file():
             raise Unavailable(str(location), "no kubeconfig file there")
         try:
-            api_client = config.new_client_from_config(  # type: ignore[no-untyped-call]
-                config_file=str(location), context=context, persist_config=False
+            configuration = client.Configuration()
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(location),
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
             )
+            api_client = _api_client(configuration)
         except (
             ConfigException,
             yaml.YAMLError,
@@ -275,7 +290,7 @@ class KubeStore:
             raise Unavailable(
                 "the Kubernetes API", f"no KUBECONFIG, no {home} and not in a cluster ({exc})"
             ) from exc
-        return cls(client.ApiClient(configuration), registry)
+        return cls(_api_client(configuration), registry)
 
     def check(self) -> None:
         """Ask the server for its version (allowed to everyone): Unavailable when it does not answer."""

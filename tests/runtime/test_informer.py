@@ -12,7 +12,7 @@ import pytest
 from capa_py.api import Cluster, Secret
 from capa_py.api.meta import KubeObject
 from capa_py.runtime.informer import CachedStore, Informer, informers_for
-from capa_py.store import NotFound, SQLiteStore, WatchEvent
+from capa_py.store import NotFound, SQLiteStore, WatchEvent, retry_on_conflict
 
 SAFETY_TIMEOUT = 30.0
 """Only turns a hang into a failure; nothing waits for it on a healthy machine."""
@@ -158,6 +158,25 @@ def test_cache_reads_its_own_writes_before_the_watch_delivers_them(store: SQLite
     informer.apply(WatchEvent("ADDED", created, created.metadata.resource_version or ""))
     with pytest.raises(NotFound):
         cache.get(Cluster, "mine")
+
+
+def test_a_conflicting_write_brings_the_cache_up_to_date_for_the_retry(store: SQLiteStore) -> None:
+    store.create(cluster("c"))
+    informer = Informer(store, Cluster)
+    informer.relist()  # no watch running: the cache only learns what this process does
+    cache = CachedStore(store, [informer])
+    other = store.get(Cluster, "c")
+    other.metadata.labels["other"] = "writer"
+    current = store.update(other)  # another process writes; the cache does not know yet
+
+    def label(obj: Cluster) -> None:
+        obj.metadata.labels["mine"] = "yes"
+
+    written = retry_on_conflict(cache, cache.get(Cluster, "c"), label)
+
+    assert written.metadata.labels == {"other": "writer", "mine": "yes"}
+    assert int(written.metadata.resource_version or 0) > int(current.metadata.resource_version or 0)
+    assert cache.get(Cluster, "c").metadata.labels == {"other": "writer", "mine": "yes"}
 
 
 def test_cache_returns_copies(store: SQLiteStore) -> None:
