@@ -40,8 +40,10 @@ LOCALSTACK_PYTHON ?=
 localstack-test: setup
 	LOCALSTACK_PYTHON="$(LOCALSTACK_PYTHON)" bash localstack/run-tests.sh $(PYTEST_ARGS)
 
+# The end-to-end tests; with KUBECONFIG set, also the controller against that cluster
+# (tests/e2e/test_against_cluster.py). `make e2e KUBECONFIG=path` names one explicitly.
 e2e: setup
-	$(BIN)/python -m pytest -q -m slow tests
+	CAPA_E2E_KUBECONFIG="$(KUBECONFIG)" $(BIN)/python -m pytest -q -m slow tests $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-localstack .capa .pytest_cache .mypy_cache .ruff_cache
