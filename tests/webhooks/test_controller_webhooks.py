@@ -8,6 +8,7 @@ holds the Lease; a certificate it cannot load stops it before anything else star
 from __future__ import annotations
 
 import signal
+import socket
 import ssl
 import uuid
 from collections.abc import Iterator
@@ -162,3 +163,23 @@ def test_help_says_webhooks_are_off_without_a_certificate_directory(cli: Cli) ->
     assert "--webhook-cert-dir" in text
     assert "without it no webhook is served" in text
     assert "--webhook-bind-address" in text
+
+
+def test_a_webhook_port_in_use_exits_1_before_any_reconcile(
+    cli: Cli, tmp_path: Path, closed_endpoint: str
+) -> None:
+    certs = tmp_path / "certs"
+    write_certificate(certs)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli(
+            "controller",
+            *("--aws-endpoint", closed_endpoint, "--webhook-cert-dir", str(certs)),
+            *("--webhook-bind-address", f"127.0.0.1:{port}"),
+            *("--metrics-bind-address", "0", "--health-probe-bind-address", "0"),
+        )
+    assert result.exit_code == 1, result
+    assert "the webhook server did not start" in result.stderr, result
+    assert "controllers running" not in result.stdout
