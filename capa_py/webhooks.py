@@ -144,6 +144,17 @@ class CertificateReloader:
                 f"{exc.filename})"
             ) from exc
 
+    def _culprit(self) -> str:
+        """Which file a failed load is about: the certificate when it does not parse, else the key (which
+        does not parse or does not match the certificate)."""
+        cert, key = self._paths()
+        probe = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        try:
+            probe.load_verify_locations(cafile=cert)
+        except (ssl.SSLError, OSError):
+            return f"{cert.name} is not a PEM certificate"
+        return f"{key.name} is not a PEM private key matching {cert.name}"
+
     def reload(self) -> bool:
         """Load the files if they changed since the last load; True when they were (re)loaded."""
         stamp = self._current_stamp()
@@ -153,9 +164,7 @@ class CertificateReloader:
         try:
             self.context.load_cert_chain(cert, key)
         except (ssl.SSLError, OSError) as exc:
-            raise WebhookConfigError(
-                f"--webhook-cert-dir {self.cert_dir}: cannot load the certificate: {exc}"
-            ) from exc
+            raise WebhookConfigError(f"--webhook-cert-dir {self.cert_dir}: {self._culprit()}: {exc}") from exc
         if self._stamp is not None:
             _log.info("webhook certificate reloaded", cert_dir=str(self.cert_dir))
         self._stamp = stamp

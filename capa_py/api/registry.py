@@ -79,6 +79,7 @@ class KindRegistry:
 
 def default_registry() -> KindRegistry:
     """A registry with every kind capa-py ships."""
+    from capa_py.api.admission_kinds import ADMISSION_KINDS
     from capa_py.api.apiextensions import CustomResourceDefinition
     from capa_py.api.aws import AWSCluster, AWSMachine
     from capa_py.api.cluster import Cluster, Machine
@@ -99,6 +100,7 @@ def default_registry() -> KindRegistry:
         Lease,
         CustomResourceDefinition,
         *WORKLOAD_KINDS,
+        *ADMISSION_KINDS,
     )
     for model in kinds:
         registry.register(model)

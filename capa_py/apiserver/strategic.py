@@ -33,6 +33,7 @@ MERGE_KEYS: dict[str, str] = {
     "conditions": "type",
     "ownerReferences": "uid",
     "secrets": "name",
+    "webhooks": "name",
 }
 """The merge key of each list field of the built-in kinds capa serve stores that is merged, by field name."""
 

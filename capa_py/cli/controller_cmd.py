@@ -6,6 +6,10 @@ progress finish within ``--graceful-shutdown-timeout`` and exits (0; 1 when some
 ``--leader-elect`` it reconciles only while it holds the Lease ``capa-system/capa-py-controller`` (the one
 ``capa apply --wait`` and ``capa delete --wait`` hold while they run controllers); a leader that cannot
 renew stops reconciling before another process could take the Lease over, and exits 1.
+
+With ``--webhook-cert-dir`` it also serves the validating admission webhooks (:mod:`capa_py.webhooks`) over
+HTTPS on ``--webhook-bind-address``, whether or not it leads (the API server calls any replica behind the
+webhook Service), until it stops. The certificate is checked before anything else starts.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -56,6 +62,7 @@ from capa_py.runtime.process import ControllerProcess, ProcessOptions
 from capa_py.store.errors import Invalid, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore
 from capa_py.store.selectors import LabelSelector
+from capa_py.webhooks import CertificateReloader, RunningWebhook, WebhookConfigError, start_in_thread
 
 _log = get_logger("cli.controller")
 
@@ -133,6 +140,41 @@ def _addresses(metrics: str, probes: str) -> tuple[BindAddress | None, BindAddre
         fail(str(exc), EXIT_INVALID)
 
 
+@dataclass(frozen=True)
+class WebhookOptions:
+    """Where the webhooks are served from: a certificate directory already found loadable."""
+
+    cert_dir: Path
+    address: BindAddress
+
+
+def webhook_options(cert_dir: Path | None, bind_address: str) -> WebhookOptions | None:
+    """The webhook server's settings; None (no webhook served) without a certificate directory or with
+    the address ``0``. Exits 2 when the address is malformed or the certificate cannot be loaded."""
+    try:
+        address = parse_bind_address(bind_address)
+    except ValueError as exc:
+        fail(f"--webhook-bind-address: {exc}", EXIT_INVALID)
+    if cert_dir is None or address is None:
+        return None
+    try:
+        CertificateReloader(cert_dir)
+    except WebhookConfigError as exc:
+        fail(str(exc), EXIT_INVALID)
+    return WebhookOptions(cert_dir, address)
+
+
+def _start_webhooks(options: WebhookOptions | None) -> RunningWebhook | None:
+    if options is None:
+        return None
+    try:
+        running = start_in_thread(options.cert_dir, options.address.host, options.address.port)
+    except WebhookConfigError as exc:
+        fail(str(exc))
+    _announce(f"webhooks: {running.url}")
+    return running
+
+
 def controller(
     ctx: typer.Context,
     endpoint: EndpointOption = None,
@@ -194,6 +236,19 @@ def controller(
     core_controllers: Annotated[
         str, typer.Option("--core-controllers", help="Cluster/Machine controllers: auto, on or off.")
     ] = "auto",
+    webhook_cert_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--webhook-cert-dir",
+            help="Serve the validating webhooks over HTTPS with DIR/tls.crt and DIR/tls.key; "
+            "without it no webhook is served (no certificate needed).",
+            metavar="DIR",
+        ),
+    ] = None,
+    webhook_bind_address: Annotated[
+        str,
+        typer.Option("--webhook-bind-address", help="Webhook address (with --webhook-cert-dir); 0 off."),
+    ] = "127.0.0.1:9443",
 ) -> None:
     """Run every controller against the store until SIGTERM or SIGINT."""
     if core_controllers not in ("auto", "on", "off"):
@@ -221,6 +276,7 @@ def controller(
         except Invalid as exc:
             fail(f"--watch-filter: {exc}", EXIT_INVALID)
     metrics_address, probe_address = _addresses(metrics_bind_address, health_probe_bind_address)
+    webhooks = webhook_options(webhook_cert_dir, webhook_bind_address)
 
     aws = aws_context(ctx, endpoint, region, profile, traits)
     store = globals_of(ctx).store()
@@ -241,6 +297,7 @@ def controller(
             probe_address,
             grace,
             timing,
+            webhooks,
         )
     finally:
         store.close()
@@ -257,6 +314,7 @@ def _run(
     probe_address: BindAddress | None,
     grace: float,
     timing: LeaseTiming | None,
+    webhooks: WebhookOptions | None = None,
 ) -> int:
     from controllers import aws_controllers
 
@@ -277,6 +335,12 @@ def _run(
         _announce(f"metrics: {endpoints.metrics_url}/metrics")
     if endpoints.probe_url:
         _announce(f"health probes: {endpoints.probe_url}/healthz {endpoints.probe_url}/readyz")
+    try:
+        webhook = _start_webhooks(webhooks)
+    except typer.Exit:
+        endpoints.stop()
+        metrics.close()
+        raise
 
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -332,6 +396,8 @@ def _run(
         if deadline is not None:
             deadline.cancel()
         process.stop_informers()
+        if webhook is not None:
+            webhook.stop()
         endpoints.stop()
         metrics.close()
         for sig, handler in previous.items():

@@ -4,7 +4,9 @@
 - :func:`rbac`: the ``capa-system`` Namespace, the ServiceAccount, a ClusterRole with exactly the verbs the
   controllers use, the binding;
 - :func:`workload`: the controller Deployment (``capa --store kube controller --leader-elect``, two
-  replicas) and its metrics Service.
+  replicas) and its metrics Service;
+- :func:`webhook_documents`: the validating webhooks' cert-manager Issuer and Certificate, Service and
+  ValidatingWebhookConfiguration (cert-manager must be installed).
 
 :func:`documents` picks a set; :func:`render` prints documents as one multi-document YAML stream (what
 ``kubectl apply -f`` reads) or as a JSON ``v1`` ``List``. Output is deterministic: the same version prints
@@ -21,6 +23,7 @@ import yaml
 from capa_py.manifests.crds import crds
 from capa_py.manifests.deployment import DEFAULT_IMAGE, workload
 from capa_py.manifests.rbac import namespace, rbac
+from capa_py.manifests.webhooks import webhook_documents
 
 Selection = Literal["crds", "rbac", "deployment", "all"]
 SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "deployment", "all")
@@ -29,16 +32,17 @@ SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "deployment", "all")
 def documents(selection: Selection, image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
     """The documents of a selection; ``all`` in the order ``kubectl apply`` needs (Namespace before what
     lives in it, CRDs before anything could use them, the ServiceAccount before the Deployment running as
-    it). ``image`` is the controller's container image (``deployment`` and ``all``)."""
+    it, the webhooks' registration last). ``image`` is the controller's container image (``deployment`` and
+    ``all``)."""
     if selection == "crds":
         return crds()
     if selection == "rbac":
         return rbac()
     if selection == "deployment":
-        return [namespace(), *workload(image)]
+        return [namespace(), *workload(image), *webhook_documents()]
     if selection == "all":
         first, *access = rbac()
-        return [first, *crds(), *access, *workload(image)]
+        return [first, *crds(), *access, *workload(image), *webhook_documents()]
     raise ValueError(f"unknown selection {selection!r} (expected one of {', '.join(SELECTIONS)})")
 
 
@@ -50,4 +54,14 @@ def render(docs: list[dict[str, Any]], output: Literal["yaml", "json"] = "yaml")
     )
 
 
-__all__ = ["DEFAULT_IMAGE", "SELECTIONS", "Selection", "crds", "documents", "rbac", "render", "workload"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "SELECTIONS",
+    "Selection",
+    "crds",
+    "documents",
+    "rbac",
+    "render",
+    "webhook_documents",
+    "workload",
+]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from capa_py.api.admission_kinds import CERT_MANAGER_GROUP
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.manifests.schema import structural_schema
@@ -87,9 +88,18 @@ def is_builtin_group(group: str) -> bool:
     return "." not in group or group == "k8s.io" or group.endswith((".k8s.io", ".kubernetes.io"))
 
 
+INSTALLED_BY_OTHERS = (CERT_MANAGER_GROUP,)
+"""Groups whose CRDs another project installs: capa serve stores their kinds, capa-py defines no CRD for
+them and validates none of their objects."""
+
+
 def custom_kinds(registry: KindRegistry = REGISTRY) -> list[type[KubeObject]]:
-    """Every registered kind served by a CRD, in name order (group, then plural)."""
-    kinds = [m for m in registry.kinds() if not is_builtin_group(group_version(m)[0])]
+    """Every registered kind served by one of capa-py's CRDs, in name order (group, then plural)."""
+    kinds = [
+        m
+        for m in registry.kinds()
+        if not is_builtin_group(group_version(m)[0]) and group_version(m)[0] not in INSTALLED_BY_OTHERS
+    ]
     return sorted(kinds, key=lambda m: (group_version(m)[0], m.PLURAL))
 
 

@@ -6,6 +6,10 @@ read-only root filesystem with a writable ``emptyDir`` at ``/tmp``, no privilege
 dropped) and the AWS credentials from the Secret :data:`CREDENTIALS_SECRET` (its keys become environment
 variables: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, optionally ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
 ``AWS_ENDPOINT_URL``). The image is built from the repository's ``Dockerfile``.
+
+The pods also serve the validating webhooks on :data:`WEBHOOK_PORT` with the certificate cert-manager
+writes to the Secret :data:`WEBHOOK_CERT_SECRET`, mounted read-only at :data:`WEBHOOK_CERT_DIR` (a mount
+inside the ``/tmp`` emptyDir, which Kubernetes allows); :mod:`capa_py.manifests.webhooks` registers them.
 """
 
 from __future__ import annotations
@@ -25,6 +29,10 @@ METRICS_PORT = 8080
 HEALTH_PORT = 8081
 REPLICAS = 2
 RUN_AS = 65532
+WEBHOOK_PORT = 9443
+WEBHOOK_CERT_DIR = "/tmp/k8s-webhook-server/serving-certs"
+"""controller-runtime's default certificate directory (``capa_py.webhooks.DEFAULT_CERT_DIR``)."""
+WEBHOOK_CERT_SECRET = "capa-py-webhook-service-cert"
 """The uid and gid of the image's user (``Dockerfile``)."""
 
 SELECTOR = {"app.kubernetes.io/name": "capa-py", "app.kubernetes.io/component": "controller-manager"}
@@ -36,10 +44,13 @@ ARGS = (
     "--leader-elect",
     f"--metrics-bind-address=:{METRICS_PORT}",
     f"--health-probe-bind-address=:{HEALTH_PORT}",
+    f"--webhook-cert-dir={WEBHOOK_CERT_DIR}",
+    f"--webhook-bind-address=:{WEBHOOK_PORT}",
 )
 
 
-def _labels() -> dict[str, str]:
+def labels() -> dict[str, str]:
+    """The labels of the controller's pods and of the objects around them."""
     return {**COMMON_LABELS, **SELECTOR}
 
 
@@ -60,6 +71,7 @@ def deployment(image: str = DEFAULT_IMAGE) -> dict[str, Any]:
         "ports": [
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
             {"name": "healthz", "containerPort": HEALTH_PORT, "protocol": "TCP"},
+            {"name": "webhook-server", "containerPort": WEBHOOK_PORT, "protocol": "TCP"},
         ],
         "env": [{"name": "HOME", "value": "/tmp"}],
         "envFrom": [{"secretRef": {"name": CREDENTIALS_SECRET}}],
@@ -75,17 +87,20 @@ def deployment(image: str = DEFAULT_IMAGE) -> dict[str, Any]:
             "runAsNonRoot": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "webhook-cert", "mountPath": WEBHOOK_CERT_DIR, "readOnly": True},
+        ],
     }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE, "labels": _labels()},
+        "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE, "labels": labels()},
         "spec": {
             "replicas": REPLICAS,
             "selector": {"matchLabels": dict(SELECTOR)},
             "template": {
-                "metadata": {"labels": _labels()},
+                "metadata": {"labels": labels()},
                 "spec": {
                     "serviceAccountName": SERVICE_ACCOUNT,
                     "terminationGracePeriodSeconds": 30,
@@ -96,7 +111,10 @@ def deployment(image: str = DEFAULT_IMAGE) -> dict[str, Any]:
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                    "volumes": [
+                        {"name": "tmp", "emptyDir": {}},
+                        {"name": "webhook-cert", "secret": {"secretName": WEBHOOK_CERT_SECRET}},
+                    ],
                 },
             },
         },
@@ -107,7 +125,7 @@ def metrics_service() -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": METRICS_SERVICE, "namespace": NAMESPACE, "labels": _labels()},
+        "metadata": {"name": METRICS_SERVICE, "namespace": NAMESPACE, "labels": labels()},
         "spec": {
             "selector": dict(SELECTOR),
             "ports": [{"name": "metrics", "port": METRICS_PORT, "targetPort": "metrics", "protocol": "TCP"}],

@@ -76,6 +76,9 @@ def _path(doc: dict[str, Any]) -> str:
         "Deployment": "deployments",
         "Service": "services",
         "CustomResourceDefinition": "customresourcedefinitions",
+        "Issuer": "issuers",
+        "Certificate": "certificates",
+        "ValidatingWebhookConfiguration": "validatingwebhookconfigurations",
     }[kind]
     namespace = doc["metadata"].get("namespace")
     return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"

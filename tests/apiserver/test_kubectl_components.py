@@ -59,6 +59,11 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "clusterrolebinding.rbac.authorization.k8s.io/capa-manager-rolebinding created",
         "deployment.apps/capa-py-controller-manager created",
         "service/capa-py-controller-manager-metrics created",
+        "issuer.cert-manager.io/capa-py-selfsigned-issuer created",
+        "certificate.cert-manager.io/capa-py-serving-cert created",
+        "service/capa-py-webhook-service created",
+        "validatingwebhookconfiguration.admissionregistration.k8s.io/"
+        "capa-py-validating-webhook-configuration created",
     ):
         assert line in applied, applied
     reapplied = kubectl.run("apply", "-f", str(components)).stdout.splitlines()
@@ -69,7 +74,10 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         ).stdout
     )
     assert deployment["spec"]["replicas"] == 2
-    assert deployment["spec"]["template"]["spec"]["volumes"] == [{"name": "tmp", "emptyDir": {}}]
+    assert deployment["spec"]["template"]["spec"]["volumes"] == [
+        {"name": "tmp", "emptyDir": {}},
+        {"name": "webhook-cert", "secret": {"secretName": "capa-py-webhook-service-cert"}},
+    ]
     # A changed image is a strategic patch of one container field: the rest of the container stays.
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     text = components.read_text().replace("ghcr.io/capa-py/capa-py:", "registry.example.com/capa-py:")
@@ -83,6 +91,23 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     )["spec"]["template"]["spec"]["containers"][0]
     assert container["image"].startswith("registry.example.com/capa-py:")
     assert container["args"] == args
+    webhooks = json.loads(
+        kubectl.run(
+            "get", "validatingwebhookconfiguration", "capa-py-validating-webhook-configuration", "-o", "json"
+        ).stdout
+    )
+    assert webhooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        "capa-system/capa-py-serving-cert"
+    )
+    assert len(webhooks["webhooks"]) == 4
+    certificate = json.loads(
+        kubectl.run("get", "certificates", "capa-py-serving-cert", "-n", "capa-system", "-o", "json").stdout
+    )
+    assert certificate["spec"]["secretName"] == "capa-py-webhook-service-cert"
+    issuer = json.loads(
+        kubectl.run("get", "issuer", "capa-py-selfsigned-issuer", "-n", "capa-system", "-o", "json").stdout
+    )
+    assert issuer["spec"] == {"selfSigned": {}}
     role = json.loads(kubectl.run("get", "clusterrole", "capa-manager-role", "-o", "json").stdout)
     assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "update"]} in role["rules"]
 

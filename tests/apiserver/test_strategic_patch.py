@@ -8,6 +8,7 @@ import json
 
 from capa_py.apiserver.strategic import strategic_merge
 from capa_py.manifests.deployment import deployment, metrics_service
+from capa_py.manifests.webhooks import validating_webhook_configuration
 from tests.apiserver.apiserver_support import Server, aws_cluster
 
 STRATEGIC = "application/strategic-merge-patch+json"
@@ -58,7 +59,11 @@ def test_list_items_are_added_deleted_and_ordered_by_their_merge_key() -> None:
     assert [c["name"] for c in containers] == ["manager", "sidecar"]
     manager = containers[0]
     assert manager["env"] == [{"name": "C", "value": "3"}, {"name": "A", "value": "1"}]
-    assert {p["containerPort"]: p["name"] for p in manager["ports"]} == {8080: "prom", 8081: "healthz"}
+    assert {p["containerPort"]: p["name"] for p in manager["ports"]} == {
+        8080: "prom",
+        8081: "healthz",
+        9443: "webhook-server",
+    }
     assert manager["args"] == container["args"]
     assert containers[1] == {"name": "sidecar", "image": "busybox"}
 
@@ -71,6 +76,16 @@ def test_service_ports_merge_by_port_and_replace_directive_replaces() -> None:
     assert replaced["spec"]["ports"] == [{"port": 9443}]
     whole = strategic_merge(service, {"spec": {"$patch": "replace", "selector": {"app": "x"}}})
     assert whole["spec"] == {"selector": {"app": "x"}}
+
+
+def test_webhooks_merge_by_name() -> None:
+    """kubectl apply sends only the webhook that changed; the others stay registered."""
+    configuration = validating_webhook_configuration()
+    first, *others = configuration["webhooks"]
+    patched = strategic_merge(
+        configuration, {"webhooks": [{"name": first["name"], "failurePolicy": "Ignore"}]}
+    )
+    assert patched["webhooks"] == [{**first, "failurePolicy": "Ignore"}, *others]
 
 
 def test_finalizers_merge_as_a_set_and_retain_keys_drops_the_rest() -> None:

@@ -35,7 +35,24 @@ BUILTIN: dict[str, list[tuple[str, str, bool]]] = {
     ],
     "apiextensions.k8s.io/v1": [("customresourcedefinitions", "CustomResourceDefinition", False)],
     "coordination.k8s.io/v1": [("leases", "Lease", True)],
+    "admissionregistration.k8s.io/v1": [
+        ("validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False),
+        ("mutatingwebhookconfigurations", "MutatingWebhookConfiguration", False),
+    ],
 }
+CERT_MANAGER_CRDS: list[dict[str, Any]] = [
+    {
+        "spec": {
+            "group": "cert-manager.io",
+            "names": {"plural": plural, "kind": kind},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1"}],
+        }
+    }
+    for plural, kind in (("issuers", "Issuer"), ("certificates", "Certificate"))
+]
+"""What installing cert-manager adds to discovery (the parts :func:`served_by` reads of its CRDs)."""
+
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
 

@@ -14,7 +14,7 @@ import yaml
 from capa_py.manifests.crds import crds
 from capa_py.manifests.rbac import CLUSTER_ROLE, NAMESPACE, SERVICE_ACCOUNT
 from tests.cli.cli_support import Cli
-from tests.manifests.discovery_stub import discovery_stub
+from tests.manifests.discovery_stub import CERT_MANAGER_CRDS, discovery_stub
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
 
@@ -42,6 +42,10 @@ def test_all_is_every_document_namespace_and_crds_first(cli: Cli) -> None:
         "ClusterRoleBinding/capa-manager-rolebinding",
         "Deployment/capa-py-controller-manager",
         "Service/capa-py-controller-manager-metrics",
+        "Issuer/capa-py-selfsigned-issuer",
+        "Certificate/capa-py-serving-cert",
+        "Service/capa-py-webhook-service",
+        "ValidatingWebhookConfiguration/capa-py-validating-webhook-configuration",
     ]
     parts = {what: _kinds(_docs(cli("manifests", what).stdout)) for what in ("crds", "rbac", "deployment")}
     assert sorted(set(kinds)) == sorted(set(parts["crds"] + parts["rbac"] + parts["deployment"]))
@@ -69,7 +73,8 @@ def test_kubectl_apply_client_dry_run_accepts_all(cli: Cli, tmp_path: Path) -> N
     ``--validate=false`` because the stub serves no OpenAPI document for kubectl's schema check."""
     stream = cli("manifests", "all").stdout
     (tmp_path / "no-kubeconfig").write_text("apiVersion: v1\nkind: Config\n")
-    with discovery_stub() as (url, requests):
+    # cert-manager is installed before capa-py's components (clusterctl does it), so its kinds are served.
+    with discovery_stub(CERT_MANAGER_CRDS) as (url, requests):
         run = subprocess.run(
             [
                 "kubectl",

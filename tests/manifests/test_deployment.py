@@ -25,7 +25,8 @@ def _docs(text: str) -> list[dict[str, Any]]:
 
 
 def _by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {doc["kind"]: doc for doc in docs}
+    """Each document by kind; of the two Services, the metrics one is ``Service``."""
+    return {doc["kind"]: doc for doc in docs if doc["metadata"]["name"] != "capa-py-webhook-service"}
 
 
 @pytest.fixture
@@ -33,7 +34,15 @@ def printed(cli: Cli) -> dict[str, dict[str, Any]]:
     result = cli("manifests", "deployment")
     assert result.exit_code == 0, result
     docs = _docs(result.stdout)
-    assert [d["kind"] for d in docs] == ["Namespace", "Deployment", "Service"]
+    assert [f"{d['kind']}/{d['metadata']['name']}" for d in docs] == [
+        "Namespace/capa-system",
+        "Deployment/capa-py-controller-manager",
+        "Service/capa-py-controller-manager-metrics",
+        "Issuer/capa-py-selfsigned-issuer",
+        "Certificate/capa-py-serving-cert",
+        "Service/capa-py-webhook-service",
+        "ValidatingWebhookConfiguration/capa-py-validating-webhook-configuration",
+    ]
     return _by_kind(docs)
 
 
@@ -61,9 +70,11 @@ def test_deployment_runs_two_leader_electing_controllers_against_the_cluster(
         "--leader-elect",
         "--metrics-bind-address=:8080",
         "--health-probe-bind-address=:8081",
+        "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+        "--webhook-bind-address=:9443",
     ]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports == {"metrics": 8080, "healthz": 8081}
+    assert ports == {"metrics": 8080, "healthz": 8081, "webhook-server": 9443}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "healthz"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "healthz"}
 
@@ -79,10 +90,15 @@ def test_pod_is_locked_down_with_a_writable_tmp(printed: dict[str, dict[str, Any
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    [mount] = container["volumeMounts"]
+    mount, certificate_mount = container["volumeMounts"]
     assert mount["mountPath"] == "/tmp"
-    [volume] = pod["volumes"]
+    volume, certificate_volume = pod["volumes"]
     assert volume == {"name": mount["name"], "emptyDir": {}}
+    # The only other mount is the webhook certificate, read-only, inside /tmp.
+    assert certificate_mount["readOnly"] is True
+    assert certificate_mount["mountPath"].startswith("/tmp/")
+    assert certificate_volume["name"] == certificate_mount["name"]
+    assert set(certificate_volume) == {"name", "secret"}
 
 
 def test_aws_credentials_come_from_the_bootstrap_secret_only(printed: dict[str, dict[str, Any]]) -> None:

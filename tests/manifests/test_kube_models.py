@@ -24,9 +24,19 @@ def _round_trip(doc: dict[str, Any]) -> Any:
     return api.sanitize_for_serialization(model)
 
 
-@pytest.mark.parametrize("doc", documents("all"), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+# cert-manager's kinds are not Kubernetes' own: the client has no model of them
+# (tests/manifests/test_webhook_manifests.py checks them).
+BUILT_IN = [d for d in documents("all") if not d["apiVersion"].startswith("cert-manager.io/")]
+
+
+@pytest.mark.parametrize("doc", BUILT_IN, ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
 def test_document_has_only_fields_the_kubernetes_api_has(doc: dict[str, Any]) -> None:
     assert _round_trip(doc) == doc
+
+
+def test_only_cert_managers_documents_are_left_out_of_the_round_trip() -> None:
+    left_out = [f"{d['kind']}/{d['metadata']['name']}" for d in documents("all") if d not in BUILT_IN]
+    assert left_out == ["Issuer/capa-py-selfsigned-issuer", "Certificate/capa-py-serving-cert"]
 
 
 def test_a_misspelled_field_does_not_survive_the_round_trip() -> None:

@@ -1,0 +1,129 @@
+"""The validating webhooks in a management cluster: their Service, registration and serving certificate.
+
+The controller pods serve the webhooks (``capa controller --webhook-cert-dir``, :mod:`capa_py.webhooks`) on
+:data:`~capa_py.manifests.deployment.WEBHOOK_PORT`; the API server reaches them through the Service
+:data:`WEBHOOK_SERVICE` (443 → the pods' ``webhook-server`` port), as registered by the
+ValidatingWebhookConfiguration :data:`WEBHOOK_CONFIGURATION`: one webhook per custom kind, at the path its
+handler serves, for CREATE and UPDATE.
+
+The serving certificate comes from cert-manager, as in Cluster API Provider AWS's components: a
+self-signed Issuer, a Certificate for the Service's DNS names written to the Secret the Deployment mounts,
+and the ``cert-manager.io/inject-ca-from`` annotation that has cert-manager's CA injector put that
+certificate's CA into every webhook's ``clientConfig.caBundle``. cert-manager must therefore be installed
+first (``clusterctl init`` installs it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from capa_py.api.admission_kinds import CERT_MANAGER_GROUP
+from capa_py.api.registry import REGISTRY, KindRegistry
+from capa_py.manifests.deployment import SELECTOR, WEBHOOK_CERT_SECRET, labels
+from capa_py.manifests.rbac import COMMON_LABELS, NAMESPACE
+
+WEBHOOK_SERVICE = "capa-py-webhook-service"
+WEBHOOK_CONFIGURATION = "capa-py-validating-webhook-configuration"
+ISSUER = "capa-py-selfsigned-issuer"
+CERTIFICATE = "capa-py-serving-cert"
+SERVICE_PORT = 443
+INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
+CERT_MANAGER_API_VERSION = f"{CERT_MANAGER_GROUP}/v1"
+
+
+def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = dict(COMMON_LABELS)
+    return meta
+
+
+def service_dns_names() -> list[str]:
+    """The names the API server calls the webhook Service by: the serving certificate's subject names."""
+    base = f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc"
+    return [base, f"{base}.cluster.local"]
+
+
+def webhook_service() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": WEBHOOK_SERVICE, "namespace": NAMESPACE, "labels": labels()},
+        "spec": {
+            "selector": dict(SELECTOR),
+            "ports": [
+                {"name": "webhook", "port": SERVICE_PORT, "targetPort": "webhook-server", "protocol": "TCP"}
+            ],
+        },
+    }
+
+
+def issuer() -> dict[str, Any]:
+    return {
+        "apiVersion": CERT_MANAGER_API_VERSION,
+        "kind": "Issuer",
+        "metadata": _metadata(ISSUER, NAMESPACE),
+        "spec": {"selfSigned": {}},
+    }
+
+
+def certificate() -> dict[str, Any]:
+    return {
+        "apiVersion": CERT_MANAGER_API_VERSION,
+        "kind": "Certificate",
+        "metadata": _metadata(CERTIFICATE, NAMESPACE),
+        "spec": {
+            "dnsNames": service_dns_names(),
+            "issuerRef": {"kind": "Issuer", "name": ISSUER},
+            "secretName": WEBHOOK_CERT_SECRET,
+        },
+    }
+
+
+def validating_webhook_configuration(registry: KindRegistry = REGISTRY) -> dict[str, Any]:
+    """One webhook per kind the controller validates, named ``validation.<kind>.<group>``."""
+    from capa_py.apiserver.discovery import group_version
+    from capa_py.webhooks import validate_path, validated_kinds
+
+    webhooks = []
+    for model in validated_kinds(registry):
+        group, version = group_version(model)
+        webhooks.append(
+            {
+                "name": f"validation.{model.KIND.lower()}.{group}",
+                "admissionReviewVersions": ["v1"],
+                "clientConfig": {
+                    "service": {
+                        "name": WEBHOOK_SERVICE,
+                        "namespace": NAMESPACE,
+                        "path": validate_path(model),
+                        "port": SERVICE_PORT,
+                    }
+                },
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "rules": [
+                    {
+                        "apiGroups": [group],
+                        "apiVersions": [version],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": [model.PLURAL],
+                    }
+                ],
+                "sideEffects": "None",
+            }
+        )
+    metadata = _metadata(WEBHOOK_CONFIGURATION)
+    metadata["annotations"] = {INJECT_CA_FROM: f"{NAMESPACE}/{CERTIFICATE}"}
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": metadata,
+        "webhooks": webhooks,
+    }
+
+
+def webhook_documents(registry: KindRegistry = REGISTRY) -> list[dict[str, Any]]:
+    """The Issuer and Certificate (the Secret the pods mount), the Service, then the registration."""
+    return [issuer(), certificate(), webhook_service(), validating_webhook_configuration(registry)]

@@ -1,0 +1,149 @@
+"""``capa manifests deployment|all``: the validating webhooks' registration, Service and certificate.
+
+What the API server is told (the ValidatingWebhookConfiguration) must match what the controller serves
+(:func:`capa_py.webhooks.build_app`), and the certificate cert-manager makes must reach the directory the
+controller is told to read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from capa_py.api.admission_kinds import Certificate, Issuer
+from capa_py.manifests import documents
+from capa_py.manifests.crds import crds, custom_kinds
+from capa_py.runtime.endpoints import parse_bind_address
+from capa_py.webhooks import DEFAULT_CERT_DIR, build_app, validate_path, validated_kinds
+
+
+def _one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    [doc] = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    return doc
+
+
+@pytest.fixture(params=["deployment", "all"])
+def docs(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
+    return documents(request.param)
+
+
+def _flag(args: list[str], name: str) -> str:
+    [value] = [a.split("=", 1)[1] for a in args if a.startswith(f"{name}=")]
+    return value
+
+
+def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    [container] = _one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return container
+
+
+def test_every_registered_webhook_path_is_served_and_every_custom_kind_has_one(
+    docs: list[dict[str, Any]],
+) -> None:
+    configuration = _one(docs, "ValidatingWebhookConfiguration")
+    served = {
+        (route.method, route.resource.canonical) for route in build_app().router.routes() if route.resource
+    }
+    webhooks = configuration["webhooks"]
+    for webhook in webhooks:
+        path = webhook["clientConfig"]["service"]["path"]
+        assert ("POST", path) in served, (
+            f"{webhook['name']} calls {path}, which the controller does not serve"
+        )
+
+    kinds = custom_kinds()
+    assert {k.KIND for k in kinds} == {"Cluster", "Machine", "AWSCluster", "AWSMachine"}
+    expected = {}
+    for model in kinds:
+        group, version = model.API_VERSION.rsplit("/", 1)
+        expected[f"validation.{model.KIND.lower()}.{group}"] = (
+            group,
+            version,
+            model.PLURAL,
+            validate_path(model),
+        )
+    registered = {}
+    for webhook in webhooks:
+        [rule] = webhook["rules"]
+        [group], [version], [plural] = rule["apiGroups"], rule["apiVersions"], rule["resources"]
+        registered[webhook["name"]] = (group, version, plural, webhook["clientConfig"]["service"]["path"])
+        assert rule["operations"] == ["CREATE", "UPDATE"]
+        assert webhook["admissionReviewVersions"] == ["v1"]
+        assert webhook["sideEffects"] == "None"
+        assert webhook["failurePolicy"] == "Fail"
+        assert webhook["matchPolicy"] == "Equivalent"
+    assert registered == expected
+    assert registered["validation.awscluster.infrastructure.cluster.x-k8s.io"][3] == (
+        "/validate-infrastructure-cluster-x-k8s-io-v1beta2-awscluster"
+    )
+
+
+def test_webhooks_reach_the_controller_pods_through_the_service(docs: list[dict[str, Any]]) -> None:
+    configuration = _one(docs, "ValidatingWebhookConfiguration")
+    service = _one(docs, "Service", "capa-py-webhook-service")
+    deployment = _one(docs, "Deployment")
+    for webhook in configuration["webhooks"]:
+        target = webhook["clientConfig"]["service"]
+        assert (target["name"], target["namespace"]) == (
+            service["metadata"]["name"],
+            service["metadata"]["namespace"],
+        )
+        assert target["port"] == 443
+    [port] = service["spec"]["ports"]
+    assert port["port"] == 443
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+    container = _container(docs)
+    [container_port] = [p for p in container["ports"] if p["name"] == port["targetPort"]]
+    bind = parse_bind_address(_flag(container["args"], "--webhook-bind-address"))
+    assert bind is not None
+    assert bind.host == "0.0.0.0", "every interface: the Service reaches the pod's IP"
+    assert container_port["containerPort"] == bind.port == 9443
+
+
+def test_cert_managers_certificate_is_the_secret_the_controller_reads(docs: list[dict[str, Any]]) -> None:
+    issuer = _one(docs, "Issuer")
+    certificate = _one(docs, "Certificate")
+    configuration = _one(docs, "ValidatingWebhookConfiguration")
+    service = _one(docs, "Service", "capa-py-webhook-service")
+    assert issuer["apiVersion"] == certificate["apiVersion"] == "cert-manager.io/v1"
+    assert issuer["metadata"]["name"] == "capa-py-selfsigned-issuer"
+    assert issuer["spec"] == {"selfSigned": {}}
+    namespace = service["metadata"]["namespace"]
+    assert issuer["metadata"]["namespace"] == certificate["metadata"]["namespace"] == namespace
+    spec = certificate["spec"]
+    assert spec["issuerRef"] == {"kind": "Issuer", "name": issuer["metadata"]["name"]}
+    assert spec["dnsNames"] == [
+        "capa-py-webhook-service.capa-system.svc",
+        "capa-py-webhook-service.capa-system.svc.cluster.local",
+    ]
+    assert spec["secretName"] == "capa-py-webhook-service-cert"
+    # cert-manager's CA injector fills every webhook's caBundle from this Certificate.
+    assert configuration["metadata"]["annotations"] == {
+        "cert-manager.io/inject-ca-from": f"{namespace}/{certificate['metadata']['name']}"
+    }
+
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    container = _container(docs)
+    cert_dir = _flag(container["args"], "--webhook-cert-dir")
+    assert cert_dir == str(DEFAULT_CERT_DIR)
+    [volume] = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == spec["secretName"]]
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount == {"name": volume["name"], "mountPath": cert_dir, "readOnly": True}
+    # It sits inside the writable /tmp emptyDir, listed after it so it is mounted on top of it.
+    names = [m["mountPath"] for m in container["volumeMounts"]]
+    assert names.index("/tmp") < names.index(cert_dir)
+
+
+def test_cert_manager_kinds_get_no_crd_and_no_webhook_of_capa_py() -> None:
+    """cert-manager installs its own CRDs; capa serve stores its kinds only to take the components file."""
+    names = [crd["metadata"]["name"] for crd in crds()]
+    assert "issuers.cert-manager.io" not in names
+    assert "certificates.cert-manager.io" not in names
+    assert Issuer not in validated_kinds()
+    assert Certificate not in validated_kinds()
+
+
+def test_crds_alone_carry_no_webhook_documents() -> None:
+    kinds = {doc["kind"] for doc in documents("crds")} | {doc["kind"] for doc in documents("rbac")}
+    assert not kinds & {"ValidatingWebhookConfiguration", "Issuer", "Certificate"}
