@@ -1,5 +1,5 @@
-"""``capa manifests crds|rbac|deployment|all [-o yaml|json] [--image IMAGE]``: print what a management
-cluster needs installed.
+"""``capa manifests crds|rbac|deployment|all [-o yaml|json] [--image IMAGE] [--without-core]``: print what
+a management cluster needs installed.
 
 Thin over :mod:`capa_py.manifests`; reads no store and makes no AWS call. YAML is a multi-document stream
 for ``kubectl apply -f -``; JSON is one ``v1`` ``List``.
@@ -27,6 +27,14 @@ def register(app: typer.Typer) -> None:
         image: Annotated[
             str, typer.Option("--image", help="The controller's container image (deployment, all).")
         ] = DEFAULT_IMAGE,
+        without_core: Annotated[
+            bool,
+            typer.Option(
+                "--without-core",
+                help="Leave out the Cluster and Machine CRDs: for a cluster where Cluster API core "
+                "(clusterctl init) installed its own.",
+            ),
+        ] = False,
     ) -> None:
         """Print the CRDs, the RBAC or the controller Deployment for a management cluster (`all`: every
         one)."""
@@ -41,4 +49,4 @@ def register(app: typer.Typer) -> None:
         if not image.strip() or any(c.isspace() for c in image):
             typer.echo(f"error: --image must be an image reference, not {image!r}", err=True)
             raise typer.Exit(EXIT_INVALID)
-        sys.stdout.write(render(documents(what, image), output))  # type: ignore[arg-type]
+        sys.stdout.write(render(documents(what, image, core=not without_core), output))  # type: ignore[arg-type]

@@ -29,20 +29,20 @@ Selection = Literal["crds", "rbac", "deployment", "all"]
 SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "deployment", "all")
 
 
-def documents(selection: Selection, image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
+def documents(selection: Selection, image: str = DEFAULT_IMAGE, core: bool = True) -> list[dict[str, Any]]:
     """The documents of a selection; ``all`` in the order ``kubectl apply`` needs (Namespace before what
     lives in it, CRDs before anything could use them, the ServiceAccount before the Deployment running as
     it, the webhooks' registration last). ``image`` is the controller's container image (``deployment`` and
-    ``all``)."""
+    ``all``); ``core=False`` leaves Cluster API core's CRDs out (``crds`` and ``all``)."""
     if selection == "crds":
-        return crds()
+        return crds(core=core)
     if selection == "rbac":
         return rbac()
     if selection == "deployment":
         return [namespace(), *workload(image), *webhook_documents()]
     if selection == "all":
         first, *access = rbac()
-        return [first, *crds(), *access, *workload(image), *webhook_documents()]
+        return [first, *crds(core=core), *access, *workload(image), *webhook_documents()]
     raise ValueError(f"unknown selection {selection!r} (expected one of {', '.join(SELECTIONS)})")
 
 

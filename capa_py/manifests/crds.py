@@ -144,6 +144,16 @@ def crd_for(model: type[KubeObject]) -> dict[str, Any]:
     }
 
 
-def crds(registry: KindRegistry = REGISTRY) -> list[dict[str, Any]]:
-    """A CRD for every custom kind of the registry."""
-    return [crd_for(model) for model in custom_kinds(registry)]
+CORE_GROUP = "cluster.x-k8s.io"
+"""Cluster API core's group: Cluster and Machine. Where Cluster API is installed its CRDs and webhooks own
+these kinds; capa-py's stand-ins are for clusters without it."""
+
+
+def is_core_kind(model: type[KubeObject]) -> bool:
+    return model.API_VERSION.rpartition("/")[0] == CORE_GROUP
+
+
+def crds(registry: KindRegistry = REGISTRY, core: bool = True) -> list[dict[str, Any]]:
+    """A CRD for every custom kind of the registry; ``core=False`` leaves out Cluster API core's kinds
+    (Cluster, Machine), for a cluster where Cluster API itself installed them."""
+    return [crd_for(model) for model in custom_kinds(registry) if core or not is_core_kind(model)]

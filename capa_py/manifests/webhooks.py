@@ -82,12 +82,20 @@ def certificate() -> dict[str, Any]:
 
 
 def validating_webhook_configuration(registry: KindRegistry = REGISTRY) -> dict[str, Any]:
-    """One webhook per kind the controller validates, named ``validation.<kind>.<group>``."""
+    """One webhook per provider kind the controller validates, named ``validation.<kind>.<group>``.
+
+    Cluster API core's kinds are not registered, even though the controller serves their paths: where
+    Cluster API is installed its own webhooks judge Clusters and Machines (which carry fields capa-py's
+    stand-in models do not know, such as ``spec.topology``), and a failing capa-py webhook must never block
+    them."""
     from capa_py.apiserver.discovery import group_version
+    from capa_py.manifests.crds import is_core_kind
     from capa_py.webhooks import validate_path, validated_kinds
 
     webhooks = []
     for model in validated_kinds(registry):
+        if is_core_kind(model):
+            continue
         group, version = group_version(model)
         webhooks.append(
             {

@@ -7,6 +7,7 @@ controller is told to read.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from capa_py.manifests import documents
 from capa_py.manifests.crds import crds, custom_kinds
 from capa_py.runtime.endpoints import parse_bind_address
 from capa_py.webhooks import DEFAULT_CERT_DIR, build_app, validate_path, validated_kinds
+from tests.cli.cli_support import Cli
 
 
 def _one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -38,7 +40,7 @@ def _container(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
-def test_every_registered_webhook_path_is_served_and_every_custom_kind_has_one(
+def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one(
     docs: list[dict[str, Any]],
 ) -> None:
     configuration = _one(docs, "ValidatingWebhookConfiguration")
@@ -55,7 +57,8 @@ def test_every_registered_webhook_path_is_served_and_every_custom_kind_has_one(
     kinds = custom_kinds()
     assert {k.KIND for k in kinds} == {"Cluster", "Machine", "AWSCluster", "AWSMachine"}
     expected = {}
-    for model in kinds:
+    # Cluster API core's kinds are left to Cluster API's own webhooks where it is installed.
+    for model in [k for k in kinds if k.KIND not in ("Cluster", "Machine")]:
         group, version = model.API_VERSION.rsplit("/", 1)
         expected[f"validation.{model.KIND.lower()}.{group}"] = (
             group,
@@ -147,3 +150,17 @@ def test_cert_manager_kinds_get_no_crd_and_no_webhook_of_capa_py() -> None:
 def test_crds_alone_carry_no_webhook_documents() -> None:
     kinds = {doc["kind"] for doc in documents("crds")} | {doc["kind"] for doc in documents("rbac")}
     assert not kinds & {"ValidatingWebhookConfiguration", "Issuer", "Certificate"}
+
+
+def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(cli: Cli) -> None:
+    printed = cli("manifests", "all", "--without-core", "-o", "json")
+    assert printed.exit_code == 0, printed
+    kinds = [d for d in json.loads(printed.stdout)["items"] if d["kind"] == "CustomResourceDefinition"]
+    assert sorted(d["metadata"]["name"] for d in kinds) == [
+        "awsclusters.infrastructure.cluster.x-k8s.io",
+        "awsmachines.infrastructure.cluster.x-k8s.io",
+    ]
+    full = cli("manifests", "crds", "-o", "json")
+    names = sorted(d["metadata"]["name"] for d in json.loads(full.stdout)["items"])
+    assert "clusters.cluster.x-k8s.io" in names
+    assert "machines.cluster.x-k8s.io" in names
