@@ -216,3 +216,35 @@ def test_kubectl_get_watch_sees_a_change(kubectl: Kubectl) -> None:
     finally:
         watcher.terminate()
         watcher.communicate(timeout=30)
+
+
+def test_kubectl_delete_cascades_to_dependents_unless_orphaned(kubectl: Kubectl, tmp_path: Path) -> None:
+    """Objects whose ownerReferences name a deleted owner go with it (background, kubectl's default);
+    ``--cascade=orphan`` keeps them and drops the reference."""
+    for owner in ("kept", "gone"):
+        kubectl.run("create", "configmap", f"owner-{owner}", "--from-literal=k=v")
+        uid = kubectl.run("get", "configmap", f"owner-{owner}", "-o", "jsonpath={.metadata.uid}").stdout
+        dependent = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": f"dependent-of-{owner}",
+                "namespace": "default",
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": f"owner-{owner}", "uid": uid}
+                ],
+            },
+            "stringData": {"k": "v"},
+        }
+        path = tmp_path / f"dependent-{owner}.yaml"
+        path.write_text(yaml.safe_dump(dependent))
+        kubectl.run("apply", "-f", str(path))
+
+    kubectl.run("delete", "configmap", "owner-gone", "--wait", "--timeout", "60s")
+    kubectl.run("delete", "configmap", "owner-kept", "--cascade=orphan", "--wait", "--timeout", "60s")
+
+    remaining = kubectl.run("get", "secrets", "-o", "json").stdout
+    names = {item["metadata"]["name"]: item for item in json.loads(remaining)["items"]}
+    assert "dependent-of-gone" not in names, "the dependent of a deleted owner was not deleted"
+    assert "dependent-of-kept" in names, "--cascade=orphan deleted the dependent"
+    assert not names["dependent-of-kept"]["metadata"].get("ownerReferences"), "an orphan keeps no reference"
