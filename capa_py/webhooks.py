@@ -124,8 +124,9 @@ def build_app(registry: KindRegistry = REGISTRY) -> web.Application:
 class CertificateReloader:
     """An SSL context serving ``tls.crt``/``tls.key`` from ``cert_dir``, reloaded when they change."""
 
-    def __init__(self, cert_dir: Path) -> None:
+    def __init__(self, cert_dir: Path, flag: str = "--webhook-cert-dir") -> None:
         self.cert_dir = cert_dir
+        self.flag = flag
         self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._stamp: tuple[float, float] | None = None
@@ -140,7 +141,7 @@ class CertificateReloader:
             return cert.stat().st_mtime, key.stat().st_mtime
         except OSError as exc:
             raise WebhookConfigError(
-                f"--webhook-cert-dir {self.cert_dir}: needs {CERT_FILE} and {KEY_FILE} ({exc.strerror}: "
+                f"{self.flag} {self.cert_dir}: needs {CERT_FILE} and {KEY_FILE} ({exc.strerror}: "
                 f"{exc.filename})"
             ) from exc
 
@@ -164,9 +165,9 @@ class CertificateReloader:
         try:
             self.context.load_cert_chain(cert, key)
         except (ssl.SSLError, OSError) as exc:
-            raise WebhookConfigError(f"--webhook-cert-dir {self.cert_dir}: {self._culprit()}: {exc}") from exc
+            raise WebhookConfigError(f"{self.flag} {self.cert_dir}: {self._culprit()}: {exc}") from exc
         if self._stamp is not None:
-            _log.info("webhook certificate reloaded", cert_dir=str(self.cert_dir))
+            _log.info("serving certificate reloaded", cert_dir=str(self.cert_dir))
         self._stamp = stamp
         return True
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -317,10 +318,12 @@ def build_app(
     return app
 
 
-async def _start(app: web.Application, bind: str, port: int) -> tuple[web.AppRunner, str]:
+async def _start(
+    app: web.Application, bind: str, port: int, ssl_context: ssl.SSLContext | None = None
+) -> tuple[web.AppRunner, str]:
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
     await runner.setup()
-    site = web.TCPSite(runner, bind, port)
+    site = web.TCPSite(runner, bind, port, ssl_context=ssl_context)
     try:
         await site.start()
     except BaseException:
@@ -329,7 +332,7 @@ async def _start(app: web.Application, bind: str, port: int) -> tuple[web.AppRun
         raise
     host, bound_port = runner.addresses[0][:2]
     host = f"[{host}]" if ":" in host else host
-    return runner, f"http://{host}:{bound_port}"
+    return runner, f"{'https' if ssl_context else 'http'}://{host}:{bound_port}"
 
 
 async def serve(
@@ -340,13 +343,15 @@ async def serve(
     on_ready: Callable[[str], None],
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> None:
-    """Serve until ``stopping`` is set; ``on_ready`` gets the URL once the port is bound. The store's
+    """Serve until ``stopping`` is set (over HTTPS with ``ssl_context``); ``on_ready`` gets the URL once the
+    port is bound. The store's
     identity is published first (the ``capa-system/capa-py-store`` ConfigMap), so that clients of the
     served store share the identity of the store itself."""
     await asyncio.to_thread(publish_identity, store, store.uid)
     app = build_app(store, bookmark_interval=bookmark_interval, max_watches=max_watches)
-    runner, url = await _start(app, bind, port)
+    runner, url = await _start(app, bind, port, ssl_context)
     _log.info("serving the store over the Kubernetes API", url=url)
     try:
         on_ready(url)
