@@ -12,6 +12,16 @@ from capa_py.api.coordination import MicroTime
 from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, Time
 
 
+def check_base64(field: str, values: dict[str, str]) -> dict[str, str]:
+    """``values`` unchanged when every value is base64 (what the wire form of binary data is)."""
+    for key, encoded in values.items():
+        try:
+            base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise ValueError(f"{field}[{key!r}] is not valid base64") from exc
+    return values
+
+
 class Secret(KubeObject):
     """A ``v1`` Secret. ``data`` values are base64 on the wire, as in Kubernetes.
 
@@ -31,12 +41,7 @@ class Secret(KubeObject):
     @field_validator("data")
     @classmethod
     def _check_base64(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, encoded in value.items():
-            try:
-                base64.b64decode(encoded, validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise ValueError(f"data[{key!r}] is not valid base64") from exc
-        return value
+        return check_base64("data", value)
 
     def normalise(self) -> None:
         """Fold ``stringData`` into ``data`` as the API server does on write."""
@@ -93,12 +98,7 @@ class ConfigMap(KubeObject):
     @field_validator("binary_data")
     @classmethod
     def _check_base64(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, encoded in value.items():
-            try:
-                base64.b64decode(encoded, validate=True)
-            except (binascii.Error, ValueError) as exc:
-                raise ValueError(f"binaryData[{key!r}] is not valid base64") from exc
-        return value
+        return check_base64("binaryData", value)
 
 
 class FullObjectReference(KubeModel):

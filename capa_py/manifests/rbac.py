@@ -78,7 +78,7 @@ def _group(model: type[KubeObject]) -> str:
     return model.API_VERSION.rpartition("/")[0]
 
 
-def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
+def object_metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if namespace:
         meta["namespace"] = namespace
@@ -100,20 +100,24 @@ def cluster_role() -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRole",
-        "metadata": _metadata(CLUSTER_ROLE),
+        "metadata": object_metadata(CLUSTER_ROLE),
         "rules": rules,
     }
 
 
 def service_account() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(SERVICE_ACCOUNT, NAMESPACE)}
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": object_metadata(SERVICE_ACCOUNT, NAMESPACE),
+    }
 
 
 def cluster_role_binding() -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "ClusterRoleBinding",
-        "metadata": _metadata(CLUSTER_ROLE_BINDING),
+        "metadata": object_metadata(CLUSTER_ROLE_BINDING),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
         "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
     }

@@ -20,7 +20,7 @@ from typing import Any
 from capa_py.api.admission_kinds import CERT_MANAGER_GROUP
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.manifests.deployment import SELECTOR, WEBHOOK_CERT_SECRET, labels
-from capa_py.manifests.rbac import COMMON_LABELS, NAMESPACE
+from capa_py.manifests.rbac import NAMESPACE, object_metadata
 
 WEBHOOK_SERVICE = "capa-py-webhook-service"
 WEBHOOK_CONFIGURATION = "capa-py-validating-webhook-configuration"
@@ -30,13 +30,6 @@ SERVICE_PORT = 443
 INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 CERT_MANAGER_API_VERSION = f"{CERT_MANAGER_GROUP}/v1"
 
-
-def _metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
-    meta: dict[str, Any] = {"name": name}
-    if namespace:
-        meta["namespace"] = namespace
-    meta["labels"] = dict(COMMON_LABELS)
-    return meta
 
 
 def service_dns_names() -> list[str]:
@@ -63,7 +56,7 @@ def issuer() -> dict[str, Any]:
     return {
         "apiVersion": CERT_MANAGER_API_VERSION,
         "kind": "Issuer",
-        "metadata": _metadata(ISSUER, NAMESPACE),
+        "metadata": object_metadata(ISSUER, NAMESPACE),
         "spec": {"selfSigned": {}},
     }
 
@@ -72,7 +65,7 @@ def certificate() -> dict[str, Any]:
     return {
         "apiVersion": CERT_MANAGER_API_VERSION,
         "kind": "Certificate",
-        "metadata": _metadata(CERTIFICATE, NAMESPACE),
+        "metadata": object_metadata(CERTIFICATE, NAMESPACE),
         "spec": {
             "dnsNames": service_dns_names(),
             "issuerRef": {"kind": "Issuer", "name": ISSUER},
@@ -122,7 +115,7 @@ def validating_webhook_configuration(registry: KindRegistry = REGISTRY) -> dict[
                 "sideEffects": "None",
             }
         )
-    metadata = _metadata(WEBHOOK_CONFIGURATION)
+    metadata = object_metadata(WEBHOOK_CONFIGURATION)
     metadata["annotations"] = {INJECT_CA_FROM: f"{NAMESPACE}/{CERTIFICATE}"}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
