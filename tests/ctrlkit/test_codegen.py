@@ -403,7 +403,7 @@ def test_kind_of_an_importable_package_is_imported_not_looked_up(tmp_path: Path)
 
 def test_python_package_without_the_kind_class_is_an_error_at_the_alias() -> None:
     document = parse(
-        "bind v1 capa_py.api.core\nalias PersistentVolumeClaim v1/PersistentVolumeClaim\n" + "decl M for PersistentVolumeClaim {\n}\n", "x"
+        "bind v1 capa_py.api.core\nalias Pod v1/Pod\n" + "decl M for Pod {\n}\n", "x"
     )
 
     with pytest.raises(DSLError) as caught:
@@ -411,7 +411,7 @@ def test_python_package_without_the_kind_class_is_an_error_at_the_alias() -> Non
 
     assert str(caught.value) == (
         "x:2:1: expected Python package 'capa_py.api.core' (bound to v1) to define the KubeObject class "
-        "'PersistentVolumeClaim', found no such name"
+        "'Pod', found no such name"
     )
 
 
