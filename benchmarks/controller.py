@@ -51,13 +51,15 @@ for entry in (str(REPO), str(BENCH)):
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
 from capa_py.aws.accounting import is_mutating  # noqa: E402
 from capa_py.cli.durations import parse_duration  # noqa: E402
+from capa_py.store import ObjectStore, open_store  # noqa: E402
 
 DEFAULT_TEMPLATE = REPO / "examples" / "aws-cluster.yaml"
 NAME_PREFIX = "bench"
-POLL_SECONDS = 2.0
-"""How often readiness is polled (``capa get … -o json``, one process per kind) while converging."""
+POLL_SECONDS = 1.0
+"""How often readiness is polled (read from the store file) while converging."""
 MEMORY_SAMPLE_SECONDS = 5.0
 STOP_SECONDS = 60.0
 STDERR_LIMIT = 6000
@@ -336,14 +338,17 @@ def memory(pid: int) -> dict[str, int]:
     return figures
 
 
-def not_ready(state: Path) -> dict[str, int]:
-    """How many AWSClusters and AWSMachines are not ready yet, and how many there are."""
-    counts: dict[str, int] = {}
-    for kind in ("awsclusters", "awsmachines"):
-        items = json.loads(run_capa(["--state", str(state), "get", kind, "-A", "-o", "json"]))["items"]
-        counts[kind] = len(items)
-        counts[f"{kind}NotReady"] = sum(not (o.get("status") or {}).get("ready") for o in items)
-    return counts
+def not_ready(store: ObjectStore) -> dict[str, int]:
+    """How many AWSClusters and AWSMachines there are, and how many are not ready yet. Read from the store
+    file in this process: a ``capa get`` per poll would cost a CPU-second that the controller then lacks."""
+    clusters = store.list(AWSCluster)
+    machines = store.list(AWSMachine)
+    return {
+        "awsclusters": len(clusters),
+        "awsclustersNotReady": sum(not o.status.ready for o in clusters),
+        "awsmachines": len(machines),
+        "awsmachinesNotReady": sum(not o.status.ready for o in machines),
+    }
 
 
 # -- report formatting ---------------------------------------------------------------------------------------
@@ -399,15 +404,17 @@ def report_converge(figures: dict[str, Any]) -> None:
     print(operations_table(calls["byOperation"], None))
     mem = conv["memory"]
     print()
+    idle = figures.get("startupMemory", {})
     print(
-        f"  controller memory once converged: RSS {mib(mem.get('rssKiB'))}, peak {mib(mem.get('peakRssKiB'))}"
+        f"  controller memory once converged: RSS {mib(mem.get('rssKiB'))}, "
+        f"peak {mib(mem.get('peakRssKiB'))} (RSS {mib(idle.get('rssKiB'))} before the apply, with no object)"
     )
 
 
 def operations_table(by_operation: Mapping[str, int], seconds: float | None) -> str:
     operations = sorted(by_operation, key=lambda op: (not mutating(op), op))
     headers = ["AWS calls by operation", "mutating", "calls"] + (["per minute"] if seconds else [])
-    rows = [
+    rows: list[list[Any]] = [
         [op, "yes" if mutating(op) else "", by_operation[op]]
         + ([f"{per_minute(by_operation[op], seconds):.1f}"] if seconds else [])
         for op in operations
@@ -475,6 +482,27 @@ def sigterm_unwinds() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def wait_until_ready(
+    store: ObjectStore, controller: ControllerProcess, deadline: float, timeout: float
+) -> dict[str, int]:
+    """Poll until every AWSCluster and AWSMachine is ready; the last counts. Progress when they change."""
+    shown: dict[str, int] = {}
+    while True:
+        controller.check_alive()
+        counts = not_ready(store)
+        if counts["awsclusters"] and not counts["awsclustersNotReady"] + counts["awsmachinesNotReady"]:
+            return counts
+        if time.monotonic() > deadline:
+            raise BenchmarkFailed(f"not converged after {timeout:.0f} s: {counts}\n{controller.tail()}")
+        if counts != shown:
+            progress(
+                f"  {counts['awsclustersNotReady']}/{counts['awsclusters']} AWSClusters and "
+                f"{counts['awsmachinesNotReady']}/{counts['awsmachines']} AWSMachines not ready yet"
+            )
+            shown = counts
+        time.sleep(POLL_SECONDS)
+
+
 def measure(args: argparse.Namespace, work: Path, endpoint: str, figures: dict[str, Any]) -> None:
     state = work / "state.db"
     manifest = work / "clusters.yaml"
@@ -492,21 +520,11 @@ def measure(args: argparse.Namespace, work: Path, endpoint: str, figures: dict[s
         run_capa(["--state", str(state), "apply", "-f", str(manifest), "--no-wait"])
         applied = time.monotonic()
         deadline = applied + args.converge_timeout
-        while True:
-            controller.check_alive()
-            counts = not_ready(state)
-            waiting = counts["awsclustersNotReady"] + counts["awsmachinesNotReady"]
-            if counts["awsclusters"] and not waiting:
-                break
-            if time.monotonic() > deadline:
-                raise BenchmarkFailed(
-                    f"not converged after {args.converge_timeout:.0f} s: {counts}\n{controller.tail()}"
-                )
-            progress(
-                f"  {counts['awsclustersNotReady']}/{counts['awsclusters']} AWSClusters and "
-                f"{counts['awsmachinesNotReady']}/{counts['awsmachines']} AWSMachines not ready yet"
-            )
-            time.sleep(POLL_SECONDS)
+        reader = open_store(state, create=False)
+        try:
+            counts = wait_until_ready(reader, controller, deadline, args.converge_timeout)
+        finally:
+            reader.close()
         converged_at = time.monotonic()
         converged = scrape(metrics_url)
         figures["converge"] = {
