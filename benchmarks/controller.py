@@ -184,17 +184,13 @@ def run_capa(args: Sequence[str], timeout: float = 120.0) -> str:
     return done.stdout
 
 
-class ControllerProcess:
-    """``capa --state STATE controller …`` as a subprocess, its stdout lines collected as they come."""
+class Background:
+    """A long-running ``capa`` subprocess, its stdout lines collected as they come, its stderr to a file."""
 
-    def __init__(self, state: Path, endpoint: str, sync_period: str, log: Path) -> None:
+    def __init__(self, name: str, args: Sequence[str], log: Path) -> None:
+        self.name = name
         self.log = log
         self._stderr = log.open("w")
-        args = [
-            "--state", str(state), "controller", "--aws-endpoint", endpoint,
-            "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0",
-            "--sync-period", sync_period,
-        ]  # fmt: skip
         self.process = subprocess.Popen(
             [*capa_command(), *args],
             stdout=subprocess.PIPE,
@@ -232,16 +228,16 @@ class ControllerProcess:
                         return found
                 if self.process.poll() is not None and not self._reader.is_alive():
                     raise BenchmarkFailed(
-                        f"capa controller exited ({self.process.returncode})\n{self.tail()}"
+                        f"capa {self.name} exited ({self.process.returncode})\n{self.tail()}"
                     )
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise BenchmarkFailed(f"capa controller never printed /{pattern}/\n{self.tail()}")
+                    raise BenchmarkFailed(f"capa {self.name} never printed /{pattern}/\n{self.tail()}")
                 self._changed.wait(min(left, 0.5))
 
     def check_alive(self) -> None:
         if self.process.poll() is not None:
-            raise BenchmarkFailed(f"capa controller exited ({self.process.returncode})\n{self.tail()}")
+            raise BenchmarkFailed(f"capa {self.name} exited ({self.process.returncode})\n{self.tail()}")
 
     def tail(self) -> str:
         self._stderr.flush()
@@ -338,6 +334,38 @@ def memory(pid: int) -> dict[str, int]:
     return figures
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time a process has used so far (Linux /proc), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_readings(pids: Mapping[str, int]) -> dict[str, float | None]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def cpu_figures(
+    new: Mapping[str, float | None], old: Mapping[str, float | None], seconds: float
+) -> dict[str, dict[str, float]]:
+    """CPU seconds each process used between two readings, and its share of one core over that time."""
+    out: dict[str, dict[str, float]] = {}
+    for name, value in new.items():
+        before = old.get(name)
+        if value is not None and before is not None and seconds > 0:
+            used = value - before
+            out[name] = {"cpuSeconds": round(used, 1), "coreShare": round(used / seconds, 3)}
+    return out
+
+
+def cpu_text(cpu: Mapping[str, Mapping[str, float]]) -> str:
+    return ", ".join(
+        f"{name} {c['cpuSeconds']:.1f} s ({100 * c['coreShare']:.0f}% of a core)" for name, c in cpu.items()
+    )
+
+
 def not_ready(store: ObjectStore) -> dict[str, int]:
     """How many AWSClusters and AWSMachines there are, and how many are not ready yet. Read from the store
     file in this process: a ``capa get`` per poll would cost a CPU-second that the controller then lacks."""
@@ -409,6 +437,8 @@ def report_converge(figures: dict[str, Any]) -> None:
         f"  controller memory once converged: RSS {mib(mem.get('rssKiB'))}, "
         f"peak {mib(mem.get('peakRssKiB'))} (RSS {mib(idle.get('rssKiB'))} before the apply, with no object)"
     )
+    serve_memory_line("once converged", conv)
+    print(f"  CPU used while converging: {cpu_text(conv['cpu'])}")
 
 
 def operations_table(by_operation: Mapping[str, int], seconds: float | None) -> str:
@@ -432,10 +462,11 @@ def report_steady(figures: dict[str, Any]) -> None:
         f"2. Steady state: {seconds:.0f} s with every cluster ready (sync period "
         f"{figures['syncPeriodSeconds']:g} s)"
     )
+    reconciles, resync = steady["reconciles"], steady["resyncPerMinute"]
     rows = [
-        [c, sum(r.values()), f"{steady['reconcilesPerMinute'][c]:.1f}",
-         f"{steady['resyncPerMinute'].get(c, 0.0):.1f}"]
-        for c, r in steady["reconciles"].items()
+        [c, sum(reconciles.get(c, {}).values()), f"{steady['reconcilesPerMinute'].get(c, 0.0):.1f}",
+         f"{resync.get(c, 0.0):.1f}"]
+        for c in dict.fromkeys([*resync, *reconciles])
     ]  # fmt: skip
     total = sum(sum(r.values()) for r in steady["reconciles"].values())
     rows.append(
@@ -464,6 +495,16 @@ def report_steady(figures: dict[str, Any]) -> None:
         f"  controller memory at the end of the window: RSS {mib(mem.get('rssKiB'))}, peak "
         f"{mib(mem.get('peakRssKiB'))} (highest RSS sampled in the window {mib(mem.get('windowMaxRssKiB'))})"
     )
+    serve_memory_line("at the end of the window", steady)
+    print(f"  CPU used in the window: {cpu_text(steady['cpu'])}")
+
+
+def serve_memory_line(when: str, figures: Mapping[str, Any]) -> None:
+    serve = figures.get("serveMemory")
+    if serve:
+        print(
+            f"  capa serve memory {when}: RSS {mib(serve.get('rssKiB'))}, peak {mib(serve.get('peakRssKiB'))}"
+        )
 
 
 # -- the benchmark -------------------------------------------------------------------------------------------
@@ -483,7 +524,7 @@ def sigterm_unwinds() -> Iterator[None]:
 
 
 def wait_until_ready(
-    store: ObjectStore, controller: ControllerProcess, deadline: float, timeout: float
+    store: ObjectStore, controller: Background, deadline: float, timeout: float
 ) -> dict[str, int]:
     """Poll until every AWSCluster and AWSMachine is ready; the last counts. Progress when they change."""
     shown: dict[str, int] = {}
@@ -503,77 +544,146 @@ def wait_until_ready(
         time.sleep(POLL_SECONDS)
 
 
-def measure(args: argparse.Namespace, work: Path, endpoint: str, figures: dict[str, Any]) -> None:
+STORES = {
+    "sqlite": "the SQLite store (--state)",
+    "kube": "the kube store (--kubeconfig) through capa serve",
+}
+
+
+def start_store(
+    kind: str, work: Path, state: Path, stack: contextlib.ExitStack
+) -> tuple[list[str], Background | None]:
+    """The global options that select the store for every capa command, and the ``capa serve`` process
+    when the store is ``kube`` (the SQLite file served over the Kubernetes API, capa-py's CRDs applied)."""
+    if kind == "sqlite":
+        return ["--state", str(state)], None
+    kubeconfig = work / "capa.kubeconfig"
+    progress("starting capa serve (the store over the Kubernetes API)")
+    serve = Background(
+        "serve",
+        ["--state", str(state), "serve", "--port", "0", "--write-kubeconfig", str(kubeconfig)],
+        work / "serve.stderr",
+    )
+    stack.callback(stop_process, serve, "capa serve")
+    serve.wait_for_line(r"kubeconfig written to", timeout=60)
+    crds = work / "crds.yaml"
+    crds.write_text(run_capa(["manifests", "crds"]))
+    run_capa(["--kubeconfig", str(kubeconfig), "apply", "-f", str(crds), "--no-wait"])
+    return ["--kubeconfig", str(kubeconfig)], serve
+
+
+def stop_process(process: Background, what: str) -> None:
+    progress(f"stopping {what}")
+    process.stop()
+
+
+def measure(
+    args: argparse.Namespace, work: Path, endpoint: str, moto_pid: int, figures: dict[str, Any]
+) -> None:
+    with contextlib.ExitStack() as stack:
+        _measure(args, work, endpoint, moto_pid, figures, stack)
+
+
+def _measure(
+    args: argparse.Namespace,
+    work: Path,
+    endpoint: str,
+    moto_pid: int,
+    figures: dict[str, Any],
+    stack: contextlib.ExitStack,
+) -> None:
     state = work / "state.db"
     manifest = work / "clusters.yaml"
     manifest.write_text(cluster_manifest(args.clusters, args.template))
+    store_args, serve = start_store(args.store, work, state, stack)
+
+    def serve_memory() -> dict[str, dict[str, int]]:
+        return {"serveMemory": memory(serve.pid)} if serve is not None else {}
+
     progress(f"starting capa controller (sync period {args.sync_period})")
-    controller = ControllerProcess(state, endpoint, args.sync_period, work / "controller.stderr")
+    controller = Background(
+        "controller",
+        [
+            *store_args, "controller", "--aws-endpoint", endpoint,
+            "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0",
+            "--sync-period", args.sync_period,
+        ],
+        work / "controller.stderr",
+    )  # fmt: skip
+    stack.callback(lambda: figures.__setitem__("controllerExitStatus", controller.process.returncode))
+    stack.callback(stop_process, controller, "capa controller")
+    metrics_url = controller.wait_for_line(r"metrics: (http://\S+/metrics)", timeout=60).group(1)
+    controller.wait_for_line(r"controllers running:", timeout=60)
+    before = scrape(metrics_url)
+    figures["startupMemory"] = memory(controller.pid)
+    pids = {"controller": controller.pid, "moto": moto_pid}
+    if serve is not None:
+        pids["serve"] = serve.pid
+
+    progress(f"applying {args.clusters} clusters (capa apply --no-wait)")
+    run_capa([*store_args, "apply", "-f", str(manifest), "--no-wait"])
+    applied = time.monotonic()
+    cpu_applied = cpu_readings(pids)
+    # Readiness is read from the SQLite file in both modes (capa serve keeps its objects there).
+    reader = open_store(state, create=False)
     try:
-        metrics_url = controller.wait_for_line(r"metrics: (http://\S+/metrics)", timeout=60).group(1)
-        controller.wait_for_line(r"controllers running:", timeout=60)
-        figures["controllerPid"] = controller.pid
-        before = scrape(metrics_url)
-        figures["startupMemory"] = memory(controller.pid)
-
-        progress(f"applying {args.clusters} clusters (capa apply --no-wait)")
-        run_capa(["--state", str(state), "apply", "-f", str(manifest), "--no-wait"])
-        applied = time.monotonic()
-        deadline = applied + args.converge_timeout
-        reader = open_store(state, create=False)
-        try:
-            counts = wait_until_ready(reader, controller, deadline, args.converge_timeout)
-        finally:
-            reader.close()
-        converged_at = time.monotonic()
-        converged = scrape(metrics_url)
-        figures["converge"] = {
-            "seconds": round(converged_at - applied, 1),
-            "awsclusters": counts["awsclusters"],
-            "awsmachines": counts["awsmachines"],
-            "calls": calls_figures(converged, before),
-            "reconciles": reconcile_figures(converged, before),
-            "memory": memory(controller.pid),
-        }
-        report_converge(figures)
-        sys.stdout.flush()
-
-        if args.settle > 0:
-            progress(f"settling for {args.settle:g} s")
-            time.sleep(args.settle)
-        progress(f"steady state: measuring for {args.window:g} s")
-        start = scrape(metrics_url)
-        window_max = 0
-        end_at = start.at + args.window
-        while (left := end_at - time.monotonic()) > 0:
-            time.sleep(min(MEMORY_SAMPLE_SECONDS, left))
-            controller.check_alive()
-            window_max = max(window_max, memory(controller.pid).get("rssKiB", 0))
-        end = scrape(metrics_url)
-        seconds = end.at - start.at
-        calls = calls_figures(end, start)
-        reconciles = reconcile_figures(end, start)
-        mem = memory(controller.pid)
-        mem["windowMaxRssKiB"] = max(window_max, mem.get("rssKiB", 0))
-        figures["steadyState"] = {
-            "windowSeconds": round(seconds, 1),
-            "reconciles": reconciles,
-            "reconcilesPerMinute": {c: per_minute(sum(r.values()), seconds) for c, r in reconciles.items()},
-            "resyncPerMinute": resync_rates(manifest, args.sync_seconds),
-            "calls": calls,
-            "awsCallsPerMinute": per_minute(calls["total"], seconds),
-            "mutatingCallsPerMinute": per_minute(calls["mutating"], seconds),
-            "awsCallsPerMinuteByOperation": {
-                op: per_minute(n, seconds) for op, n in calls["byOperation"].items()
-            },
-            "memory": mem,
-        }
-        report_steady(figures)
-        sys.stdout.flush()
+        counts = wait_until_ready(reader, controller, applied + args.converge_timeout, args.converge_timeout)
     finally:
-        progress("stopping capa controller")
-        code = controller.stop()
-        figures["controllerExitStatus"] = code
+        reader.close()
+    converged_at = time.monotonic()
+    converged = scrape(metrics_url)
+    cpu_converged = cpu_readings(pids)
+    figures["converge"] = {
+        "seconds": round(converged_at - applied, 1),
+        "awsclusters": counts["awsclusters"],
+        "awsmachines": counts["awsmachines"],
+        "calls": calls_figures(converged, before),
+        "reconciles": reconcile_figures(converged, before),
+        "memory": memory(controller.pid),
+        **serve_memory(),
+        "cpu": cpu_figures(cpu_converged, cpu_applied, converged_at - applied),
+    }
+    report_converge(figures)
+    sys.stdout.flush()
+
+    if args.settle > 0:
+        progress(f"settling for {args.settle:g} s")
+        time.sleep(args.settle)
+    progress(f"steady state: measuring for {args.window:g} s")
+    start = scrape(metrics_url)
+    cpu_start = cpu_readings(pids)
+    window_max = 0
+    end_at = start.at + args.window
+    while (left := end_at - time.monotonic()) > 0:
+        time.sleep(min(MEMORY_SAMPLE_SECONDS, left))
+        controller.check_alive()
+        if serve is not None:
+            serve.check_alive()
+        window_max = max(window_max, memory(controller.pid).get("rssKiB", 0))
+    end = scrape(metrics_url)
+    cpu_end = cpu_readings(pids)
+    seconds = end.at - start.at
+    calls = calls_figures(end, start)
+    reconciles = reconcile_figures(end, start)
+    mem = memory(controller.pid)
+    mem["windowMaxRssKiB"] = max(window_max, mem.get("rssKiB", 0))
+    figures["steadyState"] = {
+        "windowSeconds": round(seconds, 1),
+        "reconciles": reconciles,
+        "reconcilesPerMinute": {c: per_minute(sum(r.values()), seconds) for c, r in reconciles.items()},
+        "resyncPerMinute": resync_rates(manifest, args.sync_seconds),
+        "calls": calls,
+        "awsCallsPerMinute": per_minute(calls["total"], seconds),
+        "mutatingCallsPerMinute": per_minute(calls["mutating"], seconds),
+        "awsCallsPerMinuteByOperation": {
+            op: per_minute(n, seconds) for op, n in calls["byOperation"].items()
+        },
+        "memory": mem,
+        **serve_memory(),
+        "cpu": cpu_figures(cpu_end, cpu_start, seconds),
+    }
+    report_steady(figures)
+    sys.stdout.flush()
 
 
 def resync_rates(manifest: Path, sync_seconds: float) -> dict[str, float]:
@@ -621,6 +731,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--converge-timeout", default="10m", metavar="DURATION", help="give up converging after (default 10m)"
     )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "kube"),
+        default="sqlite",
+        help="sqlite: the controller on the SQLite file (default); kube: through capa serve and a kubeconfig",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON to PATH")
     parser.add_argument(
         "--template",
@@ -657,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
             "python": platform.python_version(),
             "platform": f"{platform.system()} {platform.machine()}",
             "cpus": os.cpu_count(),
-            "store": "sqlite",
+            "store": args.store,
         },
     }
     status = 0
@@ -673,10 +789,11 @@ def main(argv: list[str] | None = None) -> int:
             )
             print(
                 f"  python {platform.python_version()} on {platform.system()} {platform.machine()}, "
-                f"{os.cpu_count()} CPUs; capa controller on a SQLite store, --sync-period {args.sync_period}"
+                f"{os.cpu_count()} CPUs"
             )
+            print(f"  capa controller --sync-period {args.sync_period}, on {STORES[args.store]}")
             with tempfile.TemporaryDirectory(prefix="capa-controller-bench-") as tmp:
-                measure(args, Path(tmp), env.url, figures)
+                measure(args, Path(tmp), env.url, env.server.process.pid, figures)
         except BenchmarkFailed as exc:
             sys.stdout.flush()
             print(f"\nerror: {exc}", file=sys.stderr)
