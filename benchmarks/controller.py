@@ -36,7 +36,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -274,6 +274,19 @@ class Scrape:
     """service:Operation -> aws_api_requests_total (every status code and error)"""
     aws_errors: dict[str, float]
     """error code -> aws_api_requests_total with that error_code"""
+    sums: dict[str, float] = field(default_factory=dict)
+    """``reconcile:<controller>``, ``queue:<queue>`` and ``aws`` -> the _sum of the histogram
+    (controller_runtime_reconcile_time_seconds, workqueue_queue_duration_seconds,
+    aws_api_request_duration_seconds)"""
+    counts: dict[str, float] = field(default_factory=dict)
+    """the same keys -> the histogram's _count"""
+
+
+_HISTOGRAMS: dict[str, tuple[str, str | None]] = {
+    "controller_runtime_reconcile_time_seconds": ("reconcile", "controller"),
+    "workqueue_queue_duration_seconds": ("queue", "name"),
+    "aws_api_request_duration_seconds": ("aws", None),
+}
 
 
 def scrape(url: str) -> Scrape:
@@ -283,10 +296,18 @@ def scrape(url: str) -> Scrape:
     reconciles: dict[tuple[str, str], float] = {}
     aws: dict[str, float] = {}
     errors: dict[str, float] = {}
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             labels = sample.labels
-            if sample.name == "controller_runtime_reconcile_total":
+            histogram = _HISTOGRAMS.get(sample.name.removesuffix("_sum").removesuffix("_count"))
+            if histogram is not None and sample.name.endswith(("_sum", "_count")):
+                prefix, label = histogram
+                name = f"{prefix}:{labels.get(label, '')}" if label else prefix
+                target = sums if sample.name.endswith("_sum") else counts
+                target[name] = target.get(name, 0.0) + sample.value
+            elif sample.name == "controller_runtime_reconcile_total":
                 key = (labels.get("controller", ""), labels.get("result", ""))
                 reconciles[key] = reconciles.get(key, 0.0) + sample.value
             elif sample.name == "aws_api_requests_total":
@@ -294,7 +315,29 @@ def scrape(url: str) -> Scrape:
                 aws[op] = aws.get(op, 0.0) + sample.value
                 if labels.get("error_code"):
                     errors[labels["error_code"]] = errors.get(labels["error_code"], 0.0) + sample.value
-    return Scrape(at, reconciles, aws, errors)
+    return Scrape(at, reconciles, aws, errors, sums, counts)
+
+
+def mean_seconds(new: Scrape, old: Scrape | None, key: str) -> float | None:
+    """The mean of a histogram's observations between two readings (None when there were none)."""
+    count = new.counts.get(key, 0.0) - (old.counts.get(key, 0.0) if old else 0.0)
+    total = new.sums.get(key, 0.0) - (old.sums.get(key, 0.0) if old else 0.0)
+    return round(total / count, 4) if count > 0 else None
+
+
+def timing_figures(new: Scrape, old: Scrape | None) -> dict[str, Any]:
+    """Mean reconcile time and mean wait in the queue, by controller; mean AWS request time."""
+    controllers = sorted({k.split(":", 1)[1] for k in new.counts if k.startswith("reconcile:")})
+    return {
+        "byController": {
+            c: {
+                "reconcileSecondsMean": mean_seconds(new, old, f"reconcile:{c}"),
+                "queueWaitSecondsMean": mean_seconds(new, old, f"queue:{c}"),
+            }
+            for c in controllers
+        },
+        "awsRequestSecondsMean": mean_seconds(new, old, "aws"),
+    }
 
 
 def _diff(new: Mapping[Any, float], old: Mapping[Any, float]) -> dict[Any, int]:
@@ -401,6 +444,10 @@ def section(title: str) -> None:
     print("=" * len(title))
 
 
+def seconds_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
 def mib(kib: int | None) -> str:
     return "-" if kib is None else f"{kib / 1024:.1f} MiB"
 
@@ -424,10 +471,18 @@ def report_converge(figures: dict[str, Any]) -> None:
     )
     if calls["errors"]:
         print("  calls answered with an error: " + ", ".join(f"{k} {v}" for k, v in calls["errors"].items()))
+    timing = conv["timing"]["byController"]
     rows = [[c, sum(r.values()), r.get("success", 0), r.get("requeue", 0) + r.get("requeue_after", 0),
-             r.get("error", 0)] for c, r in conv["reconciles"].items()]  # fmt: skip
+             r.get("error", 0), seconds_text(timing.get(c, {}).get("reconcileSecondsMean")),
+             seconds_text(timing.get(c, {}).get("queueWaitSecondsMean"))]
+            for c, r in conv["reconciles"].items()]  # fmt: skip
     print()
-    print(table(["reconciles by controller", "total", "success", "requeue", "error"], rows))
+    headers = ["reconciles by controller", "total", "success", "requeue", "error", "mean time", "mean wait"]
+    print(table(headers, rows))
+    print(
+        "  (mean time: of one reconcile; mean wait: in the work queue, from due to taken by a worker; "
+        f"mean AWS request: {seconds_text(conv['timing']['awsRequestSecondsMean'])})"
+    )
     print()
     print(operations_table(calls["byOperation"], None))
     mem = conv["memory"]
@@ -463,9 +518,10 @@ def report_steady(figures: dict[str, Any]) -> None:
         f"{figures['syncPeriodSeconds']:g} s)"
     )
     reconciles, resync = steady["reconciles"], steady["resyncPerMinute"]
+    timing = steady["timing"]["byController"]
     rows = [
         [c, sum(reconciles.get(c, {}).values()), f"{steady['reconcilesPerMinute'].get(c, 0.0):.1f}",
-         f"{resync.get(c, 0.0):.1f}"]
+         f"{resync.get(c, 0.0):.1f}", seconds_text(timing.get(c, {}).get("reconcileSecondsMean"))]
         for c in dict.fromkeys([*resync, *reconciles])
     ]  # fmt: skip
     total = sum(sum(r.values()) for r in steady["reconciles"].values())
@@ -475,9 +531,11 @@ def report_steady(figures: dict[str, Any]) -> None:
             total,
             f"{per_minute(total, seconds):.1f}",
             f"{sum(steady['resyncPerMinute'].values()):.1f}",
+            "",
         ]
     )
-    print(table(["reconciles", "in window", "per minute", "resync alone would be"], rows))
+    headers = ["reconciles", "in window", "per minute", "resync alone would be", "mean time"]
+    print(table(headers, rows))
     print()
     if calls["byOperation"]:
         print(operations_table(calls["byOperation"], seconds))
@@ -639,6 +697,7 @@ def _measure(
         "awsmachines": counts["awsmachines"],
         "calls": calls_figures(converged, before),
         "reconciles": reconcile_figures(converged, before),
+        "timing": timing_figures(converged, before),
         "memory": memory(controller.pid),
         **serve_memory(),
         "cpu": cpu_figures(cpu_converged, cpu_applied, converged_at - applied),
@@ -671,6 +730,7 @@ def _measure(
         "windowSeconds": round(seconds, 1),
         "reconciles": reconciles,
         "reconcilesPerMinute": {c: per_minute(sum(r.values()), seconds) for c, r in reconciles.items()},
+        "timing": timing_figures(end, start),
         "resyncPerMinute": resync_rates(manifest, args.sync_seconds),
         "calls": calls,
         "awsCallsPerMinute": per_minute(calls["total"], seconds),

@@ -105,12 +105,35 @@ def test_figures_are_the_differences_between_two_readings() -> None:
     }
 
 
+def test_mean_times_are_those_of_the_observations_between_two_readings() -> None:
+    old = bench.Scrape(
+        0.0,
+        {},
+        {},
+        {},
+        {"reconcile:awscluster": 2.0, "aws": 1.0},
+        {"reconcile:awscluster": 4.0, "aws": 100.0},
+    )
+    new = bench.Scrape(
+        60.0,
+        {},
+        {},
+        {},
+        {"reconcile:awscluster": 5.0, "queue:awscluster": 0.5, "aws": 1.0},
+        {"reconcile:awscluster": 10.0, "queue:awscluster": 10.0, "aws": 100.0},
+    )
+    assert bench.timing_figures(new, old) == {
+        "byController": {"awscluster": {"reconcileSecondsMean": 0.5, "queueWaitSecondsMean": 0.05}},
+        "awsRequestSecondsMean": None,  # no request between the readings
+    }
+
+
 def test_help_and_a_refused_option() -> None:
     shown = subprocess.run(
         [sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60, check=False
     )
     assert shown.returncode == 0, shown.stderr
-    for option in ("--clusters", "--sync-period", "--window", "--settle", "--json"):
+    for option in ("--clusters", "--sync-period", "--window", "--settle", "--store", "--json"):
         assert option in shown.stdout
     refused = subprocess.run(
         [sys.executable, str(SCRIPT), "--clusters", "0"],
