@@ -1,10 +1,11 @@
 """capa-py controller benchmark: N clusters under one ``capa controller`` process, against one moto server.
 
     .venv/bin/python benchmarks/controller.py [--clusters N] [--sync-period 60s] [--window 120s]
-                                              [--settle 10s] [--json PATH]
+                                              [--settle 10s] [--store sqlite|kube] [--json PATH]
 
 Starts one moto server subprocess on 127.0.0.1 and one ``capa controller`` subprocess on a fresh SQLite
-state (``--sync-period`` as given, metrics on a free loopback port, probes off), then
+state (``--sync-period`` as given, metrics on a free loopback port, probes off; with ``--store kube``
+through ``capa serve`` and a kubeconfig instead), then
 
 1. applies N clusters at once (``capa apply --no-wait`` of a generated manifest: N copies of the example,
    each with its own names and its own VPC range) and waits until every AWSCluster and AWSMachine is ready:
@@ -12,8 +13,8 @@ state (``--sync-period`` as given, metrics on a free loopback port, probes off),
 2. lets the controller run on the ready clusters for a measurement window (default two sync periods) and
    gives reconciles per minute by controller and AWS calls per minute, in total and by operation, mutating
    calls apart (a steady state should make none: printed, not asserted);
-3. reads the controller process's memory (VmRSS and VmHWM of /proc/PID/status) once converged and at the
-   end of the window.
+3. reads the controller process's memory (VmRSS and VmHWM of /proc/PID/status) before the apply, once
+   converged and at the end of the window, and the CPU time the controller and moto used in each phase.
 
 The report goes to stdout, progress to stderr. Nothing asserts a time. Every process it starts is stopped
 on the way out, also on failure or Ctrl-C. See ``benchmarks/README.md`` for what each figure means.
