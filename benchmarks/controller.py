@@ -291,8 +291,11 @@ _HISTOGRAMS: dict[str, tuple[str, str | None]] = {
 
 
 def scrape(url: str) -> Scrape:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+    except OSError as exc:
+        raise BenchmarkFailed(f"cannot read the controller's metrics at {url}: {exc}") from exc
     at = time.monotonic()
     reconciles: dict[tuple[str, str], float] = {}
     aws: dict[str, float] = {}
@@ -575,11 +578,17 @@ def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def sigterm_unwinds() -> Iterator[None]:
-    previous = signal.signal(signal.SIGTERM, _raise_interrupted)
+    """SIGTERM raises :class:`Interrupted`, SIGINT KeyboardInterrupt (even when started with SIGINT ignored,
+    as a background job is), so that both unwind through the code that stops the processes."""
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_interrupted),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def wait_until_ready(
@@ -665,7 +674,7 @@ def _measure(
         [
             *store_args, "controller", "--aws-endpoint", endpoint,
             "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0",
-            "--sync-period", args.sync_period,
+            "--sync-period", args.sync_period, "--graceful-shutdown-timeout", "10s",
         ],
         work / "controller.stderr",
     )  # fmt: skip
