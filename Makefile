@@ -8,6 +8,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STATE  ?= .capa/state.db
 PYTEST_ARGS ?=
+# Options of the controller benchmark, e.g. CONTROLLER_BENCH_ARGS="--clusters 5 --sync-period 20s"
+CONTROLLER_BENCH_ARGS ?=
 
 .PHONY: setup run test lint bench localstack-test e2e clean
 
@@ -33,6 +35,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/controller.py $(CONTROLLER_BENCH_ARGS)
 
 # LocalStack runs without Docker only on Python 3.13: found on PATH or through pyenv, or named here.
 LOCALSTACK_PYTHON ?=

@@ -1,0 +1,891 @@
+"""capa-py controller benchmark: N clusters under one ``capa controller`` process, against one moto server.
+
+    .venv/bin/python benchmarks/controller.py [--clusters N] [--sync-period 60s] [--window 120s]
+                                              [--settle 10s] [--store sqlite|kube] [--json PATH]
+
+Starts one moto server subprocess on 127.0.0.1 and one ``capa controller`` subprocess on a fresh SQLite
+state (``--sync-period`` as given, metrics on a free loopback port, probes off; with ``--store kube``
+through ``capa serve`` and a kubeconfig instead), then
+
+1. applies N clusters at once (``capa apply --no-wait`` of a generated manifest: N copies of the example,
+   each with its own names and its own VPC range) and waits until every AWSCluster and AWSMachine is ready:
+   the time that took, and the AWS calls and reconciles the controller spent on it (from its ``/metrics``);
+2. lets the controller run on the ready clusters for a measurement window (default two sync periods) and
+   gives reconciles per minute by controller and AWS calls per minute, in total and by operation, mutating
+   calls apart (a steady state should make none: printed, not asserted);
+3. reads the controller process's memory (VmRSS and VmHWM of /proc/PID/status) before the apply, once
+   converged and at the end of the window, and the CPU time the controller and moto used in each phase.
+
+The report goes to stdout, progress to stderr. Nothing asserts a time. Every process it starts is stopped
+on the way out, also on failure or Ctrl-C. See ``benchmarks/README.md`` for what each figure means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ipaddress
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import yaml
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+for entry in (str(REPO), str(BENCH)):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+
+from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
+from capa_py.aws.accounting import is_mutating  # noqa: E402
+from capa_py.cli.durations import parse_duration  # noqa: E402
+from capa_py.store import ObjectStore, open_store  # noqa: E402
+
+DEFAULT_TEMPLATE = REPO / "examples" / "aws-cluster.yaml"
+NAME_PREFIX = "bench"
+POLL_SECONDS = 1.0
+"""How often readiness is polled (read from the store file) while converging."""
+MEMORY_SAMPLE_SECONDS = 5.0
+STOP_SECONDS = 60.0
+STDERR_LIMIT = 6000
+
+
+def progress(message: str) -> None:
+    print(f"[controller-bench] {message}", file=sys.stderr, flush=True)
+
+
+class BenchmarkFailed(RuntimeError):
+    """A step that could not complete; the message says which and why."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM received: unwound like Ctrl-C, so that every process is stopped."""
+
+
+# -- the manifest: N copies of the example -------------------------------------------------------------------
+
+
+def _template_name(documents: Sequence[Mapping[str, Any]]) -> str:
+    for doc in documents:
+        if doc.get("kind") == "Cluster":
+            return str(doc["metadata"]["name"])
+    raise ValueError("the template has no Cluster")
+
+
+def _rename(value: Any, old: str, new: str) -> Any:
+    """Every string equal to ``old`` or starting with ``old-`` (object names, references, labels) renamed."""
+    if isinstance(value, dict):
+        return {k: _rename(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rename(v, old, new) for v in value]
+    if isinstance(value, str) and (value == old or value.startswith(f"{old}-")):
+        return new + value[len(old) :]
+    return value
+
+
+def _shift(cidr: str, offset: int) -> str:
+    network = ipaddress.IPv4Network(cidr)
+    return str(ipaddress.IPv4Network((int(network.network_address) + offset, network.prefixlen)))
+
+
+def _vpc_range(documents: Sequence[Mapping[str, Any]]) -> ipaddress.IPv4Network:
+    for doc in documents:
+        if doc.get("kind") == "AWSCluster":
+            return ipaddress.IPv4Network(doc["spec"]["network"]["vpc"]["cidrBlock"])
+    raise ValueError("the template has no AWSCluster with spec.network.vpc.cidrBlock")
+
+
+def max_clusters(template: Path = DEFAULT_TEMPLATE) -> int:
+    """How many copies fit: consecutive VPC ranges of the template's size, within its private block."""
+    vpc = _vpc_range(list(yaml.safe_load_all(template.read_text())))
+    for block in map(ipaddress.IPv4Network, ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")):
+        if vpc.subnet_of(block):
+            return (int(block.broadcast_address) - int(vpc.network_address) + 1) // vpc.num_addresses
+    return 1
+
+
+def cluster_name(index: int) -> str:
+    return f"{NAME_PREFIX}-{index:03d}"
+
+
+def cluster_manifest(count: int, template: Path = DEFAULT_TEMPLATE) -> str:
+    """``count`` copies of the template's cluster (every object of it), as one multi-document YAML.
+
+    Copy ``i`` is named ``bench-<i>`` (every name and reference that was the template's cluster name, or
+    started with it, is renamed) and its VPC and subnet ranges are the template's moved up by ``i`` VPC
+    sizes, so no two clusters' VPCs overlap (10.0.0.0/16, 10.1.0.0/16, … for the example)."""
+    documents = [d for d in yaml.safe_load_all(template.read_text()) if d]
+    limit = max_clusters(template)
+    if not 1 <= count <= limit:
+        raise ValueError(f"between 1 and {limit} clusters fit the template's private address block")
+    old = _template_name(documents)
+    size = _vpc_range(documents).num_addresses
+    out: list[dict[str, Any]] = []
+    for index in range(count):
+        for doc in documents:
+            copy: dict[str, Any] = _rename(doc, old, cluster_name(index))
+            network = copy.get("spec", {}).get("network") if copy.get("kind") == "AWSCluster" else None
+            if network:
+                network["vpc"]["cidrBlock"] = _shift(network["vpc"]["cidrBlock"], index * size)
+                for subnet in network.get("subnets", []):
+                    subnet["cidrBlock"] = _shift(subnet["cidrBlock"], index * size)
+            out.append(copy)
+    return yaml.safe_dump_all(out, sort_keys=False)
+
+
+# -- processes -----------------------------------------------------------------------------------------------
+
+
+def child_env() -> dict[str, str]:
+    """No AWS_* settings of the user's: the controller can only reach the moto server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CAPA_"))}
+    env.update({"AWS_EC2_METADATA_DISABLED": "true", "NO_COLOR": "1"})
+    return env
+
+
+def capa_command() -> list[str]:
+    beside = Path(sys.executable).parent / "capa"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "capa_py.cli"]
+
+
+def run_capa(args: Sequence[str], timeout: float = 120.0) -> str:
+    command = [*capa_command(), *args]
+    try:
+        done = subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BenchmarkFailed(f"capa {' '.join(args)}: no answer within {timeout:.0f} s") from exc
+    if done.returncode != 0:
+        raise BenchmarkFailed(
+            f"capa {' '.join(args)}: exit status {done.returncode}\n{done.stderr[-STDERR_LIMIT:]}"
+        )
+    return done.stdout
+
+
+class Background:
+    """A long-running ``capa`` subprocess, its stdout lines collected as they come, its stderr to a file."""
+
+    def __init__(self, name: str, args: Sequence[str], log: Path) -> None:
+        self.name = name
+        self.log = log
+        self._stderr = log.open("w")
+        self.process = subprocess.Popen(
+            [*capa_command(), *args],
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=child_env(),
+        )
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for_line(self, pattern: str, timeout: float) -> re.Match[str]:
+        compiled = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    found = compiled.search(line)
+                    if found:
+                        return found
+                if self.process.poll() is not None and not self._reader.is_alive():
+                    raise BenchmarkFailed(
+                        f"capa {self.name} exited ({self.process.returncode})\n{self.tail()}"
+                    )
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise BenchmarkFailed(f"capa {self.name} never printed /{pattern}/\n{self.tail()}")
+                self._changed.wait(min(left, 0.5))
+
+    def check_alive(self) -> None:
+        if self.process.poll() is not None:
+            raise BenchmarkFailed(f"capa {self.name} exited ({self.process.returncode})\n{self.tail()}")
+
+    def tail(self) -> str:
+        self._stderr.flush()
+        text = self.log.read_text() if self.log.exists() else ""
+        return f"its stderr (last {STDERR_LIMIT} characters):\n{text[-STDERR_LIMIT:]}"
+
+    def stop(self) -> int | None:
+        """SIGTERM, and SIGKILL if it has not exited after its graceful shutdown."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+        self._reader.join(5)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self._stderr.close()
+        return self.process.returncode
+
+
+# -- what is measured ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scrape:
+    """One reading of the controller's ``/metrics``: the counters the figures need."""
+
+    at: float
+    reconciles: dict[tuple[str, str], float]
+    """(controller, result) -> controller_runtime_reconcile_total"""
+    aws: dict[str, float]
+    """service:Operation -> aws_api_requests_total (every status code and error)"""
+    aws_errors: dict[str, float]
+    """error code -> aws_api_requests_total with that error_code"""
+    sums: dict[str, float] = field(default_factory=dict)
+    """``reconcile:<controller>``, ``queue:<queue>`` and ``aws`` -> the _sum of the histogram
+    (controller_runtime_reconcile_time_seconds, workqueue_queue_duration_seconds,
+    aws_api_request_duration_seconds)"""
+    counts: dict[str, float] = field(default_factory=dict)
+    """the same keys -> the histogram's _count"""
+
+
+_HISTOGRAMS: dict[str, tuple[str, str | None]] = {
+    "controller_runtime_reconcile_time_seconds": ("reconcile", "controller"),
+    "workqueue_queue_duration_seconds": ("queue", "name"),
+    "aws_api_request_duration_seconds": ("aws", None),
+}
+
+
+def scrape(url: str) -> Scrape:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+    except OSError as exc:
+        raise BenchmarkFailed(f"cannot read the controller's metrics at {url}: {exc}") from exc
+    at = time.monotonic()
+    reconciles: dict[tuple[str, str], float] = {}
+    aws: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    sums: dict[str, float] = {}
+    counts: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = sample.labels
+            histogram = _HISTOGRAMS.get(sample.name.removesuffix("_sum").removesuffix("_count"))
+            if histogram is not None and sample.name.endswith(("_sum", "_count")):
+                prefix, label = histogram
+                name = f"{prefix}:{labels.get(label, '')}" if label else prefix
+                target = sums if sample.name.endswith("_sum") else counts
+                target[name] = target.get(name, 0.0) + sample.value
+            elif sample.name == "controller_runtime_reconcile_total":
+                key = (labels.get("controller", ""), labels.get("result", ""))
+                reconciles[key] = reconciles.get(key, 0.0) + sample.value
+            elif sample.name == "aws_api_requests_total":
+                op = f"{labels.get('service', '')}:{labels.get('operation', '')}"
+                aws[op] = aws.get(op, 0.0) + sample.value
+                if labels.get("error_code"):
+                    errors[labels["error_code"]] = errors.get(labels["error_code"], 0.0) + sample.value
+    return Scrape(at, reconciles, aws, errors, sums, counts)
+
+
+def mean_seconds(new: Scrape, old: Scrape | None, key: str) -> float | None:
+    """The mean of a histogram's observations between two readings (None when there were none)."""
+    count = new.counts.get(key, 0.0) - (old.counts.get(key, 0.0) if old else 0.0)
+    total = new.sums.get(key, 0.0) - (old.sums.get(key, 0.0) if old else 0.0)
+    return round(total / count, 4) if count > 0 else None
+
+
+def timing_figures(new: Scrape, old: Scrape | None) -> dict[str, Any]:
+    """Mean reconcile time and mean wait in the queue, by controller; mean AWS request time."""
+    controllers = sorted({k.split(":", 1)[1] for k in new.counts if k.startswith("reconcile:")})
+    return {
+        "byController": {
+            c: {
+                "reconcileSecondsMean": mean_seconds(new, old, f"reconcile:{c}"),
+                "queueWaitSecondsMean": mean_seconds(new, old, f"queue:{c}"),
+            }
+            for c in controllers
+        },
+        "awsRequestSecondsMean": mean_seconds(new, old, "aws"),
+    }
+
+
+def _diff(new: Mapping[Any, float], old: Mapping[Any, float]) -> dict[Any, int]:
+    return {k: round(v - old.get(k, 0.0)) for k, v in new.items() if round(v - old.get(k, 0.0))}
+
+
+def mutating(operation: str) -> bool:
+    return bool(is_mutating(operation.split(":", 1)[-1]))
+
+
+def calls_figures(new: Scrape, old: Scrape | None) -> dict[str, Any]:
+    by_operation = _diff(new.aws, old.aws if old else {})
+    errors = _diff(new.aws_errors, old.aws_errors if old else {})
+    return {
+        "total": sum(by_operation.values()),
+        "mutating": sum(n for op, n in by_operation.items() if mutating(op)),
+        "byOperation": dict(sorted(by_operation.items())),
+        "errors": dict(sorted(errors.items())),
+    }
+
+
+def reconcile_figures(new: Scrape, old: Scrape | None) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (controller, result), n in sorted(_diff(new.reconciles, old.reconciles if old else {}).items()):
+        out.setdefault(controller, {})[result] = n
+    return out
+
+
+def memory(pid: int) -> dict[str, int]:
+    """VmRSS and VmHWM of a process, in KiB (Linux /proc)."""
+    figures: dict[str, int] = {}
+    with contextlib.suppress(OSError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                figures[{"VmRSS": "rssKiB", "VmHWM": "peakRssKiB"}[key]] = int(value.split()[0])
+    return figures
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User plus system CPU time a process has used so far (Linux /proc), in seconds."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_readings(pids: Mapping[str, int]) -> dict[str, float | None]:
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
+
+
+def cpu_figures(
+    new: Mapping[str, float | None], old: Mapping[str, float | None], seconds: float
+) -> dict[str, dict[str, float]]:
+    """CPU seconds each process used between two readings, and its share of one core over that time."""
+    out: dict[str, dict[str, float]] = {}
+    for name, value in new.items():
+        before = old.get(name)
+        if value is not None and before is not None and seconds > 0:
+            used = value - before
+            out[name] = {"cpuSeconds": round(used, 1), "coreShare": round(used / seconds, 3)}
+    return out
+
+
+def cpu_text(cpu: Mapping[str, Mapping[str, float]]) -> str:
+    return ", ".join(
+        f"{name} {c['cpuSeconds']:.1f} s ({100 * c['coreShare']:.0f}% of a core)" for name, c in cpu.items()
+    )
+
+
+def not_ready(store: ObjectStore) -> dict[str, int]:
+    """How many AWSClusters and AWSMachines there are, and how many are not ready yet. Read from the store
+    file in this process: a ``capa get`` per poll would cost a CPU-second that the controller then lacks."""
+    clusters = store.list(AWSCluster)
+    machines = store.list(AWSMachine)
+    return {
+        "awsclusters": len(clusters),
+        "awsclustersNotReady": sum(not o.status.ready for o in clusters),
+        "awsmachines": len(machines),
+        "awsmachinesNotReady": sum(not o.status.ready for o in machines),
+    }
+
+
+# -- report formatting ---------------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "  ") -> str:
+    """Columns three spaces apart; the first left-aligned, the others right-aligned."""
+    cells = [[str(h) for h in headers], *[["" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join(
+        indent
+        + "   ".join(
+            c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in cells
+    )
+
+
+def section(title: str) -> None:
+    print()
+    print(title)
+    print("=" * len(title))
+
+
+def seconds_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f} s"
+
+
+def mib(kib: int | None) -> str:
+    return "-" if kib is None else f"{kib / 1024:.1f} MiB"
+
+
+def per_minute(count: float, seconds: float) -> float:
+    return round(count * 60.0 / seconds, 1) if seconds > 0 else 0.0
+
+
+def report_converge(figures: dict[str, Any]) -> None:
+    conv = figures["converge"]
+    calls = conv["calls"]
+    section(f"1. {figures['clusters']} clusters applied at once: time to ready, AWS calls, reconciles")
+    print(
+        f"  all {conv['awsclusters']} AWSClusters and {conv['awsmachines']} AWSMachines ready "
+        f"{conv['seconds']:.1f} s after `capa apply --no-wait` returned (polled every {POLL_SECONDS:g} s)"
+    )
+    print(
+        f"  AWS calls: {calls['total']} ({calls['mutating']} mutating, {calls['total'] - calls['mutating']} "
+        f"reads); per cluster {calls['total'] / figures['clusters']:.1f} "
+        f"({calls['mutating'] / figures['clusters']:.1f} mutating)"
+    )
+    if calls["errors"]:
+        print("  calls answered with an error: " + ", ".join(f"{k} {v}" for k, v in calls["errors"].items()))
+    timing = conv["timing"]["byController"]
+    rows = [[c, sum(r.values()), r.get("success", 0), r.get("requeue", 0) + r.get("requeue_after", 0),
+             r.get("error", 0), seconds_text(timing.get(c, {}).get("reconcileSecondsMean")),
+             seconds_text(timing.get(c, {}).get("queueWaitSecondsMean"))]
+            for c, r in conv["reconciles"].items()]  # fmt: skip
+    print()
+    headers = ["reconciles by controller", "total", "success", "requeue", "error", "mean time", "mean wait"]
+    print(table(headers, rows))
+    print(
+        "  (mean time: of one reconcile; mean wait: in the work queue, from due to taken by a worker; "
+        f"mean AWS request: {seconds_text(conv['timing']['awsRequestSecondsMean'])})"
+    )
+    print()
+    print(operations_table(calls["byOperation"], None))
+    mem = conv["memory"]
+    print()
+    idle = figures.get("startupMemory", {})
+    print(
+        f"  controller memory once converged: RSS {mib(mem.get('rssKiB'))}, "
+        f"peak {mib(mem.get('peakRssKiB'))} (RSS {mib(idle.get('rssKiB'))} before the apply, with no object)"
+    )
+    serve_memory_line("once converged", conv)
+    print(f"  CPU used while converging: {cpu_text(conv['cpu'])}")
+
+
+def operations_table(by_operation: Mapping[str, int], seconds: float | None) -> str:
+    operations = sorted(by_operation, key=lambda op: (not mutating(op), op))
+    headers = ["AWS calls by operation", "mutating", "calls"] + (["per minute"] if seconds else [])
+    rows: list[list[Any]] = [
+        [op, "yes" if mutating(op) else "", by_operation[op]]
+        + ([f"{per_minute(by_operation[op], seconds):.1f}"] if seconds else [])
+        for op in operations
+    ]
+    total = sum(by_operation.values())
+    rows.append(["total", "", total] + ([f"{per_minute(total, seconds):.1f}"] if seconds else []))
+    return table(headers, rows)
+
+
+def report_steady(figures: dict[str, Any]) -> None:
+    steady = figures["steadyState"]
+    seconds = steady["windowSeconds"]
+    calls = steady["calls"]
+    section(
+        f"2. Steady state: {seconds:.0f} s with every cluster ready (sync period "
+        f"{figures['syncPeriodSeconds']:g} s)"
+    )
+    reconciles, resync = steady["reconciles"], steady["resyncPerMinute"]
+    timing = steady["timing"]["byController"]
+    rows = [
+        [c, sum(reconciles.get(c, {}).values()), f"{steady['reconcilesPerMinute'].get(c, 0.0):.1f}",
+         f"{resync.get(c, 0.0):.1f}", seconds_text(timing.get(c, {}).get("reconcileSecondsMean"))]
+        for c in dict.fromkeys([*resync, *reconciles])
+    ]  # fmt: skip
+    total = sum(sum(r.values()) for r in steady["reconciles"].values())
+    rows.append(
+        [
+            "total",
+            total,
+            f"{per_minute(total, seconds):.1f}",
+            f"{sum(steady['resyncPerMinute'].values()):.1f}",
+            "",
+        ]
+    )
+    headers = ["reconciles", "in window", "per minute", "resync alone would be", "mean time"]
+    print(table(headers, rows))
+    print()
+    if calls["byOperation"]:
+        print(operations_table(calls["byOperation"], seconds))
+    else:
+        print("  no AWS call in the window")
+    print()
+    print(
+        f"  AWS calls per minute: {steady['awsCallsPerMinute']:.1f} in total, "
+        f"{steady['mutatingCallsPerMinute']:.1f} mutating ({calls['mutating']} mutating calls in the window)"
+    )
+    if calls["errors"]:
+        print("  calls answered with an error: " + ", ".join(f"{k} {v}" for k, v in calls["errors"].items()))
+    mem = steady["memory"]
+    print(
+        f"  controller memory at the end of the window: RSS {mib(mem.get('rssKiB'))}, peak "
+        f"{mib(mem.get('peakRssKiB'))} (highest RSS sampled in the window {mib(mem.get('windowMaxRssKiB'))})"
+    )
+    serve_memory_line("at the end of the window", steady)
+    print(f"  CPU used in the window: {cpu_text(steady['cpu'])}")
+
+
+def serve_memory_line(when: str, figures: Mapping[str, Any]) -> None:
+    serve = figures.get("serveMemory")
+    if serve:
+        print(
+            f"  capa serve memory {when}: RSS {mib(serve.get('rssKiB'))}, peak {mib(serve.get('peakRssKiB'))}"
+        )
+
+
+# -- the benchmark -------------------------------------------------------------------------------------------
+
+
+def _raise_interrupted(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted
+
+
+@contextlib.contextmanager
+def sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM raises :class:`Interrupted`, SIGINT KeyboardInterrupt (even when started with SIGINT ignored,
+    as a background job is), so that both unwind through the code that stops the processes."""
+    previous = {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_interrupted),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def wait_until_ready(
+    store: ObjectStore, controller: Background, deadline: float, timeout: float
+) -> dict[str, int]:
+    """Poll until every AWSCluster and AWSMachine is ready; the last counts. Progress when they change."""
+    shown: dict[str, int] = {}
+    while True:
+        controller.check_alive()
+        counts = not_ready(store)
+        if counts["awsclusters"] and not counts["awsclustersNotReady"] + counts["awsmachinesNotReady"]:
+            return counts
+        if time.monotonic() > deadline:
+            raise BenchmarkFailed(f"not converged after {timeout:.0f} s: {counts}\n{controller.tail()}")
+        if counts != shown:
+            progress(
+                f"  {counts['awsclustersNotReady']}/{counts['awsclusters']} AWSClusters and "
+                f"{counts['awsmachinesNotReady']}/{counts['awsmachines']} AWSMachines not ready yet"
+            )
+            shown = counts
+        time.sleep(POLL_SECONDS)
+
+
+STORES = {
+    "sqlite": "the SQLite store (--state)",
+    "kube": "the kube store (--kubeconfig) through capa serve",
+}
+
+
+def start_store(
+    kind: str, work: Path, state: Path, stack: contextlib.ExitStack
+) -> tuple[list[str], Background | None]:
+    """The global options that select the store for every capa command, and the ``capa serve`` process
+    when the store is ``kube`` (the SQLite file served over the Kubernetes API, capa-py's CRDs applied)."""
+    if kind == "sqlite":
+        return ["--state", str(state)], None
+    kubeconfig = work / "capa.kubeconfig"
+    progress("starting capa serve (the store over the Kubernetes API)")
+    serve = Background(
+        "serve",
+        ["--state", str(state), "serve", "--port", "0", "--write-kubeconfig", str(kubeconfig)],
+        work / "serve.stderr",
+    )
+    stack.callback(stop_process, serve, "capa serve")
+    serve.wait_for_line(r"kubeconfig written to", timeout=60)
+    crds = work / "crds.yaml"
+    crds.write_text(run_capa(["manifests", "crds"]))
+    run_capa(["--kubeconfig", str(kubeconfig), "apply", "-f", str(crds), "--no-wait"])
+    return ["--kubeconfig", str(kubeconfig)], serve
+
+
+def stop_process(process: Background, what: str) -> None:
+    progress(f"stopping {what}")
+    process.stop()
+
+
+def measure(
+    args: argparse.Namespace, work: Path, endpoint: str, moto_pid: int, figures: dict[str, Any]
+) -> None:
+    with contextlib.ExitStack() as stack:
+        _measure(args, work, endpoint, moto_pid, figures, stack)
+
+
+def _measure(
+    args: argparse.Namespace,
+    work: Path,
+    endpoint: str,
+    moto_pid: int,
+    figures: dict[str, Any],
+    stack: contextlib.ExitStack,
+) -> None:
+    state = work / "state.db"
+    manifest = work / "clusters.yaml"
+    manifest.write_text(cluster_manifest(args.clusters, args.template))
+    store_args, serve = start_store(args.store, work, state, stack)
+
+    def serve_memory() -> dict[str, dict[str, int]]:
+        return {"serveMemory": memory(serve.pid)} if serve is not None else {}
+
+    progress(f"starting capa controller (sync period {args.sync_period})")
+    controller = Background(
+        "controller",
+        [
+            *store_args, "controller", "--aws-endpoint", endpoint,
+            "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0",
+            "--sync-period", args.sync_period, "--graceful-shutdown-timeout", "10s",
+        ],
+        work / "controller.stderr",
+    )  # fmt: skip
+    stack.callback(lambda: figures.__setitem__("controllerExitStatus", controller.process.returncode))
+    stack.callback(stop_process, controller, "capa controller")
+    metrics_url = controller.wait_for_line(r"metrics: (http://\S+/metrics)", timeout=60).group(1)
+    controller.wait_for_line(r"controllers running:", timeout=60)
+    before = scrape(metrics_url)
+    figures["startupMemory"] = memory(controller.pid)
+    pids = {"controller": controller.pid, "moto": moto_pid}
+    if serve is not None:
+        pids["serve"] = serve.pid
+
+    progress(f"applying {args.clusters} clusters (capa apply --no-wait)")
+    run_capa([*store_args, "apply", "-f", str(manifest), "--no-wait"])
+    applied = time.monotonic()
+    cpu_applied = cpu_readings(pids)
+    # Readiness is read from the SQLite file in both modes (capa serve keeps its objects there).
+    reader = open_store(state, create=False)
+    try:
+        counts = wait_until_ready(reader, controller, applied + args.converge_timeout, args.converge_timeout)
+    finally:
+        reader.close()
+    converged_at = time.monotonic()
+    converged = scrape(metrics_url)
+    cpu_converged = cpu_readings(pids)
+    figures["converge"] = {
+        "seconds": round(converged_at - applied, 1),
+        "awsclusters": counts["awsclusters"],
+        "awsmachines": counts["awsmachines"],
+        "calls": calls_figures(converged, before),
+        "reconciles": reconcile_figures(converged, before),
+        "timing": timing_figures(converged, before),
+        "memory": memory(controller.pid),
+        **serve_memory(),
+        "cpu": cpu_figures(cpu_converged, cpu_applied, converged_at - applied),
+    }
+    report_converge(figures)
+    sys.stdout.flush()
+
+    if args.settle > 0:
+        progress(f"settling for {args.settle:g} s")
+        time.sleep(args.settle)
+    progress(f"steady state: measuring for {args.window:g} s")
+    start = scrape(metrics_url)
+    cpu_start = cpu_readings(pids)
+    window_max = 0
+    end_at = start.at + args.window
+    while (left := end_at - time.monotonic()) > 0:
+        time.sleep(min(MEMORY_SAMPLE_SECONDS, left))
+        controller.check_alive()
+        if serve is not None:
+            serve.check_alive()
+        window_max = max(window_max, memory(controller.pid).get("rssKiB", 0))
+    end = scrape(metrics_url)
+    cpu_end = cpu_readings(pids)
+    seconds = end.at - start.at
+    calls = calls_figures(end, start)
+    reconciles = reconcile_figures(end, start)
+    mem = memory(controller.pid)
+    mem["windowMaxRssKiB"] = max(window_max, mem.get("rssKiB", 0))
+    figures["steadyState"] = {
+        "windowSeconds": round(seconds, 1),
+        "reconciles": reconciles,
+        "reconcilesPerMinute": {c: per_minute(sum(r.values()), seconds) for c, r in reconciles.items()},
+        "timing": timing_figures(end, start),
+        "resyncPerMinute": resync_rates(manifest, args.sync_seconds),
+        "calls": calls,
+        "awsCallsPerMinute": per_minute(calls["total"], seconds),
+        "mutatingCallsPerMinute": per_minute(calls["mutating"], seconds),
+        "awsCallsPerMinuteByOperation": {
+            op: per_minute(n, seconds) for op, n in calls["byOperation"].items()
+        },
+        "memory": mem,
+        **serve_memory(),
+        "cpu": cpu_figures(cpu_end, cpu_start, seconds),
+    }
+    report_steady(figures)
+    sys.stdout.flush()
+
+
+def resync_rates(manifest: Path, sync_seconds: float) -> dict[str, float]:
+    """Reconciles per minute the resync alone makes: every object once per sync period, per controller."""
+    kinds = {
+        "Cluster": "cluster",
+        "Machine": "machine",
+        "AWSCluster": "awscluster",
+        "AWSMachine": "awsmachine",
+    }
+    counts: dict[str, int] = {}
+    for doc in yaml.safe_load_all(manifest.read_text()):
+        if doc and doc.get("kind") in kinds:
+            counts[kinds[doc["kind"]]] = counts.get(kinds[doc["kind"]], 0) + 1
+    if sync_seconds <= 0:
+        return dict.fromkeys(counts, 0.0)
+    return {c: per_minute(n, sync_seconds) for c, n in sorted(counts.items())}
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description="Reconciles and AWS calls per minute, and memory, of one capa controller process "
+        "running N clusters against a local moto server."
+    )
+    parser.add_argument(
+        "--clusters", type=int, default=20, metavar="N", help="clusters to apply (default 20)"
+    )
+    parser.add_argument(
+        "--sync-period",
+        default="60s",
+        metavar="DURATION",
+        help="the controller's --sync-period (default 60s)",
+    )
+    parser.add_argument(
+        "--window",
+        metavar="DURATION",
+        help="steady-state measurement window (default: two sync periods, 2m with the default)",
+    )
+    parser.add_argument(
+        "--settle",
+        default="10s",
+        metavar="DURATION",
+        help="wait after convergence before the window starts (default 10s)",
+    )
+    parser.add_argument(
+        "--converge-timeout", default="10m", metavar="DURATION", help="give up converging after (default 10m)"
+    )
+    parser.add_argument(
+        "--store",
+        choices=("sqlite", "kube"),
+        default="sqlite",
+        help="sqlite: the controller on the SQLite file (default); kube: through capa serve and a kubeconfig",
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON to PATH")
+    parser.add_argument(
+        "--template",
+        type=Path,
+        default=DEFAULT_TEMPLATE,
+        metavar="FILE",
+        help="the cluster to copy (default examples/aws-cluster.yaml)",
+    )
+    args = parser.parse_args(argv)
+    try:
+        args.sync_seconds = parse_duration(args.sync_period)
+        args.window = parse_duration(args.window) if args.window else 2 * args.sync_seconds
+        args.settle = parse_duration(args.settle)
+        args.converge_timeout = parse_duration(args.converge_timeout)
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.window <= 0:
+        parser.error("--window must be positive (a --sync-period of 0 needs an explicit --window)")
+    limit = max_clusters(args.template)
+    if not 1 <= args.clusters <= limit:
+        parser.error(f"--clusters must be between 1 and {limit}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from moto_env import MotoEnv
+
+    started = time.monotonic()
+    figures: dict[str, Any] = {
+        "clusters": args.clusters,
+        "syncPeriodSeconds": args.sync_seconds,
+        "environment": {
+            "python": platform.python_version(),
+            "platform": f"{platform.system()} {platform.machine()}",
+            "cpus": os.cpu_count(),
+            "store": args.store,
+        },
+    }
+    status = 0
+    env: MotoEnv | None = None
+    with sigterm_unwinds():
+        try:
+            progress("starting a moto server on 127.0.0.1")
+            env = MotoEnv.start()
+            print("capa-py controller benchmark")
+            print(
+                f"  {args.clusters} clusters, each a copy of {args.template.name}; "
+                f"one moto server on {env.url}"
+            )
+            print(
+                f"  python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+                f"{os.cpu_count()} CPUs"
+            )
+            print(f"  capa controller --sync-period {args.sync_period}, on {STORES[args.store]}")
+            with tempfile.TemporaryDirectory(prefix="capa-controller-bench-") as tmp:
+                measure(args, Path(tmp), env.url, env.server.process.pid, figures)
+        except BenchmarkFailed as exc:
+            sys.stdout.flush()
+            print(f"\nerror: {exc}", file=sys.stderr)
+            figures["error"] = str(exc).splitlines()[0]
+            status = 1
+        except (KeyboardInterrupt, Interrupted):
+            sys.stdout.flush()
+            print("\ninterrupted", file=sys.stderr)
+            figures["error"] = "interrupted"
+            status = 130
+        finally:
+            if env is not None:
+                env.stop()
+    figures["benchmarkSeconds"] = round(time.monotonic() - started, 1)
+    outcome = "finished" if status == 0 else "FAILED"
+    print(f"\ncontroller benchmark {outcome} after {figures['benchmarkSeconds']:.0f} s")
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+        progress(f"figures written to {args.json}")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,150 @@
+"""The controller benchmark's pieces that need no server: its manifest of N clusters, its figures from two
+metric readings, and its command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import ipaddress
+import subprocess
+import sys
+from itertools import combinations
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import Cluster, Machine
+from capa_py.api.core import Secret
+from capa_py.api.loader import load_manifest_text
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "controller.py"
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("capa_controller_benchmark", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    path = list(sys.path)
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path  # the script puts benchmarks/ first; the other tests should not see its modules
+    return module
+
+
+bench = _load()
+
+
+def test_the_manifest_holds_n_valid_clusters_with_their_own_names_and_ranges() -> None:
+    objects = load_manifest_text(bench.cluster_manifest(20), "generated")  # the loader's full validation
+
+    clusters = [o for o in objects if isinstance(o, Cluster)]
+    aws = {o.metadata.name: o for o in objects if isinstance(o, AWSCluster)}
+    machines = [o for o in objects if isinstance(o, Machine)]
+    aws_machines = {o.metadata.name for o in objects if isinstance(o, AWSMachine)}
+    secrets = {o.metadata.name for o in objects if isinstance(o, Secret)}
+    assert len(clusters) == 20
+    assert len({c.metadata.name for c in clusters}) == 20
+    assert set(aws) == {c.metadata.name for c in clusters}
+    assert len(machines) == len(aws_machines) == 60  # the example's three machines, for each cluster
+    assert len(secrets) == 20
+    for cluster in clusters:
+        assert cluster.spec.infrastructure_ref is not None
+        assert cluster.spec.infrastructure_ref.name == cluster.metadata.name
+    for machine in machines:
+        assert machine.spec.cluster_name in aws
+        assert machine.metadata.labels["cluster.x-k8s.io/cluster-name"] == machine.spec.cluster_name
+        assert machine.spec.infrastructure_ref.name in aws_machines
+        assert machine.spec.infrastructure_ref.name.startswith(f"{machine.spec.cluster_name}-")
+        assert machine.spec.bootstrap.data_secret_name in secrets
+
+    vpcs = []
+    for cluster in aws.values():
+        vpc = ipaddress.IPv4Network(cluster.spec.network.vpc.cidr_block)
+        subnets = [ipaddress.IPv4Network(s.cidr_block) for s in cluster.spec.network.subnets]
+        assert len(subnets) == 6
+        assert all(s.subnet_of(vpc) for s in subnets), cluster.metadata.name
+        assert not any(a.overlaps(b) for a, b in combinations(subnets, 2)), cluster.metadata.name
+        vpcs.append(vpc)
+    assert not [(a, b) for a, b in combinations(vpcs, 2) if a.overlaps(b)]
+
+
+def test_as_many_clusters_as_the_private_block_holds_and_no_more() -> None:
+    assert bench.max_clusters() == 256  # /16 VPCs of the example in 10.0.0.0/8
+    last = [d for d in yaml.safe_load_all(bench.cluster_manifest(256)) if d["kind"] == "AWSCluster"][-1]
+    assert last["metadata"]["name"] == "bench-255"
+    assert last["spec"]["network"]["vpc"]["cidrBlock"] == "10.255.0.0/16"
+    for count in (0, 257):
+        with pytest.raises(ValueError, match="between 1 and 256"):
+            bench.cluster_manifest(count)
+
+
+def test_figures_are_the_differences_between_two_readings() -> None:
+    old = bench.Scrape(
+        0.0,
+        {("awscluster", "success"): 5.0},
+        {"ec2:CreateVpc": 1.0, "ec2:DescribeVpcs": 4.0},
+        {},
+    )
+    new = bench.Scrape(
+        60.0,
+        {("awscluster", "success"): 9.0, ("awsmachine", "requeue_after"): 2.0},
+        {"ec2:CreateVpc": 1.0, "ec2:DescribeVpcs": 10.0, "ec2:RunInstances": 3.0},
+        {"InvalidVpcID.NotFound": 1.0},
+    )
+    assert bench.calls_figures(new, old) == {
+        "total": 9,
+        "mutating": 3,
+        "byOperation": {"ec2:DescribeVpcs": 6, "ec2:RunInstances": 3},
+        "errors": {"InvalidVpcID.NotFound": 1},
+    }
+    assert bench.reconcile_figures(new, old) == {
+        "awscluster": {"success": 4},
+        "awsmachine": {"requeue_after": 2},
+    }
+
+
+def test_mean_times_are_those_of_the_observations_between_two_readings() -> None:
+    old = bench.Scrape(
+        0.0,
+        {},
+        {},
+        {},
+        {"reconcile:awscluster": 2.0, "aws": 1.0},
+        {"reconcile:awscluster": 4.0, "aws": 100.0},
+    )
+    new = bench.Scrape(
+        60.0,
+        {},
+        {},
+        {},
+        {"reconcile:awscluster": 5.0, "queue:awscluster": 0.5, "aws": 1.0},
+        {"reconcile:awscluster": 10.0, "queue:awscluster": 10.0, "aws": 100.0},
+    )
+    assert bench.timing_figures(new, old) == {
+        "byController": {"awscluster": {"reconcileSecondsMean": 0.5, "queueWaitSecondsMean": 0.05}},
+        "awsRequestSecondsMean": None,  # no request between the readings
+    }
+
+
+def test_help_and_a_refused_option() -> None:
+    shown = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert shown.returncode == 0, shown.stderr
+    for option in ("--clusters", "--sync-period", "--window", "--settle", "--store", "--json"):
+        assert option in shown.stdout
+    refused = subprocess.run(
+        [sys.executable, str(SCRIPT), "--clusters", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert refused.returncode == 2
+    assert "--clusters must be between 1 and 256" in refused.stderr
