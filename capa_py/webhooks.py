@@ -18,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-import threading
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.resources import Target, admit
 from capa_py.apiserver.status import ApiError
 from capa_py.logging import get_logger
+from capa_py.runtime.background import BackgroundLoop, Ready, start_loop_thread
 
 _log = get_logger("webhooks")
 
@@ -172,21 +171,16 @@ class CertificateReloader:
         return True
 
 
-@dataclass
 class RunningWebhook:
     """The webhook server on its own event loop in a background thread."""
 
-    url: str
-    port: int
-    _loop: asyncio.AbstractEventLoop
-    _stopping: asyncio.Event
-    _thread: threading.Thread
+    def __init__(self, url: str, port: int, handle: BackgroundLoop) -> None:
+        self.url = url
+        self.port = port
+        self._handle = handle
 
     def stop(self, timeout: float = 30.0) -> None:
-        if not self._thread.is_alive():
-            return
-        self._loop.call_soon_threadsafe(self._stopping.set)
-        self._thread.join(timeout)
+        self._handle.stop(timeout)
 
 
 def start_in_thread(
@@ -199,22 +193,17 @@ def start_in_thread(
     """Serve the webhooks over HTTPS in a background thread; returns once the port is bound. A missing
     or bad certificate raises :class:`WebhookConfigError` before anything is served."""
     certificates = CertificateReloader(cert_dir)
-    ready = threading.Event()
-    state: dict[str, Any] = {}
 
-    async def main() -> None:
-        stopping = asyncio.Event()
-        state["loop"], state["stopping"] = asyncio.get_running_loop(), stopping
+    async def server(stopping: asyncio.Event, ready: Ready) -> None:
         runner = web.AppRunner(build_app(registry), handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         try:
             site = web.TCPSite(runner, bind, port, ssl_context=certificates.context)
             await site.start()
             host, bound = runner.addresses[0][:2]
-            state["port"] = bound
-            state["url"] = f"https://{f'[{host}]' if ':' in host else host}:{bound}"
-            _log.info("serving validating webhooks", url=state["url"], cert_dir=str(cert_dir))
-            ready.set()
+            url = f"https://{f'[{host}]' if ':' in host else host}:{bound}"
+            _log.info("serving validating webhooks", url=url, cert_dir=str(cert_dir))
+            ready({"url": url, "port": bound})
             while not stopping.is_set():
                 try:
                     await asyncio.wait_for(stopping.wait(), reload_interval)
@@ -228,16 +217,8 @@ def start_in_thread(
         finally:
             await runner.cleanup()
 
-    def run() -> None:
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # reported to the starting thread
-            state["error"] = exc
-            ready.set()
-
-    thread = threading.Thread(target=run, name="capa-webhooks", daemon=True)
-    thread.start()
-    ready.wait()
-    if "error" in state:
-        raise WebhookConfigError(f"the webhook server did not start: {state['error']}") from state["error"]
-    return RunningWebhook(state["url"], state["port"], state["loop"], state["stopping"], thread)
+    try:
+        info, handle = start_loop_thread(server, "capa-webhooks")
+    except Exception as exc:
+        raise WebhookConfigError(f"the webhook server did not start: {exc}") from exc
+    return RunningWebhook(info["url"], info["port"], handle)

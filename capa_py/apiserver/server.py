@@ -6,9 +6,7 @@ import asyncio
 import contextlib
 import json
 import ssl
-import threading
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -21,6 +19,7 @@ from capa_py.apiserver.status import ApiError, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
 from capa_py.logging import get_logger
+from capa_py.runtime.background import BackgroundLoop, Ready, start_loop_thread
 from capa_py.store.errors import StoreError
 from capa_py.store.identity import publish_identity
 from capa_py.store.protocol import ObjectStore
@@ -361,22 +360,16 @@ async def serve(
         _log.info("stopped serving", url=url)
 
 
-@dataclass
 class RunningServer:
     """A server running on its own event loop in a background thread."""
 
-    url: str
-    _loop: asyncio.AbstractEventLoop
-    _stopping: asyncio.Event
-    _thread: threading.Thread
+    def __init__(self, url: str, handle: BackgroundLoop) -> None:
+        self.url = url
+        self._handle = handle
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop serving (open watches end) and wait for the thread; stopping twice is harmless."""
-        if not self._thread.is_alive():
-            return
-        self._loop.call_soon_threadsafe(self._stopping.set)
-        self._thread.join(timeout)
-        if self._thread.is_alive():
+        if not self._handle.stop(timeout):
             raise RuntimeError("the API server thread did not stop")
 
 
@@ -388,29 +381,14 @@ def start_in_thread(
     max_watches: int = 64,
 ) -> RunningServer:
     """Start serving in a background thread and return once the port is bound."""
-    ready = threading.Event()
-    state: dict[str, Any] = {}
 
-    def run() -> None:
-        async def main() -> None:
-            stopping = asyncio.Event()
-            state["loop"], state["stopping"] = asyncio.get_running_loop(), stopping
+    async def server(stopping: asyncio.Event, ready: Ready) -> None:
+        await serve(
+            store, bind, port, stopping, lambda url: ready({"url": url}), bookmark_interval, max_watches
+        )
 
-            def on_ready(url: str) -> None:
-                state["url"] = url
-                ready.set()
-
-            await serve(store, bind, port, stopping, on_ready, bookmark_interval, max_watches)
-
-        try:
-            asyncio.run(main())
-        except BaseException as exc:  # reported to the starting thread
-            state["error"] = exc
-            ready.set()
-
-    thread = threading.Thread(target=run, name="capa-apiserver", daemon=True)
-    thread.start()
-    ready.wait()
-    if "error" in state:
-        raise RuntimeError(f"the API server did not start: {state['error']}") from state["error"]
-    return RunningServer(state["url"], state["loop"], state["stopping"], thread)
+    try:
+        info, handle = start_loop_thread(server, "capa-apiserver")
+    except Exception as exc:
+        raise RuntimeError(f"the API server did not start: {exc}") from exc
+    return RunningServer(info["url"], handle)
