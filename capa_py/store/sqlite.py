@@ -28,6 +28,7 @@ from capa_py.store.admission import check_registered, validated_document
 from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, Missing, NotFound, Unavailable
 from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
+from capa_py.store.sqlite_index import INDEX_SCHEMA, drop_object, ensure_indexes, index_object, plan_list
 
 ORPHAN_FINALIZER = "orphan"
 
@@ -115,9 +116,10 @@ class SQLiteStore:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._write() as conn:
-                for statement in _SCHEMA.split(";"):
+                for statement in (_SCHEMA + INDEX_SCHEMA).split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                ensure_indexes(conn)
         except (sqlite3.DatabaseError, OSError) as exc:
             self.close()
             raise Unavailable(str(self.path), _open_failure(exc)) from exc
@@ -236,11 +238,7 @@ class SQLiteStore:
             "ON CONFLICT (api_version, kind, namespace, name) DO UPDATE SET rv=excluded.rv, doc=excluded.doc",
             (doc["apiVersion"], doc["kind"], namespace, meta["name"], meta["uid"], rv, text),
         )
-        conn.execute("DELETE FROM owner_index WHERE dependent_uid=?", (meta["uid"],))
-        conn.executemany(
-            "INSERT OR IGNORE INTO owner_index (owner_uid, dependent_uid) VALUES (?, ?)",
-            [(ref["uid"], meta["uid"]) for ref in meta.get("ownerReferences", [])],
-        )
+        index_object(conn, doc)
         self._record_event(conn, rv, event, doc, prev)
         return doc
 
@@ -274,7 +272,7 @@ class SQLiteStore:
         rv = self._next_rv(conn)
         meta["resourceVersion"] = str(rv)
         conn.execute("DELETE FROM objects WHERE uid=?", (meta["uid"],))
-        conn.execute("DELETE FROM owner_index WHERE dependent_uid=?", (meta["uid"],))
+        drop_object(conn, doc)
         self._record_event(conn, rv, "DELETED", doc, doc)
         self._collect_dependents(conn, meta["uid"], orphan=False)
         return doc
@@ -331,6 +329,11 @@ class SQLiteStore:
     def _to_model(self, model: type[T], doc: dict[str, Any]) -> T:
         return model.model_validate(doc)
 
+    def _from_text(self, model: type[T], text: str) -> T:
+        # Validating the stored JSON in one step (pydantic-core parses it) costs less than json.loads
+        # followed by validation, and less than deep-copying an already parsed object.
+        return model.model_validate_json(text)
+
     # -- the protocol -------------------------------------------------------------------------------
     def create(self, obj: T) -> T:
         kind = type(obj)
@@ -367,10 +370,13 @@ class SQLiteStore:
         self._check_kind(kind)
         ns = self._namespace(kind, namespace)
         with self._read() as conn:
-            row = self._row(conn, kind, name, ns)
+            row = conn.execute(
+                "SELECT doc FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?",
+                (kind.API_VERSION, kind.KIND, ns, name),
+            ).fetchone()
         if row is None:
             raise NotFound(f"{kind.KIND} {ns + '/' if ns else ''}{name} not found")
-        return self._to_model(kind, row[1])
+        return self._from_text(kind, row[0])
 
     def list(
         self,
@@ -380,22 +386,19 @@ class SQLiteStore:
         field_selector: str | None = None,
     ) -> ObjectList[T]:
         self._check_kind(kind)
-        labels = LabelSelector.parse(label_selector)
-        fields = FieldSelector.parse(field_selector)
-        query = "SELECT doc FROM objects WHERE api_version=? AND kind=?"
-        params: list[Any] = [kind.API_VERSION, kind.KIND]
-        if namespace is not None and kind.NAMESPACED:
-            query += " AND namespace=?"
-            params.append(namespace)
-        query += " ORDER BY namespace, name"
+        labels, fields = LabelSelector.parse(label_selector), FieldSelector.parse(field_selector)
+        plan = plan_list(kind, namespace, labels, fields)
         with self._read() as conn:
-            rows = conn.execute(query, params).fetchall()
+            rows = conn.execute(plan.sql, plan.params).fetchall()
             rv = conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0]
         items: list[T] = []
-        for (text,) in rows:
-            doc = json.loads(text)
-            if labels.matches(_labels(doc)) and fields.matches(doc):
-                items.append(self._to_model(kind, doc))
+        if plan.residual.requirements:
+            for (text,) in rows:
+                doc = json.loads(text)
+                if plan.residual.matches(doc):
+                    items.append(self._to_model(kind, doc))
+        else:
+            items = [self._from_text(kind, text) for (text,) in rows]
         return ObjectList(items, str(rv))
 
     def update(self, obj: T) -> T:
