@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ if _ROOT not in sys.path:
 import yaml  # noqa: E402
 
 from capa_py.api import Cluster  # noqa: E402
+from capa_py.api.meta import KubeObject  # noqa: E402
 from capa_py.api.registry import REGISTRY  # noqa: E402
 from capa_py.logging import configure_logging  # noqa: E402
 from capa_py.store import LabelSelector, SQLiteStore  # noqa: E402
@@ -103,6 +105,16 @@ def scan_list(path: Path, selector: str) -> list[Cluster]:
     return found
 
 
+def _copies(obj: KubeObject) -> None:
+    for _ in range(_ROUNDS):
+        obj.model_copy(deep=True)
+
+
+def _validations(model: type[KubeObject], text: str) -> None:
+    for _ in range(_ROUNDS):
+        model.model_validate_json(text)
+
+
 def copy_or_validate(store: SQLiteStore, repeat: int) -> dict[str, dict[str, float]]:
     """Per kind of the example manifest: deep-copying a parsed object vs validating its JSON again."""
     results: dict[str, dict[str, float]] = {}
@@ -113,8 +125,8 @@ def copy_or_validate(store: SQLiteStore, repeat: int) -> dict[str, dict[str, flo
         doc["metadata"]["namespace"] = "copy-bench"
         obj = store.create(model.model_validate(doc))
         text = json.dumps(obj.to_dict())
-        copy_s = timed(lambda o=obj: [o.model_copy(deep=True) for _ in range(_ROUNDS)], repeat)
-        validate_s = timed(lambda m=model, t=text: [m.model_validate_json(t) for _ in range(_ROUNDS)], repeat)
+        copy_s = timed(partial(_copies, obj), repeat)
+        validate_s = timed(partial(_validations, model, text), repeat)
         copy_us = statistics.median(copy_s) / _ROUNDS * 1e6
         validate_us = statistics.median(validate_s) / _ROUNDS * 1e6
         print(
@@ -131,7 +143,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--json", type=Path, help="also write the figures to this file as JSON")
     args = parser.parse_args()
-    configure_logging("warning")
+    configure_logging()
     report: dict[str, Any] = {"objects": args.objects}
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "state.db"
@@ -157,11 +169,11 @@ def main() -> None:
                     "matching": expected,
                     "indexed": show(
                         f"{selector} ({expected} match) indexed",
-                        timed(lambda s=selector: store.list(Cluster, NAMESPACE, label_selector=s), repeat),
+                        timed(partial(store.list, Cluster, NAMESPACE, label_selector=selector), repeat),
                     ),
                     "scan": show(
                         f"{selector} ({expected} match) scan",
-                        timed(lambda s=selector: scan_list(path, s), max(3, repeat // 4)),
+                        timed(partial(scan_list, path, selector), max(3, repeat // 4)),
                     ),
                 }
             report["label_lists"] = lists
