@@ -10,8 +10,8 @@ Its semantics are the SQLite store's, including where a real API server differs 
 
 * an update without ``resourceVersion`` is unconditional (custom resources refuse that on PUT, so the store
   reads the current version and retries on a race);
-* field selectors work on any field and on ``metadata.controller`` (the server filters by labels, the
-  store by fields);
+* field selectors work on any field, on ``metadata.controller`` and on ``metadata.ownerReferences.uid``
+  (the server filters by labels, the store by fields);
 * every API error is mapped once, in :func:`store_error`, onto :mod:`capa_py.store.errors`.
 
 Watches live in :mod:`capa_py.store.kube_watch`.

@@ -238,7 +238,7 @@ class SQLiteStore:
             "ON CONFLICT (api_version, kind, namespace, name) DO UPDATE SET rv=excluded.rv, doc=excluded.doc",
             (doc["apiVersion"], doc["kind"], namespace, meta["name"], meta["uid"], rv, text),
         )
-        index_object(conn, doc)
+        index_object(conn, doc, replace=prev is not None)
         self._record_event(conn, rv, event, doc, prev)
         return doc
 

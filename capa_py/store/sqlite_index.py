@@ -75,9 +75,11 @@ def _identity(doc: dict[str, Any]) -> tuple[str, str, str, str]:
     return doc["apiVersion"], doc["kind"], meta.get("namespace", ""), meta["name"]
 
 
-def index_object(conn: sqlite3.Connection, doc: dict[str, Any]) -> None:
-    """Replace the index rows of the object ``doc`` (its labels, indexed fields and owner references)."""
-    drop_object(conn, doc)
+def index_object(conn: sqlite3.Connection, doc: dict[str, Any], replace: bool = True) -> None:
+    """Write the index rows of the object ``doc`` (its labels, indexed fields and owner references),
+    replacing those of its previous state unless ``replace`` is false (an object just created has none)."""
+    if replace:
+        drop_object(conn, doc)
     identity = _identity(doc)
     meta = doc["metadata"]
     labels: dict[str, str] = meta.get("labels") or {}
@@ -121,7 +123,7 @@ def ensure_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM owner_index")
     count = 0
     for (text,) in conn.execute("SELECT doc FROM objects").fetchall():
-        index_object(conn, json.loads(text))
+        index_object(conn, json.loads(text), replace=False)
         count += 1
     conn.execute(
         "INSERT INTO store_meta (name, value) VALUES (?, ?) "
