@@ -28,7 +28,7 @@ from capa_py.store.admission import check_registered, validated_document
 from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, Missing, NotFound, Unavailable
 from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
-from capa_py.store.sqlite_index import INDEX_SCHEMA, drop_object, ensure_indexes, index_object, plan_list
+from capa_py.store.sqlite_index import INDEX_SCHEMA, ensure_indexes, plan_list
 
 ORPHAN_FINALIZER = "orphan"
 
@@ -238,7 +238,6 @@ class SQLiteStore:
             "ON CONFLICT (api_version, kind, namespace, name) DO UPDATE SET rv=excluded.rv, doc=excluded.doc",
             (doc["apiVersion"], doc["kind"], namespace, meta["name"], meta["uid"], rv, text),
         )
-        index_object(conn, doc, replace=prev is not None)
         self._record_event(conn, rv, event, doc, prev)
         return doc
 
@@ -272,7 +271,6 @@ class SQLiteStore:
         rv = self._next_rv(conn)
         meta["resourceVersion"] = str(rv)
         conn.execute("DELETE FROM objects WHERE uid=?", (meta["uid"],))
-        drop_object(conn, doc)
         self._record_event(conn, rv, "DELETED", doc, doc)
         self._collect_dependents(conn, meta["uid"], orphan=False)
         return doc

@@ -1,17 +1,18 @@
 """The SQLite store's indexes, and how a list turns its selectors into an indexed query.
 
-Three tables stand beside ``objects``, each rewritten for an object in the same transaction as every write
-of it (create, update, status write, deletion mark, finalizer removal, removal and the cascading writes and
-removals of garbage collection), so a list never sees an index that disagrees with the objects:
+Three tables stand beside ``objects``:
 
 * ``labels``: one row per label of every object, looked up by (kind, key, value);
 * ``field_index``: the value of a few fields that lists filter on (:data:`INDEXED_FIELDS`: the controlling
   owner's name and an event's involved object);
 * ``owner_index``: one row per owner reference (owner uid, dependent uid), which garbage collection reads too.
 
-A store file written before an index existed (or before its current layout) is indexed when it is opened:
-:func:`ensure_indexes` compares the layout version kept in ``store_meta`` and rebuilds every index from the
-objects when it differs.
+Triggers on ``objects`` rewrite an object's rows on every insert, update and delete, so the index changes in
+the same transaction as every write — create, update, status write, deletion mark, finalizer removal,
+removal, and garbage collection's cascading writes — whichever code path (or process) makes it, and a list
+never sees an index that disagrees with the objects. A store file written before the index existed (or with
+an older layout) is indexed when it is opened: :func:`ensure_indexes` compares the layout version kept in
+``store_meta``, installs the triggers and rebuilds every index from the objects, in SQL.
 
 :func:`plan_list` translates a label selector (every operator: ``=``, ``in`` and exists select rows through
 the index, ``!=``, ``notin`` and ``!key`` exclude them) and the field selector requirements on
@@ -21,14 +22,13 @@ any other field requirement is left for the caller to check on the document.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
 from capa_py.api.meta import KubeObject
 from capa_py.logging import get_logger
-from capa_py.store.selectors import OWNER_UID_FIELD, FieldSelector, LabelSelector, field_value
+from capa_py.store.selectors import CONTROLLER_FIELD, OWNER_UID_FIELD, FieldSelector, LabelSelector
 
 INDEX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS labels (
@@ -55,7 +55,7 @@ CREATE INDEX IF NOT EXISTS field_index_by_value
 """
 
 # Bump when the tables above, or what goes in them, change: files indexed by another layout are re-indexed.
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"
 INDEX_VERSION_KEY = "index_version"
 
 # The fields, besides name, namespace, uid and owner uid, that a list finds through the index: the
@@ -70,66 +70,89 @@ INDEXED_FIELDS = (
 _log = get_logger("store.sqlite")
 
 
-def _identity(doc: dict[str, Any]) -> tuple[str, str, str, str]:
-    meta = doc["metadata"]
-    return doc["apiVersion"], doc["kind"], meta.get("namespace", ""), meta["name"]
-
-
-def index_object(conn: sqlite3.Connection, doc: dict[str, Any], replace: bool = True) -> None:
-    """Write the index rows of the object ``doc`` (its labels, indexed fields and owner references),
-    replacing those of its previous state unless ``replace`` is false (an object just created has none)."""
-    if replace:
-        drop_object(conn, doc)
-    identity = _identity(doc)
-    meta = doc["metadata"]
-    labels: dict[str, str] = meta.get("labels") or {}
-    if labels:
-        conn.executemany(
-            "INSERT INTO labels (api_version, kind, namespace, name, key, value) VALUES (?,?,?,?,?,?)",
-            [(*identity, key, str(value)) for key, value in labels.items()],
+def _index_statements(row: str, objects: str) -> list[str]:
+    """The statements that index one object's labels, indexed fields and owner references: in a trigger
+    ``row`` is ``NEW`` and ``objects`` empty; rebuilding, ``row`` is ``o`` and ``objects`` ``objects o``."""
+    identity = f"{row}.api_version, {row}.kind, {row}.namespace, {row}.name"
+    joined = f"{objects}, " if objects else ""
+    where_from = f"FROM {objects} " if objects else ""
+    statements = [
+        "INSERT INTO labels (api_version, kind, namespace, name, key, value) "
+        f"SELECT {identity}, j.key, j.value FROM {joined}json_each({row}.doc, '$.metadata.labels') AS j",
+        "INSERT OR IGNORE INTO owner_index (owner_uid, dependent_uid) "
+        f"SELECT json_extract(r.value, '$.uid'), {row}.uid "
+        f"FROM {joined}json_each({row}.doc, '$.metadata.ownerReferences') AS r",
+        # The controlling owner: the first owner reference marked controller (as field_value reads it).
+        "INSERT INTO field_index (api_version, kind, namespace, name, field, value) "
+        f"SELECT {identity}, '{CONTROLLER_FIELD}', json_extract(r.value, '$.name') "
+        f"FROM {joined}json_each({row}.doc, '$.metadata.ownerReferences') AS r "
+        "WHERE json_extract(r.value, '$.controller') AND r.key = ("
+        f"SELECT min(c.key) FROM json_each({row}.doc, '$.metadata.ownerReferences') AS c "
+        "WHERE json_extract(c.value, '$.controller'))",
+    ]
+    for field in INDEXED_FIELDS:
+        if field == CONTROLLER_FIELD:
+            continue
+        # A scalar's string form, as field_value gives it (JSON booleans as true/false); objects, arrays
+        # and nulls are absent.
+        kind_of = f"json_type({row}.doc, '$.{field}')"
+        statements.append(
+            "INSERT INTO field_index (api_version, kind, namespace, name, field, value) "
+            f"SELECT {identity}, '{field}', CASE {kind_of} WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' "
+            f"ELSE CAST(json_extract({row}.doc, '$.{field}') AS TEXT) END {where_from}"
+            f"WHERE {kind_of} IN ('text', 'integer', 'real', 'true', 'false')"
         )
-    fields = [(path, field_value(doc, path)) for path in INDEXED_FIELDS]
-    present = [(*identity, path, value) for path, value in fields if value is not None]
-    if present:
-        conn.executemany(
-            "INSERT INTO field_index (api_version, kind, namespace, name, field, value) VALUES (?,?,?,?,?,?)",
-            present,
-        )
-    refs = meta.get("ownerReferences") or []
-    if refs:
-        conn.executemany(
-            "INSERT OR IGNORE INTO owner_index (owner_uid, dependent_uid) VALUES (?, ?)",
-            [(ref["uid"], meta["uid"]) for ref in refs],
-        )
+    return statements
 
 
-def drop_object(conn: sqlite3.Connection, doc: dict[str, Any]) -> None:
-    """Remove every index row of the object ``doc``."""
-    identity = _identity(doc)
-    where = "WHERE api_version=? AND kind=? AND namespace=? AND name=?"
-    conn.execute(f"DELETE FROM labels {where}", identity)
-    conn.execute(f"DELETE FROM field_index {where}", identity)
-    conn.execute("DELETE FROM owner_index WHERE dependent_uid=?", (doc["metadata"]["uid"],))
+def _unindex_statements(row: str) -> list[str]:
+    where = (
+        f"api_version={row}.api_version AND kind={row}.kind AND namespace={row}.namespace AND name={row}.name"
+    )
+    return [
+        f"DELETE FROM labels WHERE {where}",
+        f"DELETE FROM field_index WHERE {where}",
+        f"DELETE FROM owner_index WHERE dependent_uid={row}.uid",
+    ]
+
+
+def _trigger(name: str, event: str, statements: list[str]) -> str:
+    body = "".join(f"    {statement};\n" for statement in statements)
+    return f"CREATE TRIGGER {name} AFTER {event} ON objects\nBEGIN\n{body}END"
+
+
+# Triggers, so that every write of an object (whatever code path, or version of capa-py, makes it) rewrites
+# its index rows inside the writing transaction. An upsert's update fires the UPDATE trigger.
+_TRIGGERS = {
+    "objects_index_insert": _trigger("objects_index_insert", "INSERT", _index_statements("NEW", "")),
+    "objects_index_update": _trigger(
+        "objects_index_update", "UPDATE", [*_unindex_statements("OLD"), *_index_statements("NEW", "")]
+    ),
+    "objects_index_delete": _trigger("objects_index_delete", "DELETE", _unindex_statements("OLD")),
+}
 
 
 def ensure_indexes(conn: sqlite3.Connection) -> None:
-    """Index every stored object when the file's index layout is not the current one (a file written
-    before the index existed). Runs inside the transaction that opens the store."""
+    """Install the index triggers and index every stored object when the file's index layout is not the
+    current one (a file written before the index existed). Runs inside the transaction that opens the
+    store, so no write can slip between the rebuild and the triggers."""
     row = conn.execute("SELECT value FROM store_meta WHERE name=?", (INDEX_VERSION_KEY,)).fetchone()
     if row is not None and row[0] == INDEX_VERSION:
         return
+    for name, definition in _TRIGGERS.items():
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        conn.execute(definition)
     conn.execute("DELETE FROM labels")
     conn.execute("DELETE FROM field_index")
     conn.execute("DELETE FROM owner_index")
-    count = 0
-    for (text,) in conn.execute("SELECT doc FROM objects").fetchall():
-        index_object(conn, json.loads(text), replace=False)
-        count += 1
+    for statement in _index_statements("o", "objects o"):
+        conn.execute(statement)
     conn.execute(
         "INSERT INTO store_meta (name, value) VALUES (?, ?) "
         "ON CONFLICT (name) DO UPDATE SET value=excluded.value",
         (INDEX_VERSION_KEY, INDEX_VERSION),
     )
+    count = conn.execute("SELECT count(*) FROM objects").fetchone()[0]
     if count:
         _log.info("store indexed", objects=count, index_version=INDEX_VERSION)
 

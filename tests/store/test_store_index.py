@@ -330,6 +330,42 @@ def test_event_lookups_by_involved_object_use_the_field_index(store_path: Path) 
         assert [e.name for e in store.list(Event, field_selector="involvedObject.uid!=uid-a")] == ["e-1"]
 
 
+def test_a_write_by_another_program_to_the_objects_table_keeps_the_index(store_path: Path) -> None:
+    """The index follows the objects table itself, so a writer that knows nothing of it (an older capa-py
+    sharing the file) cannot leave it stale."""
+    with SQLiteStore(store_path) as store:
+        store.create(cluster("a", labels={"app": "web"}))
+        store.create(cluster("b", labels={"app": "web"}))
+        conn = sqlite3.connect(store_path)
+        try:
+            conn.execute(
+                "UPDATE objects SET doc = json_set(doc, '$.metadata.labels.app', 'raw') WHERE name='a'"
+            )
+            conn.execute("DELETE FROM objects WHERE name='b'")
+            conn.commit()
+        finally:
+            conn.close()
+        assert_index_matches_objects(store_path, "writes by another program")
+        assert [c.name for c in store.list(Cluster, label_selector="app=raw")] == ["a"]
+        assert store.list(Cluster, label_selector="app=web") == []
+
+
+def test_the_first_controller_reference_is_the_indexed_controller(store_path: Path) -> None:
+    with SQLiteStore(store_path) as store:
+        first = store.create(cluster("first"))
+        second = store.create(cluster("second"))
+        obj = machine("m")
+        obj.metadata.owner_references = [
+            second.owner_reference(controller=False),
+            first.owner_reference(controller=True),
+            second.owner_reference(controller=True),
+        ]
+        store.create(obj)
+        assert_index_matches_objects(store_path, "two controller references")
+        assert [m.name for m in store.list(Machine, field_selector="metadata.controller=first")] == ["m"]
+        assert store.list(Machine, field_selector="metadata.controller=second") == []
+
+
 # -- a file written before the index ------------------------------------------------------------------
 
 
