@@ -12,7 +12,7 @@ the same transaction as every write — create, update, status write, deletion m
 removal, and garbage collection's cascading writes — whichever code path (or process) makes it, and a list
 never sees an index that disagrees with the objects. A store file written before the index existed (or with
 an older layout) is indexed when it is opened: :func:`ensure_indexes` compares the layout version kept in
-``store_meta``, installs the triggers and rebuilds every index from the objects, in SQL.
+``index_layout``, installs the triggers and rebuilds every index from the objects, in SQL.
 
 :func:`plan_list` translates a label selector (every operator: ``=``, ``in`` and exists select rows through
 the index, ``!=``, ``notin`` and ``!key`` exclude them) and the field selector requirements on
@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS labels (
     value       TEXT NOT NULL,
     PRIMARY KEY (api_version, kind, namespace, name, key)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS index_layout (version TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS labels_by_value ON labels (api_version, kind, key, value, namespace, name);
 CREATE TABLE IF NOT EXISTS field_index (
     api_version TEXT NOT NULL,
@@ -56,7 +57,6 @@ CREATE INDEX IF NOT EXISTS field_index_by_value
 
 # Bump when the tables above, or what goes in them, change: files indexed by another layout are re-indexed.
 INDEX_VERSION = "2"
-INDEX_VERSION_KEY = "index_version"
 
 # The fields, besides name, namespace, uid and owner uid, that a list finds through the index: the
 # controlling owner (ctrlkit states select dependents by it) and an event's object (what ``describe`` lists).
@@ -136,7 +136,7 @@ def ensure_indexes(conn: sqlite3.Connection) -> None:
     """Install the index triggers and index every stored object when the file's index layout is not the
     current one (a file written before the index existed). Runs inside the transaction that opens the
     store, so no write can slip between the rebuild and the triggers."""
-    row = conn.execute("SELECT value FROM store_meta WHERE name=?", (INDEX_VERSION_KEY,)).fetchone()
+    row = conn.execute("SELECT version FROM index_layout").fetchone()
     if row is not None and row[0] == INDEX_VERSION:
         return
     for name, definition in _TRIGGERS.items():
@@ -147,11 +147,8 @@ def ensure_indexes(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM owner_index")
     for statement in _index_statements("o", "objects o"):
         conn.execute(statement)
-    conn.execute(
-        "INSERT INTO store_meta (name, value) VALUES (?, ?) "
-        "ON CONFLICT (name) DO UPDATE SET value=excluded.value",
-        (INDEX_VERSION_KEY, INDEX_VERSION),
-    )
+    conn.execute("DELETE FROM index_layout")
+    conn.execute("INSERT INTO index_layout (version) VALUES (?)", (INDEX_VERSION,))
     count = conn.execute("SELECT count(*) FROM objects").fetchone()[0]
     if count:
         _log.info("store indexed", objects=count, index_version=INDEX_VERSION)

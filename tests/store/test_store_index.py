@@ -19,7 +19,7 @@ from capa_py.api.core import Event, Namespace
 from capa_py.store import FieldSelector, LabelSelector, SQLiteStore
 from capa_py.store.protocol import ObjectStore
 from capa_py.store.selectors import field_value
-from capa_py.store.sqlite_index import INDEX_VERSION_KEY, INDEXED_FIELDS, plan_list
+from capa_py.store.sqlite_index import INDEXED_FIELDS, plan_list
 from tests.store.test_store_selectors import KEYS, VALUES, Req, requirement_text
 
 NAMESPACES = ("ns-a", "ns-b")
@@ -370,14 +370,16 @@ def test_the_first_controller_reference_is_the_indexed_controller(store_path: Pa
 
 
 def _strip_index(path: Path) -> None:
-    """Make the file what a store without the index left: no labels or field tables, no index version,
+    """Make the file what a store without the index left: no triggers, no labels, field or layout tables,
     and (older still) an empty owner index."""
     conn = sqlite3.connect(path)
     try:
+        for (trigger,) in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'").fetchall():
+            conn.execute(f"DROP TRIGGER {trigger}")
         conn.execute("DROP TABLE labels")
         conn.execute("DROP TABLE field_index")
+        conn.execute("DROP TABLE index_layout")
         conn.execute("DELETE FROM owner_index")
-        conn.execute("DELETE FROM store_meta WHERE name=?", (INDEX_VERSION_KEY,))
         conn.commit()
     finally:
         conn.close()
@@ -409,7 +411,7 @@ def test_a_file_indexed_by_another_layout_is_indexed_again(store_path: Path) -> 
         store.create(cluster("a", labels={"app": "web"}))
     conn = sqlite3.connect(store_path)
     try:
-        conn.execute("UPDATE store_meta SET value='0' WHERE name=?", (INDEX_VERSION_KEY,))
+        conn.execute("UPDATE index_layout SET version='0'")
         conn.execute("DELETE FROM labels")
         conn.execute(
             "INSERT INTO labels VALUES (?,?,?,?,?,?)",
