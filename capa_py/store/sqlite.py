@@ -551,9 +551,13 @@ class SQLiteStore:
                 since = int(seq)
                 if namespace is not None and kind.NAMESPACED and event_ns != namespace:
                     continue
-                doc = json.loads(text)
-                now_matches = selector.matches(_labels(doc))
-                before = None if prev_labels is None else selector.matches(json.loads(prev_labels))
+                doc: dict[str, Any] | None = None
+                if selector.requirements:
+                    doc = json.loads(text)
+                    now_matches = selector.matches(_labels(doc))
+                    before = None if prev_labels is None else selector.matches(json.loads(prev_labels))
+                else:
+                    now_matches, before = True, prev_labels is not None
                 if event_type == "DELETED":
                     emitted = "DELETED" if now_matches else None
                 elif now_matches:
@@ -561,7 +565,8 @@ class SQLiteStore:
                 else:
                     emitted = "DELETED" if before else None
                 if emitted is not None:
-                    yield WatchEvent(emitted, self._to_model(kind, doc), str(seq))  # type: ignore[arg-type]
+                    obj = self._from_text(kind, text) if doc is None else self._to_model(kind, doc)
+                    yield WatchEvent(emitted, obj, str(seq))  # type: ignore[arg-type]
             if len(rows) < 500:
                 # The read saw every event of this kind up to ``head``: an idle watch moves along with
                 # the store, so compaction driven by other kinds' writes does not expire it.
