@@ -385,8 +385,8 @@ class SQLiteStore:
     ) -> ObjectList[T]:
         self._check_kind(kind)
         labels, fields = LabelSelector.parse(label_selector), FieldSelector.parse(field_selector)
-        plan = plan_list(kind, namespace, labels, fields)
         with self._read() as conn:
+            plan = plan_list(kind, namespace, labels, fields, conn)
             rows = conn.execute(plan.sql, plan.params).fetchall()
             rv = conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0]
         items: list[T] = []

@@ -168,37 +168,88 @@ def _marks(values: tuple[str, ...]) -> str:
     return ",".join("?" * len(values))
 
 
+@dataclass(frozen=True)
+class _Lookup:
+    """One requirement the index answers, in two forms: the (namespace, name) rows it selects, to drive the
+    query from, and a test of one object ``o`` (a lookup by primary key), for the requirements that do not
+    drive it."""
+
+    rows: str
+    rows_params: tuple[Any, ...]
+    test: str
+    test_params: tuple[Any, ...]
+
+
+# Counting a candidate driver's rows stops here: past it, every candidate is as large as the next.
+DRIVER_COUNT_CAP = 512
+
+
+def _smallest(conn: sqlite3.Connection | None, lookups: list[_Lookup]) -> _Lookup:
+    """The lookup with the fewest rows, the first when there is no connection. The counts stop at a limit
+    that grows (8, 64, 512) until one lookup falls under it, so a broad requirement beside a narrow one
+    costs a few rows to rule out, whichever comes first."""
+    if conn is None or len(lookups) == 1:
+        return lookups[0]
+    limit = 8
+    while True:
+        counts = [
+            int(
+                conn.execute(
+                    f"SELECT count(*) FROM ({lookup.rows} LIMIT ?)", (*lookup.rows_params, limit)
+                ).fetchone()[0]
+            )
+            for lookup in lookups
+        ]
+        fewest = min(counts)
+        if fewest < limit or limit >= DRIVER_COUNT_CAP:
+            return lookups[counts.index(fewest)]
+        limit *= 8
+
+
 def plan_list(
-    kind: type[KubeObject], namespace: str | None, labels: LabelSelector, fields: FieldSelector
+    kind: type[KubeObject],
+    namespace: str | None,
+    labels: LabelSelector,
+    fields: FieldSelector,
+    conn: sqlite3.Connection | None = None,
 ) -> ListPlan:
     """The query that lists ``kind`` (in ``namespace`` when given and the kind is namespaced) matching the
-    selectors: the same objects, in the same order, as filtering every object of the kind would give."""
+    selectors: the same objects, in the same order, as filtering every object of the kind would give.
+
+    Of the requirements that select rows (label ``=``, ``in``, exists; owner uid and indexed field
+    equality), the one with the fewest rows drives the query (counted on ``conn`` when there are several);
+    every other requirement, negative ones included, is tested per object found."""
     where = ["o.api_version=?", "o.kind=?"]
     params: list[Any] = [kind.API_VERSION, kind.KIND]
     scope = ""
-    scope_params: list[Any] = []
+    scope_params: tuple[Any, ...] = ()
     if namespace is not None and kind.NAMESPACED:
         where.append("o.namespace=?")
         params.append(namespace)
         scope = " AND namespace=?"
-        scope_params = [namespace]
+        scope_params = (namespace,)
 
-    def label_rows(key: str, values: tuple[str, ...]) -> tuple[str, list[Any]]:
-        query = f"SELECT namespace, name FROM labels WHERE api_version=? AND kind=? AND key=?{scope}"
-        args: list[Any] = [kind.API_VERSION, kind.KIND, key, *scope_params]
-        if values:
-            query += f" AND value IN ({_marks(values)})"
-            args.extend(values)
-        return query, args
+    def in_table(table: str, column: str, key: str, values: tuple[str, ...]) -> _Lookup:
+        """A lookup in ``labels`` (by key) or ``field_index`` (by field): any of ``values``, or any value."""
+        marks = _marks(values)
+        return _Lookup(
+            f"SELECT namespace, name FROM {table} WHERE api_version=? AND kind=? AND {column}=?"
+            + (f" AND value IN ({marks})" if values else "")
+            + scope,
+            (kind.API_VERSION, kind.KIND, key, *values, *scope_params),
+            f"EXISTS (SELECT 1 FROM {table} t WHERE t.api_version=o.api_version AND t.kind=o.kind "
+            f"AND t.namespace=o.namespace AND t.name=o.name AND t.{column}=?"
+            + (f" AND t.value IN ({marks})" if values else "")
+            + ")",
+            (key, *values),
+        )
 
-    # Positive requirements first: SQLite drives the lookup from the first IN it can use.
-    ordered = sorted(labels.requirements, key=lambda r: r.operator not in ("=", "in", "exists"))
-    for requirement in ordered:
+    positive: list[_Lookup] = []
+    negative: list[_Lookup] = []
+    for requirement in labels.requirements:
         values = () if requirement.operator in ("exists", "!") else requirement.values
-        query, args = label_rows(requirement.key, values)
-        negated = requirement.operator in ("!=", "notin", "!")
-        where.append(f"(o.namespace, o.name) {'NOT IN' if negated else 'IN'} ({query})")
-        params.extend(args)
+        lookup = in_table("labels", "key", requirement.key, values)
+        (negative if requirement.operator in ("!=", "notin", "!") else positive).append(lookup)
 
     residual: list[tuple[str, bool, str]] = []
     for path, equal, value in fields.requirements:
@@ -218,24 +269,33 @@ def plan_list(
                 # A cluster-scoped object has no namespace field: nothing equals a value.
                 where.append("0")
         elif field == OWNER_UID_FIELD:
-            # Named by (namespace, name) like the label lookups, so the owner's dependents drive the
-            # query through the primary key rather than a pass over the kind; CROSS JOIN and the unary
-            # plus keep SQLite reading the owner's rows first and finding each dependent by its uid.
-            query = (
+            # The owner's rows first, each dependent found by its uid (CROSS JOIN fixes the order, the
+            # unary plus keeps SQLite from reaching the dependents through the kind instead).
+            lookup = _Lookup(
                 "SELECT d.namespace, d.name FROM owner_index i "
                 "CROSS JOIN objects d ON d.uid = i.dependent_uid "
-                "WHERE i.owner_uid=? AND +d.api_version=? AND +d.kind=?"
+                "WHERE i.owner_uid=? AND +d.api_version=? AND +d.kind=?",
+                (value, kind.API_VERSION, kind.KIND),
+                "EXISTS (SELECT 1 FROM owner_index i WHERE i.owner_uid=? AND i.dependent_uid=o.uid)",
+                (value,),
             )
-            where.append(f"(o.namespace, o.name) {'IN' if equal else 'NOT IN'} ({query})")
-            params.extend([value, kind.API_VERSION, kind.KIND])
+            (positive if equal else negative).append(lookup)
         elif field in INDEXED_FIELDS:
-            query = (
-                "SELECT namespace, name FROM field_index "
-                f"WHERE api_version=? AND kind=? AND field=? AND value=?{scope}"
-            )
-            where.append(f"(o.namespace, o.name) {'IN' if equal else 'NOT IN'} ({query})")
-            params.extend([kind.API_VERSION, kind.KIND, field, value, *scope_params])
+            lookup = in_table("field_index", "field", field, (value,))
+            (positive if equal else negative).append(lookup)
         else:
             residual.append((path, equal, value))
+
+    if positive:
+        driver = _smallest(conn, positive)
+        where.append(f"(o.namespace, o.name) IN ({driver.rows})")
+        params.extend(driver.rows_params)
+        for lookup in positive:
+            if lookup is not driver:
+                where.append(lookup.test)
+                params.extend(lookup.test_params)
+    for lookup in negative:
+        where.append(f"NOT {lookup.test}")
+        params.extend(lookup.test_params)
     sql = "SELECT o.doc FROM objects o WHERE " + " AND ".join(where) + " ORDER BY o.namespace, o.name"
     return ListPlan(sql, tuple(params), FieldSelector(tuple(residual)))

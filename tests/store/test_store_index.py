@@ -218,6 +218,40 @@ def test_a_selector_list_validates_only_the_objects_it_returns(
     assert len(validated) == 5, f"only the 5 matches should be parsed, not {len(validated)} objects"
 
 
+def _vm_steps(store: SQLiteStore, selector: str) -> int:
+    """SQLite virtual-machine steps one list takes: the work of its query, independent of the clock."""
+    conn = store._conn()
+    steps = [0]
+
+    def tick() -> int:
+        steps[0] += 1
+        return 0
+
+    conn.set_progress_handler(tick, 1)
+    try:
+        store.list(Cluster, "default", label_selector=selector)
+    finally:
+        conn.set_progress_handler(None, 1)
+    return steps[0]
+
+
+def test_the_requirement_with_the_fewest_rows_drives_a_selector_list(store_path: Path) -> None:
+    with SQLiteStore(store_path) as store:
+        for index in range(400):
+            store.create(
+                cluster(f"c-{index}", labels={"all": "yes", "id": str(index), "odd": str(index % 2)})
+            )
+        alone = _vm_steps(store, "id=7")
+        everything = _vm_steps(store, "all=yes")
+        assert everything > 20 * alone, f"the measure must tell 1 row from 400 ({everything} vs {alone})"
+        for selector in ("all=yes,id=7", "id=7,all=yes", "all,odd=1,id=7", "all=yes,id=7,odd!=0"):
+            steps = _vm_steps(store, selector)
+            assert steps < everything / 5, (
+                f"{selector}: {steps} steps, as if driven by a broad requirement (all=yes: {everything})"
+            )
+            assert [c.name for c in store.list(Cluster, label_selector=selector)] == ["c-7"]
+
+
 # -- every write path keeps the index right -------------------------------------------------------------
 
 
