@@ -40,7 +40,6 @@ CREATE TABLE IF NOT EXISTS labels (
     value       TEXT NOT NULL,
     PRIMARY KEY (api_version, kind, namespace, name, key)
 ) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS index_layout (version TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS labels_by_value ON labels (api_version, kind, key, value, namespace, name);
 CREATE TABLE IF NOT EXISTS field_index (
     api_version TEXT NOT NULL,
@@ -53,6 +52,7 @@ CREATE TABLE IF NOT EXISTS field_index (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS field_index_by_value
     ON field_index (api_version, kind, field, value, namespace, name);
+CREATE TABLE IF NOT EXISTS index_layout (version TEXT NOT NULL);
 """
 
 # Bump when the tables above, or what goes in them, change: files indexed by another layout are re-indexed.
