@@ -5,7 +5,9 @@ SQLite's lock; the ``resourceVersion`` check happens inside that transaction, so
 update the same object one wins and the other gets ``Conflict`` — never a lost write. The database is in WAL
 mode so readers never block the writer. Each write appends to an ``events`` table whose sequence number is
 the new ``resourceVersion`` (a single counter, like etcd's revision); ``watch`` polls that table, which is how
-it sees writes made by other processes.
+it sees writes made by other processes. Labels, owner references and the fields lists select by are indexed
+by triggers on the objects table (:mod:`capa_py.store.sqlite_index`), so a selector list reads and validates
+only the objects it returns.
 """
 
 from __future__ import annotations
