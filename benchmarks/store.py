@@ -4,8 +4,8 @@ Run: ``.venv/bin/python benchmarks/store.py [--objects N] [--repeat N] [--json P
 the fastest run) of each operation; asserts nothing. No AWS, no server: one store file in a temp directory.
 
 The store holds ``--objects`` Clusters (10000 by default) in one namespace, labelled so that a selector
-matches 1 (``bench/id=42``), 100 (``bench/group=g7``) or every object (``bench/all=yes``). Each label list
-is timed twice:
+matches 1 (``bench/id=42``), 100 (``bench/group=g7``) or every object (``bench/all=yes``), and one selector
+joins the broadest and the narrowest requirement. Each label list is timed twice:
 
 * **indexed** — ``store.list(Cluster, label_selector=...)``: the label index finds the rows;
 * **scan** — what a list did before the index: read every Cluster's document, ``json.loads`` it, match the
@@ -159,6 +159,7 @@ def main() -> None:
                 ("bench/id=42", 1),
                 ("bench/group=g7", args.objects // 100),
                 ("bench/all=yes", args.objects),
+                ("bench/all=yes,bench/id=42", 1),
             ):
                 found = store.list(Cluster, NAMESPACE, label_selector=selector)
                 scanned = scan_list(path, selector)
