@@ -151,6 +151,59 @@ def test_indexed_list_returns_what_filtering_every_object_returns(
     assert [c.to_dict() for c in got] == [c.to_dict() for c in expected]
 
 
+@pytest.fixture(scope="module")
+def events(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SQLiteStore, list[Event]]]:
+    """60 Events whose involved objects have some, all or none of kind, name and uid set."""
+    rng = random.Random(4)
+    with SQLiteStore(tmp_path_factory.mktemp("events") / "state.db") as store:
+        for index in range(60):
+            involved = {
+                field: rng.choice(options)
+                for field, options in (
+                    ("kind", ["Cluster", "Machine"]),
+                    ("name", ["a", "b", "c"]),
+                    ("uid", ["1", "2"]),
+                )
+                if rng.random() < 0.8
+            }
+            store.create(
+                Event.model_validate(
+                    {
+                        "metadata": {"name": f"e-{index:02d}", "namespace": NAMESPACES[index % 2]},
+                        "involvedObject": involved,
+                    }
+                )
+            )
+        yield store, list(store.list(Event))
+
+
+event_fields = st.lists(
+    st.tuples(
+        st.sampled_from(["involvedObject.kind", ".involvedObject.name", "involvedObject.uid", "type"]),
+        st.sampled_from(["=", "==", "!="]),
+        st.sampled_from(["Cluster", "Machine", "a", "b", "1", "2", "x"]),
+    ),
+    max_size=3,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(requirements=event_fields, namespace=st.sampled_from([None, *NAMESPACES]))
+def test_event_lists_by_involved_object_return_what_the_matcher_returns(
+    events: tuple[SQLiteStore, list[Event]], requirements: list[tuple[str, str, str]], namespace: str | None
+) -> None:
+    store, everything = events
+    text = ",".join(f"{path}{op}{value}" for path, op, value in requirements)
+    fields = FieldSelector.parse(text)
+    expected = [
+        e.name
+        for e in everything
+        if (namespace is None or e.metadata.namespace == namespace) and fields.matches(e.to_dict())
+    ]
+    got = [e.name for e in store.list(Event, namespace, field_selector=text)]
+    assert got == expected, f"fields {text!r}, namespace {namespace!r}"
+
+
 def test_cluster_scoped_kinds_list_by_namespace_field_like_the_matcher(store_path: Path) -> None:
     with SQLiteStore(store_path) as store:
         store.create(Namespace.model_validate({"metadata": {"name": "team", "labels": {"app": "web"}}}))
