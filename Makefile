@@ -35,6 +35,7 @@ lint: setup
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/store.py
 	$(BIN)/python benchmarks/controller.py $(CONTROLLER_BENCH_ARGS)
 
 # LocalStack runs without Docker only on Python 3.13: found on PATH or through pyenv, or named here.

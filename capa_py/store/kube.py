@@ -10,8 +10,9 @@ Its semantics are the SQLite store's, including where a real API server differs 
 
 * an update without ``resourceVersion`` is unconditional (custom resources refuse that on PUT, so the store
   reads the current version and retries on a race);
-* field selectors work on any field and on ``metadata.controller`` (the server filters by labels, the
-  store by fields);
+* field selectors work on any field, on ``metadata.controller`` and on ``metadata.ownerReferences.uid``
+  (the server filters by labels and by the fields it knows: ``metadata.name``, ``metadata.namespace`` and
+  an Event's ``involvedObject`` fields; the store by every field);
 * every API error is mapped once, in :func:`store_error`, onto :mod:`capa_py.store.errors`.
 
 Watches live in :mod:`capa_py.store.kube_watch`.
@@ -57,6 +58,34 @@ IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 _log = get_logger("store.kube")
 _META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()}
+
+# The field selectors a Kubernetes API server answers itself: name and namespace for every kind, and for
+# Events the fields ``kubectl describe`` selects by. A list sends those (so a list by name moves one object,
+# not the kind) and filters by the rest, and again by all of them, here.
+_SERVER_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+_SERVER_EVENT_FIELDS = frozenset(
+    {
+        "involvedObject.kind",
+        "involvedObject.namespace",
+        "involvedObject.name",
+        "involvedObject.uid",
+        "reason",
+        "type",
+    }
+)
+
+
+def server_field_selector(kind: type[KubeObject], fields: FieldSelector) -> str | None:
+    """The part of ``fields`` the API server can evaluate, in its syntax, or None."""
+    served = _SERVER_FIELDS | (
+        _SERVER_EVENT_FIELDS if (kind.API_VERSION, kind.KIND) == ("v1", "Event") else set()
+    )
+    parts = [
+        f"{path.lstrip('.')}{'=' if equal else '!='}{value}"
+        for path, equal, value in fields.requirements
+        if path.lstrip(".") in served
+    ]
+    return ",".join(parts) or None
 
 
 # -- errors --------------------------------------------------------------------------------------------
@@ -417,6 +446,8 @@ class KubeStore:
         query: dict[str, Any] = {"limit": LIST_PAGE}
         if labels.requirements:
             query["label_selector"] = str(labels)
+        if server_fields := server_field_selector(kind, fields):
+            query["field_selector"] = server_fields
         docs: list[dict[str, Any]] = []
         resource_version = ""
         while True:

@@ -3,7 +3,9 @@
 Label selectors: ``a=b``, ``a==b``, ``a!=b``, ``a in (x, y)``, ``a notin (x)``, ``a`` (exists) and ``!a``
 (does not exist), comma-separated and AND-ed. As in Kubernetes, ``a!=b`` and ``notin`` also match
 objects without the label. Field selectors: ``path=value`` / ``path!=value`` over the object's JSON form;
-``.metadata.controller`` is the name of the controlling owner (the index Kubernetes controllers add).
+``.metadata.controller`` is the name of the controlling owner (the index Kubernetes controllers add), and
+``metadata.ownerReferences.uid=<uid>`` holds when one of the object's owner references has that uid (``!=``:
+when none has).
 """
 
 from __future__ import annotations
@@ -112,6 +114,12 @@ class LabelSelector:
 
 
 CONTROLLER_FIELD = "metadata.controller"
+OWNER_UID_FIELD = "metadata.ownerReferences.uid"
+
+
+def owner_uids(document: Mapping[str, Any]) -> set[str]:
+    """The uids the object's owner references name."""
+    return {str(ref.get("uid")) for ref in document.get("metadata", {}).get("ownerReferences", [])}
 
 
 def field_value(document: Mapping[str, Any], path: str) -> str | None:
@@ -152,6 +160,10 @@ class FieldSelector:
 
     def matches(self, document: Mapping[str, Any]) -> bool:
         for path, equal, value in self.requirements:
+            if path.lstrip(".") == OWNER_UID_FIELD:
+                if (value in owner_uids(document)) != equal:
+                    return False
+                continue
             actual = field_value(document, path)
             if equal and actual != value:
                 return False

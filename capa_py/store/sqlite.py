@@ -5,7 +5,9 @@ SQLite's lock; the ``resourceVersion`` check happens inside that transaction, so
 update the same object one wins and the other gets ``Conflict`` — never a lost write. The database is in WAL
 mode so readers never block the writer. Each write appends to an ``events`` table whose sequence number is
 the new ``resourceVersion`` (a single counter, like etcd's revision); ``watch`` polls that table, which is how
-it sees writes made by other processes.
+it sees writes made by other processes. Labels, owner references and the fields lists select by are indexed
+by triggers on the objects table (:mod:`capa_py.store.sqlite_index`), so a selector list reads and validates
+only the objects it returns.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from capa_py.store.admission import check_registered, validated_document
 from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, Missing, NotFound, Unavailable
 from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
+from capa_py.store.sqlite_index import INDEX_SCHEMA, ensure_indexes, plan_list
 
 ORPHAN_FINALIZER = "orphan"
 
@@ -115,9 +118,10 @@ class SQLiteStore:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._write() as conn:
-                for statement in _SCHEMA.split(";"):
+                for statement in (_SCHEMA + INDEX_SCHEMA).split(";"):
                     if statement.strip():
                         conn.execute(statement)
+                ensure_indexes(conn)
         except (sqlite3.DatabaseError, OSError) as exc:
             self.close()
             raise Unavailable(str(self.path), _open_failure(exc)) from exc
@@ -236,11 +240,6 @@ class SQLiteStore:
             "ON CONFLICT (api_version, kind, namespace, name) DO UPDATE SET rv=excluded.rv, doc=excluded.doc",
             (doc["apiVersion"], doc["kind"], namespace, meta["name"], meta["uid"], rv, text),
         )
-        conn.execute("DELETE FROM owner_index WHERE dependent_uid=?", (meta["uid"],))
-        conn.executemany(
-            "INSERT OR IGNORE INTO owner_index (owner_uid, dependent_uid) VALUES (?, ?)",
-            [(ref["uid"], meta["uid"]) for ref in meta.get("ownerReferences", [])],
-        )
         self._record_event(conn, rv, event, doc, prev)
         return doc
 
@@ -274,7 +273,6 @@ class SQLiteStore:
         rv = self._next_rv(conn)
         meta["resourceVersion"] = str(rv)
         conn.execute("DELETE FROM objects WHERE uid=?", (meta["uid"],))
-        conn.execute("DELETE FROM owner_index WHERE dependent_uid=?", (meta["uid"],))
         self._record_event(conn, rv, "DELETED", doc, doc)
         self._collect_dependents(conn, meta["uid"], orphan=False)
         return doc
@@ -331,6 +329,11 @@ class SQLiteStore:
     def _to_model(self, model: type[T], doc: dict[str, Any]) -> T:
         return model.model_validate(doc)
 
+    def _from_text(self, model: type[T], text: str) -> T:
+        # Validating the stored JSON in one step (pydantic-core parses it) costs less than json.loads
+        # followed by validation, and less than deep-copying an already parsed object.
+        return model.model_validate_json(text)
+
     # -- the protocol -------------------------------------------------------------------------------
     def create(self, obj: T) -> T:
         kind = type(obj)
@@ -367,10 +370,13 @@ class SQLiteStore:
         self._check_kind(kind)
         ns = self._namespace(kind, namespace)
         with self._read() as conn:
-            row = self._row(conn, kind, name, ns)
+            row = conn.execute(
+                "SELECT doc FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?",
+                (kind.API_VERSION, kind.KIND, ns, name),
+            ).fetchone()
         if row is None:
             raise NotFound(f"{kind.KIND} {ns + '/' if ns else ''}{name} not found")
-        return self._to_model(kind, row[1])
+        return self._from_text(kind, row[0])
 
     def list(
         self,
@@ -380,22 +386,19 @@ class SQLiteStore:
         field_selector: str | None = None,
     ) -> ObjectList[T]:
         self._check_kind(kind)
-        labels = LabelSelector.parse(label_selector)
-        fields = FieldSelector.parse(field_selector)
-        query = "SELECT doc FROM objects WHERE api_version=? AND kind=?"
-        params: list[Any] = [kind.API_VERSION, kind.KIND]
-        if namespace is not None and kind.NAMESPACED:
-            query += " AND namespace=?"
-            params.append(namespace)
-        query += " ORDER BY namespace, name"
+        labels, fields = LabelSelector.parse(label_selector), FieldSelector.parse(field_selector)
         with self._read() as conn:
-            rows = conn.execute(query, params).fetchall()
+            plan = plan_list(kind, namespace, labels, fields, conn)
+            rows = conn.execute(plan.sql, plan.params).fetchall()
             rv = conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0]
         items: list[T] = []
-        for (text,) in rows:
-            doc = json.loads(text)
-            if labels.matches(_labels(doc)) and fields.matches(doc):
-                items.append(self._to_model(kind, doc))
+        if plan.residual.requirements:
+            for (text,) in rows:
+                doc = json.loads(text)
+                if plan.residual.matches(doc):
+                    items.append(self._to_model(kind, doc))
+        else:
+            items = [self._from_text(kind, text) for (text,) in rows]
         return ObjectList(items, str(rv))
 
     def update(self, obj: T) -> T:
@@ -550,9 +553,13 @@ class SQLiteStore:
                 since = int(seq)
                 if namespace is not None and kind.NAMESPACED and event_ns != namespace:
                     continue
-                doc = json.loads(text)
-                now_matches = selector.matches(_labels(doc))
-                before = None if prev_labels is None else selector.matches(json.loads(prev_labels))
+                doc: dict[str, Any] | None = None
+                if selector.requirements:
+                    doc = json.loads(text)
+                    now_matches = selector.matches(_labels(doc))
+                    before = None if prev_labels is None else selector.matches(json.loads(prev_labels))
+                else:
+                    now_matches, before = True, prev_labels is not None
                 if event_type == "DELETED":
                     emitted = "DELETED" if now_matches else None
                 elif now_matches:
@@ -560,7 +567,8 @@ class SQLiteStore:
                 else:
                     emitted = "DELETED" if before else None
                 if emitted is not None:
-                    yield WatchEvent(emitted, self._to_model(kind, doc), str(seq))  # type: ignore[arg-type]
+                    obj = self._from_text(kind, text) if doc is None else self._to_model(kind, doc)
+                    yield WatchEvent(emitted, obj, str(seq))  # type: ignore[arg-type]
             if len(rows) < 500:
                 # The read saw every event of this kind up to ``head``: an idle watch moves along with
                 # the store, so compaction driven by other kinds' writes does not expire it.

@@ -19,7 +19,16 @@ from capa_py.api.core import ConfigMap, Event, Namespace
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver import RunningServer, start_in_thread
 from capa_py.cli.serve_cmd import kubeconfig
-from capa_py.store import AlreadyExists, Conflict, Expired, Invalid, NotFound, SQLiteStore, Unavailable
+from capa_py.store import (
+    AlreadyExists,
+    Conflict,
+    Expired,
+    Invalid,
+    NotFound,
+    ObjectList,
+    SQLiteStore,
+    Unavailable,
+)
 from capa_py.store.identity import IDENTITY_NAME, IDENTITY_NAMESPACE, identity_config_map
 from capa_py.store.kube import KubeStore, store_error
 from tests.store.kube_support import api_client_for
@@ -251,3 +260,57 @@ def test_a_built_in_kind_is_created_read_listed_updated_and_deleted(kube: KubeSt
     assert last.metadata.uid == created.metadata.uid
     with pytest.raises(NotFound):
         kube.get(kind, obj.name, obj.namespace)
+
+
+# -- field selectors the server answers ----------------------------------------------------------------
+
+
+class ListRecordingStore(SQLiteStore):
+    """The served store, noting the field selector of every list the API server makes on it."""
+
+    field_selectors: list[str | None]
+
+    def list(  # type: ignore[override]
+        self,
+        kind: type[KubeObject],
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> ObjectList[KubeObject]:
+        self.field_selectors.append(field_selector)
+        return super().list(kind, namespace, label_selector, field_selector)
+
+
+def test_name_namespace_and_event_fields_are_selected_by_the_server(tmp_path: Path) -> None:
+    served = ListRecordingStore(tmp_path / "served.db")
+    served.field_selectors = []
+    running = start_in_thread(served, bookmark_interval=0.2)
+    try:
+        with KubeStore(api_client_for(running.url)) as kube:
+            for name in ("a", "b"):
+                kube.create(Cluster.model_validate({"metadata": {"name": name}}))
+                kube.create(
+                    Event.model_validate(
+                        {
+                            "metadata": {"name": f"e-{name}", "namespace": "default"},
+                            "involvedObject": {"kind": "Cluster", "name": name},
+                        }
+                    )
+                )
+            served.field_selectors.clear()
+            by_name = kube.list(Cluster, field_selector=".metadata.name=a,spec.paused!=true")
+            events = kube.list(
+                Event, "default", field_selector="involvedObject.name=b,involvedObject.kind=Cluster"
+            )
+            by_owner = kube.list(Cluster, field_selector="metadata.ownerReferences.uid=nobody")
+    finally:
+        running.stop()
+        served.close()
+    assert [c.name for c in by_name] == ["a"]
+    assert [e.name for e in events] == ["e-b"]
+    assert by_owner == []
+    assert served.field_selectors == [
+        "metadata.name=a",
+        "involvedObject.name=b,involvedObject.kind=Cluster",
+        None,
+    ], "name and Event fields go to the server; fields only capa-py knows are filtered by the client"
