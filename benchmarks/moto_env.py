@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from tests.harness.moto_delays import Delays  # noqa: E402
 from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
 
 REGION = "us-east-1"
@@ -51,8 +52,10 @@ class MotoEnv:
         self.elbv2: Any = session.client("elbv2", endpoint_url=self.url, config=config)
 
     @classmethod
-    def start(cls) -> MotoEnv:
-        return cls(start_moto_server(load_default_amis=True))
+    def start(cls, delays: Delays | None = None) -> MotoEnv:
+        """The server, with moto's bundled AMIs; with ``delays``, NAT gateways, load balancers and instances
+        take AWS-like time to become ready (``tests/harness/moto_delays.py``)."""
+        return cls(start_moto_server(load_default_amis=True, delays=delays))
 
     def stop(self) -> None:
         self.server.stop()
