@@ -77,7 +77,7 @@ def call_latency(env: MotoEnv) -> float:
 
 
 def critical_path(delays: Delays, latency: float) -> dict[str, Any]:
-    chains = {}
+    chains: dict[str, dict[str, Any]] = {}
     for name, (before, kind, after) in CHAINS.items():
         calls = len(before) + len(after)
         chains[name] = {
@@ -87,7 +87,7 @@ def critical_path(delays: Delays, latency: float) -> dict[str, Any]:
             "waitSeconds": delays.seconds(kind),
             "seconds": round(calls * latency + delays.seconds(kind), 3),
         }
-    longest = max(chains, key=lambda n: chains[n]["seconds"])
+    longest = max(chains, key=lambda n: float(chains[n]["seconds"]))
     return {"chains": chains, "longest": longest, "seconds": chains[longest]["seconds"]}
 
 

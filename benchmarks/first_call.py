@@ -32,7 +32,7 @@ def _stop_at_first_call(out: Path) -> None:
         sys.stdout.flush()
         os._exit(0)
 
-    botocore.client.BaseClient._make_api_call = first_call  # type: ignore[method-assign]
+    setattr(botocore.client.BaseClient, "_make_api_call", first_call)  # noqa: B010 (private, untyped)
 
 
 def main() -> None:
