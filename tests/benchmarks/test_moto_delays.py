@@ -153,3 +153,21 @@ def test_delays_scale_and_become_the_server_programs_options() -> None:
     assert Delays() == Delays(90, 150, 45, 1)  # AWS-like by default
     with pytest.raises(ValueError, match="scale must not be negative"):
         Delays(scale=-1)
+
+
+def test_the_delays_combine_with_client_tokens_honoured() -> None:
+    server = start_moto_server(honour_tokens=True, delays=Delays(nat_gateway=60))
+    try:
+        session = boto3.session.Session(
+            region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
+        ec2 = session.client("ec2", endpoint_url=server.url)
+        _, subnets = _network(ec2)
+        allocation = ec2.allocate_address(Domain="vpc")["AllocationId"]
+        first = ec2.create_nat_gateway(SubnetId=subnets[0], AllocationId=allocation, ClientToken="t-1")
+        again = ec2.create_nat_gateway(SubnetId=subnets[0], AllocationId=allocation, ClientToken="t-1")
+        assert again["NatGateway"]["NatGatewayId"] == first["NatGateway"]["NatGatewayId"]
+        assert again["NatGateway"]["State"] == "pending"
+        assert len(ec2.describe_nat_gateways()["NatGateways"]) == 1
+    finally:
+        server.stop()
