@@ -112,9 +112,9 @@ def test_the_delay_benchmark_reports_calls_time_to_ready_and_the_critical_path(t
     assert run["readyAt"]["load_balancer"] == [pytest.approx(created["load_balancer"][0] + 2.0, abs=0.02)]
     assert run["capa4192"]["ec2:DescribeRouteTables"]["capaCluster1"] == 28
     by_operation = run["capa"]["calls"]["byOperation"]
-    assert run["capa4192"]["ec2:DescribeRouteTables"]["capaPy"] == by_operation.get(
-        "ec2:DescribeRouteTables", 0
-    )
+    route_tables = run["capa4192"]["ec2:DescribeRouteTables"]
+    assert route_tables["capaPy"] == by_operation.get("ec2:DescribeRouteTables", 0)
+    assert route_tables["above"] == (route_tables["capaPy"] > 28)
     assert "time to Ready / critical path" in done.stdout
 
 
