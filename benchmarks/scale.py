@@ -307,6 +307,13 @@ def report_clusters(figures: dict[str, Any]) -> None:
                "peak RSS", "moto CPU s", "ready"]  # fmt: skip
     print(table(headers, rows))
     print("  (CPU: user + system of the capa process; peak RSS: its ru_maxrss; moto CPU: the server's)")
+    if len(runs) > 1:
+        first, last = runs[0], runs[-1]
+        print(
+            f"  N={last['clusters']} against N={first['clusters']}, per cluster: CPU "
+            f"{_x(_ratio(last['cpuSecondsPerCluster'], first['cpuSecondsPerCluster']))}, calls "
+            f"{_x(_ratio(last['callsPerCluster'], first['callsPerCluster']))} (the issue's target: flat)"
+        )
     if runs:
         print()
         print("Calls by operation:")
@@ -395,6 +402,10 @@ def report_apply_one(figures: dict[str, Any]) -> None:
     print()
     print("Calls by operation:")
     print(calls_table({"stored": stored["calls"]["byOperation"], "empty": empty["calls"]["byOperation"]}))
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
 
 
 def _x(value: float | None) -> str:
