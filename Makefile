@@ -10,6 +10,9 @@ STATE  ?= .capa/state.db
 PYTEST_ARGS ?=
 # Options of the controller benchmark, e.g. CONTROLLER_BENCH_ARGS="--clusters 5 --sync-period 20s"
 CONTROLLER_BENCH_ARGS ?=
+# Options of the scale and AWS-like delay benchmarks, e.g. SCALE_BENCH_ARGS="--quick" DELAY_BENCH_ARGS="--quick"
+SCALE_BENCH_ARGS ?=
+DELAY_BENCH_ARGS ?=
 
 .PHONY: setup run test lint bench localstack-test e2e clean
 
@@ -36,6 +39,8 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/store.py
+	$(BIN)/python benchmarks/scale.py $(SCALE_BENCH_ARGS)
+	$(BIN)/python benchmarks/delays.py $(DELAY_BENCH_ARGS)
 	$(BIN)/python benchmarks/controller.py $(CONTROLLER_BENCH_ARGS)
 
 # LocalStack runs without Docker only on Python 3.13: found on PATH or through pyenv, or named here.

@@ -550,6 +550,16 @@ def report_steady(figures: dict[str, Any]) -> None:
         f"  AWS calls per minute: {steady['awsCallsPerMinute']:.1f} in total, "
         f"{steady['mutatingCallsPerMinute']:.1f} mutating ({calls['mutating']} mutating calls in the window)"
     )
+    resync = steady.get("callsPerResync")
+    if resync:
+        print(
+            f"  AWS calls per resync (the window's calls over its {resync['resyncsInWindow']:g} sync "
+            f"periods): {resync['total']:.1f} in total, {resync['perCluster']:.2f} per cluster, "
+            f"{resync['mutating']:.1f} mutating, {resync['operations']} operations"
+        )
+        if resync["byOperation"]:
+            rows = [[op, f"{n:.1f}"] for op, n in sorted(resync["byOperation"].items(), key=lambda i: -i[1])]
+            print(table(["calls per resync, by operation", "calls"], rows))
     if calls["errors"]:
         print("  calls answered with an error: " + ", ".join(f"{k} {v}" for k, v in calls["errors"].items()))
     mem = steady["memory"]
@@ -748,12 +758,31 @@ def _measure(
         "awsCallsPerMinuteByOperation": {
             op: per_minute(n, seconds) for op, n in calls["byOperation"].items()
         },
+        "callsPerResync": per_resync(calls, seconds, args.sync_seconds, args.clusters),
         "memory": mem,
         **serve_memory(),
         "cpu": cpu_figures(cpu_end, cpu_start, seconds),
     }
     report_steady(figures)
     sys.stdout.flush()
+
+
+def per_resync(
+    calls: Mapping[str, Any], window: float, sync_seconds: float, clusters: int
+) -> dict[str, Any] | None:
+    """The window's calls spread over the resyncs it holds (window / sync period): what one resync of every
+    object costs, in total, by operation and per cluster. None without a periodic resync."""
+    if sync_seconds <= 0 or window <= 0:
+        return None
+    resyncs = window / sync_seconds
+    return {
+        "resyncsInWindow": round(resyncs, 2),
+        "total": round(calls["total"] / resyncs, 1),
+        "mutating": round(calls["mutating"] / resyncs, 1),
+        "perCluster": round(calls["total"] / resyncs / clusters, 2),
+        "byOperation": {op: round(n / resyncs, 1) for op, n in calls["byOperation"].items()},
+        "operations": len(calls["byOperation"]),
+    }
 
 
 def resync_rates(manifest: Path, sync_seconds: float) -> dict[str, float]:

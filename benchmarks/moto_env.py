@@ -20,11 +20,22 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from tests.harness.moto_delays import Delays  # noqa: E402
 from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
 
 REGION = "us-east-1"
 EMULATOR_KEY = "testing"
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
+MOTO_NAT_INTERFACES = "network interfaces moto keeps: of deleted NAT gateways"
+MOTO_INSTANCE_INTERFACES = "network interfaces moto keeps: of terminated instances"
+MOTO_LEFTOVERS = (MOTO_NAT_INTERFACES, MOTO_INSTANCE_INTERFACES)
+"""What moto leaves behind where AWS would not: reported apart from what a delete left behind."""
+NETWORK_INTERFACE_KINDS = (
+    "network interfaces of NAT gateways",
+    "network interfaces of instances",
+    *MOTO_LEFTOVERS,
+    "network interfaces, any other",
+)
 
 
 class MotoEnv:
@@ -41,8 +52,10 @@ class MotoEnv:
         self.elbv2: Any = session.client("elbv2", endpoint_url=self.url, config=config)
 
     @classmethod
-    def start(cls) -> MotoEnv:
-        return cls(start_moto_server(load_default_amis=True))
+    def start(cls, delays: Delays | None = None) -> MotoEnv:
+        """The server, with moto's bundled AMIs; with ``delays``, NAT gateways, load balancers and instances
+        take AWS-like time to become ready (``tests/harness/moto_delays.py``)."""
+        return cls(start_moto_server(load_default_amis=True, delays=delays))
 
     def stop(self) -> None:
         self.server.stop()
@@ -135,4 +148,40 @@ class MotoEnv:
         counts["instances (live)"] = sum(
             len(r["Instances"]) for r in ec2.describe_instances(Filters=live)["Reservations"]
         )
+        counts.update(self.network_interfaces())
+        return counts
+
+    def network_interfaces(self) -> dict[str, int]:
+        """Every network interface of the account, by what it belongs to.
+
+        moto never deletes the interface it makes for a NAT gateway (not when the gateway is deleted), nor an
+        instance's primary interface (not when the instance is terminated), and it still lists both after
+        their VPC is deleted; AWS removes them with their owner. Those are counted apart, as moto's, so that
+        an interface anything else left behind (``other``) stands out."""
+        ec2 = self.ec2
+        nat_interfaces: dict[str, bool] = {}  # interface id -> its gateway is deleted
+        for nat in ec2.describe_nat_gateways()["NatGateways"]:
+            for address in nat.get("NatGatewayAddresses", []):
+                if address.get("NetworkInterfaceId"):
+                    nat_interfaces[address["NetworkInterfaceId"]] = nat.get("State") in (
+                        "deleting",
+                        "deleted",
+                    )
+        instance_states = {
+            i["InstanceId"]: i["State"]["Name"]
+            for r in ec2.describe_instances()["Reservations"]
+            for i in r["Instances"]
+        }
+        counts = dict.fromkeys(NETWORK_INTERFACE_KINDS, 0)
+        for interface in ec2.describe_network_interfaces()["NetworkInterfaces"]:
+            owner = (interface.get("Attachment") or {}).get("InstanceId")
+            if interface["NetworkInterfaceId"] in nat_interfaces:
+                gone = nat_interfaces[interface["NetworkInterfaceId"]]
+                kind = MOTO_NAT_INTERFACES if gone else "network interfaces of NAT gateways"
+            elif owner in instance_states:
+                gone = instance_states[owner] == "terminated"
+                kind = MOTO_INSTANCE_INTERFACES if gone else "network interfaces of instances"
+            else:
+                kind = "network interfaces, any other"
+            counts[kind] += 1
         return counts

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import moto
-from moto_env import MotoEnv
+from moto_env import MOTO_LEFTOVERS, MotoEnv
 
 from capa_py.aws.accounting import is_mutating
 
@@ -545,12 +545,13 @@ def report_time(figures: dict[str, Any]) -> None:
 def measure_delete(env: MotoEnv, capa: Capa, state: Path) -> dict[str, Any]:
     progress("figure 4: capa delete --wait")
     run = capa.probe("capa delete --wait", state, "delete")
-    left = {k: v for k, v in env.inventory().items() if v}
+    inventory = env.inventory()
     return {
         "wallSeconds": round(run.wall, 3),
         "calls": delete_calls(run),
         "reconciles": run.reconciles,
-        "leftBehind": left,
+        "leftBehind": {k: v for k, v in inventory.items() if v and k not in MOTO_LEFTOVERS},
+        "motoLeftovers": {k: inventory.get(k, 0) for k in MOTO_LEFTOVERS},
     }
 
 
@@ -569,6 +570,11 @@ def report_delete(figures: dict[str, Any]) -> None:
                 (
                     "left behind on the server",
                     ", ".join(f"{k} {v}" for k, v in delete["leftBehind"].items()) or "nothing",
+                ),
+                (
+                    "kept by moto, not by capa",
+                    ", ".join(f"{k.rsplit(': ', 1)[-1]} {v}" for k, v in delete["motoLeftovers"].items())
+                    + " (network interfaces AWS deletes with their owner)",
                 ),
             ]
         )

@@ -4,7 +4,9 @@ A test talks to the server with a real boto3 client (real wire format, real erro
 capa-py talks to AWS; only the endpoint URL differs. Two flavours:
 
 * plain moto (``python -m moto.server``), with moto's gaps — it ignores ``ClientToken``;
-* moto with ``ClientToken`` honoured (``tests/harness/moto_tokens.py`` run as the server program).
+* moto with ``ClientToken`` honoured (``tests/harness/moto_tokens.py`` run as the server program);
+* either of them with AWS-like delays: NAT gateways, load balancers and instances not ready for a while
+  after their creation (``delays=Delays(...)``: ``tests/harness/moto_delays.py`` as the server program).
 
 :func:`start_moto_server` picks a free port, starts the subprocess bound to 127.0.0.1, waits until it
 answers and returns a :class:`MotoServer` with ``url``, ``reset()`` and ``stop()``. Server output goes to a
@@ -27,8 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from tests.harness.moto_delays import Delays
+
 HOST = "127.0.0.1"
 _TOKENS_PROGRAM = Path(__file__).with_name("moto_tokens.py")
+_DELAYS_PROGRAM = Path(__file__).with_name("moto_delays.py")
 # The server needs none of these; keeping them out means no credential ever reaches a test server.
 _STRIPPED_ENV_PREFIXES = ("AWS_",)
 
@@ -47,6 +52,8 @@ class MotoServer:
     process: subprocess.Popen[bytes]
     log_path: Path
     _log: IO[bytes] = field(repr=False)
+    delays: Delays | None = None
+    """The AWS-like delays the server applies, or None for moto's own instant states."""
 
     def reset(self) -> None:
         """Forget every resource (and every remembered client token) in every account and region."""
@@ -86,7 +93,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _command(port: int, honour_tokens: bool) -> list[str]:
+def _command(port: int, honour_tokens: bool, delays: Delays | None = None) -> list[str]:
+    if delays is not None:
+        tokens = ["--honour-tokens"] if honour_tokens else []
+        return [sys.executable, str(_DELAYS_PROGRAM), "--port", str(port), *delays.arguments(), *tokens]
     if honour_tokens:
         return [sys.executable, str(_TOKENS_PROGRAM), "--port", str(port)]
     return [sys.executable, "-m", "moto.server", "--host", HOST, "--port", str(port)]
@@ -106,18 +116,22 @@ def _answers(url: str) -> bool:
         return False
 
 
-def _start_once(honour_tokens: bool, load_default_amis: bool, timeout: float) -> MotoServer:
+def _start_once(
+    honour_tokens: bool, load_default_amis: bool, timeout: float, delays: Delays | None
+) -> MotoServer:
     port = free_port()
     log_fd, log_name = tempfile.mkstemp(prefix="moto-server-", suffix=".log")
     log = os.fdopen(log_fd, "wb")
     process = subprocess.Popen(
-        _command(port, honour_tokens),
+        _command(port, honour_tokens, delays),
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         env=_server_env(load_default_amis),
     )
-    server = MotoServer(f"http://{HOST}:{port}", port, honour_tokens, process, Path(log_name), log)
+    server = MotoServer(
+        f"http://{HOST}:{port}", port, honour_tokens, process, Path(log_name), log, delays=delays
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not server.alive():
@@ -133,17 +147,24 @@ def _start_once(honour_tokens: bool, load_default_amis: bool, timeout: float) ->
 
 
 def start_moto_server(
-    *, honour_tokens: bool = False, load_default_amis: bool = False, timeout: float = 30.0, attempts: int = 3
+    *,
+    honour_tokens: bool = False,
+    load_default_amis: bool = False,
+    timeout: float = 30.0,
+    attempts: int = 3,
+    delays: Delays | None = None,
 ) -> MotoServer:
     """Start a moto server subprocess on a free loopback port and wait until it answers.
 
     ``load_default_amis`` off (the default) leaves out moto's ~1300 bundled AMIs, which moto rebuilds on the
     first EC2 call after every reset (about 0.1 s each time); tests register the images they launch.
+    ``delays`` makes NAT gateways, load balancers and instances report their not-ready state for that long
+    after their creation (``tests/harness/moto_delays.py``).
     """
     error: MotoServerError | None = None
     for _ in range(attempts):
         try:
-            return _start_once(honour_tokens, load_default_amis, timeout)
+            return _start_once(honour_tokens, load_default_amis, timeout, delays)
         except MotoServerError as exc:  # most likely a lost race for the port: try another
             error = exc
     assert error is not None
