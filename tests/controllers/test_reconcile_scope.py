@@ -92,7 +92,9 @@ def test_an_infrastructure_machine_alone_finds_its_machine_by_the_reference_to_i
 def test_deleting_a_cluster_reaches_its_cascade_only(store: SQLiteStore) -> None:
     cluster = _stored(store, "Cluster", "beta")
     scope = reconcile_scope(store, [cluster], goal="gone")
-    assert scope == keys_of("beta") - {ObjectKey("Secret", "default", "beta-bootstrap")}, sorted(map(str, scope))
+    assert scope == keys_of("beta") - {ObjectKey("Secret", "default", "beta-bootstrap")}, sorted(
+        map(str, scope)
+    )
 
 
 def test_deleting_a_machine_reaches_its_infrastructure_machine_only(store: SQLiteStore) -> None:
