@@ -120,7 +120,8 @@ class TargetWatch:
         self._changed.set()
 
     def take_changed(self) -> bool:
-        """Whether anything changed since the last call (and start afresh)."""
+        """Whether anything changed since the last call (and start afresh). A change flagged between the
+        two lines is not lost: it happened before the look at the targets that follows."""
         changed = self._changed.is_set()
         self._changed.clear()
         return changed
