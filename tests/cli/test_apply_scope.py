@@ -66,6 +66,10 @@ def test_applying_one_clusters_file_costs_the_same_calls_with_another_cluster_st
         f"with alpha: {steady['awsCalls']['byOperation']}\n"
         f"alone:      {steady_alone['awsCalls']['byOperation']}"
     )
+    assert set(steady["reconciled"]) == set(steady_alone["reconciled"]), steady["reconciled"]
+    assert not [key for key in created["reconciled"] + steady["reconciled"] if "alpha" in key], (
+        f"applying beta's file reconciled alpha: {created['reconciled']} then {steady['reconciled']}"
+    )
     assert {o["metadata"]["name"] for o in steady["objects"]} == {
         "beta", "beta-control-plane-0", "beta-worker-0", "beta-worker-1",
     }  # fmt: skip
