@@ -126,8 +126,8 @@ def test_each_change_to_a_target_is_parsed_once(tmp_path: Path) -> None:
     quiet, busy = tmp_path / "quiet.db", tmp_path / "busy.db"
     _seed(quiet)
     _seed(busy)
-    baseline, _ = _wait(quiet, 1.5)
-    changed, made = _wait(busy, 1.5, writes=8)
+    baseline, _ = _wait(quiet, 2.5)
+    changed, made = _wait(busy, 2.5, writes=8)
     assert made == 8, "the writes were not all made; the test is void"
     assert changed.reads() == baseline.reads(), "a change to a target was read again from the store"
     assert changed.parsed == baseline.parsed + made, (
