@@ -238,6 +238,7 @@ def register(app: typer.Typer) -> None:
                 "objects": [o.to_dict() for o in result.objects],
                 # Controllers running elsewhere made the AWS calls: none are known here.
                 "awsCalls": None if elsewhere else calls_summary(result.calls),
+                "reconciled": None if elsewhere else sorted(str(key) for key in result.reconciled_keys),
             }
             sys.stdout.write(render_json(document) + "\n")
         else:

@@ -68,6 +68,7 @@ class ProgressView:
         self.enabled = enabled and console.is_terminal
         self._live: Live | None = None
         self._current: Sequence[KubeObject | None] = [None] * len(self.targets)
+        self._drawn = False
 
     def __enter__(self) -> ProgressView:
         if self.enabled:
@@ -78,8 +79,11 @@ class ProgressView:
     def update(self, current: Sequence[KubeObject | None]) -> None:
         if self._live is None or len(current) != len(self.targets):
             return
+        if self._drawn and all(a is b for a, b in zip(current, self._current, strict=True)):
+            return  # the same objects as last time: nothing to draw again
         from controllers.run import readiness
 
+        self._drawn = True
         self._current = list(current)
         self._live.update(render(self.targets, current, [readiness(o) for o in current]))
 

@@ -4,6 +4,11 @@ Each controller names the kind it reconciles and, through ``map_event``, which o
 another kind concerns (an AWSCluster becoming ready wakes its AWSMachines). Results drive the queue as in
 controller-runtime: an error or ``requeue`` backs off exponentially per key, ``requeue_after`` schedules
 the key, and a clean result waits for the next event.
+
+A manager may be given a *scope* (``capa apply`` reconciles only what it was given and what that depends
+on): objects outside it are neither queued nor mapped, their events cost nothing but being read. A
+*listener* hears what the manager saw (every listed object, every in-scope event) and every reconcile it
+finished, so a caller waiting on some objects learns of their changes without reading them again.
 """
 
 from __future__ import annotations
@@ -64,6 +69,35 @@ class ReconcileObserver(Protocol):
     def reconciled(self, controller: str, result: str, seconds: float) -> None: ...
 
 
+class ManagerListener(Protocol):
+    """Hears what a manager sees, on the thread that saw it (``listed`` and ``dispatched`` on the one
+    polling the store, ``reconciled`` on a worker): keep each call short."""
+
+    def listed(self, kind: str, objects: Sequence[KubeObject]) -> None:
+        """Every object of ``kind`` as a (re-)list found it; one not listed is gone."""
+        ...
+
+    def dispatched(self, event: WatchEvent[KubeObject]) -> None:
+        """A change to an object in scope, as the watch delivered it (its object already parsed)."""
+        ...
+
+    def reconciled(self, key: ObjectKey) -> None:
+        """A reconcile of ``key`` finished and its result went to the queue."""
+        ...
+
+
+Scope = Callable[[ObjectKey], bool]
+"""Which objects a manager reconciles (None: every object of a controlled kind)."""
+
+
+def _change_sequence(store: ObjectStore) -> Callable[[], str] | None:
+    """A cheap read of the store's latest resourceVersion, where one exists: an embedded SQLite store answers
+    from one row, so an idle poll costs one query instead of a watch read per kind."""
+    from capa_py.store.sqlite import SQLiteStore
+
+    return store.current_resource_version if isinstance(store, SQLiteStore) else None
+
+
 def result_label(result: Result) -> str:
     """controller-runtime's ``result`` label: error, requeue, requeue_after or success."""
     if result.error is not None:
@@ -86,8 +120,12 @@ class Manager:
         poll_interval: float = 0.05,
         queue: WorkQueue | QueueRouter | None = None,
         observer: ReconcileObserver | None = None,
+        scope: Scope | None = None,
+        listener: ManagerListener | None = None,
     ) -> None:
         self.store = store
+        self.scope = scope
+        self.listener = listener
         self.controllers = {c.kind.KIND: c for c in controllers}
         self.queue: WorkQueue | QueueRouter = (
             queue if queue is not None else WorkQueue(base_backoff, max_backoff)
@@ -113,17 +151,41 @@ class Manager:
         self._seen: dict[ObjectKey, str] = {}
         self._settled: dict[ObjectKey, int] = {}
         self._views: dict[tuple[str, ObjectKey], object] = {}
+        self._head = _change_sequence(store)
+        self._polled_head: str | None = None
+
+    def in_scope(self, key: ObjectKey) -> bool:
+        return self.scope is None or self.scope(key)
 
     # -- events -------------------------------------------------------------------------------------
     def prime(self) -> None:
-        """List every watched kind: queue every object of a controlled kind, remember where to watch from."""
+        """List every watched kind: queue every object in scope of a controlled kind, remember where to
+        watch from."""
         for kind_name, kind in self._kinds.items():
             listed = self.store.list(kind)
             self._versions[kind_name] = listed.resource_version
             for obj in listed:
-                self._seen[key_of(obj)] = desired_fingerprint(obj)
+                key = key_of(obj)
+                if not self.in_scope(key):
+                    continue
+                self._seen[key] = desired_fingerprint(obj)
                 if kind_name in self.controllers:
-                    self.queue.add(key_of(obj))
+                    self.queue.add(key)
+            if self.listener is not None:
+                self.listener.listed(kind_name, listed)
+
+    def poll_changes(self) -> int:
+        """Dispatch what changed since the last poll; with a store that tells its latest resourceVersion
+        cheaply, nothing is read per kind while that stays the same."""
+        if self._head is not None:
+            head = self._head()
+            if head == self._polled_head:
+                return 0
+            seen = self.poll_events()
+            # Read before the poll: a write landing during it is seen again next time, never lost.
+            self._polled_head = head
+            return seen
+        return self.poll_events()
 
     def poll_events(self) -> int:
         seen = 0
@@ -146,6 +208,10 @@ class Manager:
 
     def _dispatch(self, event: WatchEvent[KubeObject]) -> None:
         key = key_of(event.object)
+        if not self.in_scope(key):
+            return
+        if self.listener is not None:
+            self.listener.dispatched(event)
         fingerprint = desired_fingerprint(event.object)
         status_only = event.type == "MODIFIED" and self._seen.get(key) == fingerprint
         if event.type == "DELETED":
@@ -171,7 +237,8 @@ class Manager:
             if not self._view_changed(controller, event):
                 continue
             for mapped in controller.map_event(event):
-                self.queue.add(mapped)
+                if self.in_scope(mapped):
+                    self.queue.add(mapped)
 
     def _view_changed(self, controller: Controller, event: WatchEvent[KubeObject]) -> bool:
         view_of = getattr(controller, "views", {}).get(event.object.KIND)
@@ -195,6 +262,9 @@ class Manager:
             self._reconcile(key)
         finally:
             self.queue.done(key)
+            # Told once the key's queue state is final, so a listener asking ``has_work`` sees it.
+            if self.listener is not None:
+                self.listener.reconciled(key)
         return True
 
     def reconcile_key(self, key: ObjectKey) -> None:
@@ -297,7 +367,7 @@ class Manager:
         outcome = False
         try:
             while not stop.is_set():
-                self.poll_events()
+                self.poll_changes()
                 if on_tick is not None:
                     on_tick()
                 if until is not None and until():

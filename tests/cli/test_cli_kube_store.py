@@ -204,6 +204,7 @@ def test_apply_wait_waits_for_the_controllers_at_the_server(
     assert document["converged"] is True
     assert document["states"] == {f"AWSCluster {namespace}/{cluster_name(namespace)}": "ready"}
     assert document["awsCalls"] is None, "the AWS calls were made elsewhere: none are known here"
+    assert document["reconciled"] is None, "the reconciles ran elsewhere: none are known here"
 
 
 def test_apply_wait_with_nobody_reconciling_times_out_with_exit_1(

@@ -47,3 +47,25 @@ def test_the_view_stays_silent_when_not_on_a_terminal() -> None:
     with ProgressView(console, [_cluster(True)], enabled=True) as view:
         view.update([_cluster(True)])
     assert buffer.getvalue() == ""
+
+
+def test_the_view_redraws_when_an_object_changes_and_only_then() -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, force_terminal=True, width=200, color_system=None)
+    pending, ready = _cluster(False), _cluster(True)
+    with ProgressView(console, [pending], enabled=True) as view:
+        drawn: list[object] = []
+        assert view._live is not None
+        original = view._live.update
+
+        def update(renderable: object, **kwargs: object) -> None:
+            drawn.append(renderable)
+            original(renderable, **kwargs)  # type: ignore[arg-type]
+
+        view._live.update = update  # type: ignore[method-assign]
+        view.update([pending])
+        view.update([pending])
+        assert len(drawn) == 1, "the same object was drawn again"
+        view.update([ready])
+        assert len(drawn) == 2, "a changed object was not drawn"
+    assert "ready" in buffer.getvalue()

@@ -1,0 +1,106 @@
+"""What ``capa apply`` and ``capa delete --wait`` reconcile: the objects they were given and their relatives.
+
+A state file may hold many clusters; applying one cluster's manifest must not reconcile (and so describe on
+AWS) every other. The in-process manager is given a scope instead: the objects of the manifests, the
+objects they depend on and the objects that depend on them, following the relations the controllers act on
+(:mod:`controllers.core`):
+
+* a Cluster depends on its infrastructure (``spec.infrastructureRef``) and the infrastructure on its
+  Cluster (owner reference, or the ``cluster.x-k8s.io/cluster-name`` label);
+* a Machine depends on its Cluster (``spec.clusterName``), its infrastructure machine and its bootstrap
+  Secret (``spec.bootstrap.dataSecretName``); the infrastructure machine depends on its Machine;
+* every object depends on its owners (owner references) and on the Cluster its label names.
+
+For a goal of "ready" the scope is everything that depends on a target, transitively (so a Cluster brings
+its machines, a changed Secret the machines that boot from it), together with everything those depend on
+(a Machine alone brings its Cluster and infrastructure, not its sibling machines). For "gone" it is the
+cascade: a deleted Cluster's infrastructure, Machines and infrastructure machines.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine
+from capa_py.api.meta import KubeObject, ObjectReference
+from capa_py.runtime.manager import key_of
+from capa_py.runtime.queue import ObjectKey
+from capa_py.store.protocol import ObjectStore
+
+RELATED_KINDS: tuple[type[KubeObject], ...] = (Cluster, Machine, AWSCluster, AWSMachine)
+"""The kinds whose objects relate targets to each other (read once, per namespace of the targets)."""
+
+
+def _ref_key(ref: ObjectReference | None, namespace: str) -> ObjectKey | None:
+    if ref is None or not ref.kind or not ref.name:
+        return None
+    return ObjectKey(ref.kind, ref.namespace or namespace, ref.name)
+
+
+def depends_on(obj: KubeObject) -> set[ObjectKey]:
+    """The objects ``obj``'s reconcile reads and waits on (whether they exist or not)."""
+    namespace = obj.metadata.namespace or ""
+    found: set[ObjectKey | None] = {
+        ObjectKey(ref.kind, namespace, ref.name) for ref in obj.metadata.owner_references
+    }
+    cluster = obj.metadata.labels.get(CLUSTER_NAME_LABEL)
+    if cluster:
+        found.add(ObjectKey(Cluster.KIND, namespace, cluster))
+    if isinstance(obj, Cluster):
+        found.add(_ref_key(obj.spec.infrastructure_ref, namespace))
+    elif isinstance(obj, Machine):
+        found.add(ObjectKey(Cluster.KIND, namespace, obj.spec.cluster_name))
+        found.add(_ref_key(obj.spec.infrastructure_ref, namespace))
+        if obj.spec.bootstrap.data_secret_name:
+            found.add(ObjectKey("Secret", namespace, obj.spec.bootstrap.data_secret_name))
+    found.discard(key_of(obj))
+    return {key for key in found if key is not None}
+
+
+def _infrastructure_links(objects: Iterable[KubeObject]) -> Iterable[tuple[ObjectKey, ObjectKey]]:
+    """(infrastructure object, the Cluster or Machine naming it): the infrastructure's own dependency,
+    before it carries an owner reference or label that would say so."""
+    for obj in objects:
+        if isinstance(obj, Cluster | Machine):
+            ref = _ref_key(obj.spec.infrastructure_ref, obj.metadata.namespace or "")
+            if ref is not None:
+                yield ref, key_of(obj)
+
+
+def _closure(start: Iterable[ObjectKey], edges: dict[ObjectKey, set[ObjectKey]]) -> set[ObjectKey]:
+    reached = set(start)
+    frontier = list(reached)
+    while frontier:
+        for nxt in edges.get(frontier.pop(), ()):
+            if nxt not in reached:
+                reached.add(nxt)
+                frontier.append(nxt)
+    return reached
+
+
+def reconcile_scope(
+    store: ObjectStore, targets: Sequence[KubeObject], goal: Literal["ready", "gone"] = "ready"
+) -> frozenset[ObjectKey]:
+    """The keys a manager working towards ``goal`` for ``targets`` reconciles (see the module doc)."""
+    namespaces = {t.metadata.namespace for t in targets if t.metadata.namespace}
+    objects: dict[ObjectKey, KubeObject] = {}
+    for namespace in sorted(namespaces):
+        for kind in RELATED_KINDS:
+            for obj in store.list(kind, namespace=namespace):
+                objects[key_of(obj)] = obj
+    for target in targets:
+        objects.setdefault(key_of(target), target)
+    dependencies: dict[ObjectKey, set[ObjectKey]] = {key: depends_on(obj) for key, obj in objects.items()}
+    for infrastructure, referrer in _infrastructure_links(objects.values()):
+        dependencies.setdefault(infrastructure, set()).add(referrer)
+    dependents: dict[ObjectKey, set[ObjectKey]] = defaultdict(set)
+    for key, needs in dependencies.items():
+        for need in needs:
+            dependents[need].add(key)
+    scope = _closure((key_of(t) for t in targets), dependents)
+    if goal == "ready":
+        scope = _closure(scope, dependencies)
+    return frozenset(scope)
