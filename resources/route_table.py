@@ -117,6 +117,9 @@ class RouteTable(ResourceClass[RouteTableDesired]):
     """CreateRouteTable accepts TagSpecifications (tag_on_create) and ClientToken (client_token); CreateTags
     tags it later (taggable)."""
 
+    def parent_of(self, desired: RouteTableDesired) -> str | None:
+        return desired.vpc_id
+
     def create(
         self, desired: RouteTableDesired, tags: Mapping[str, str] | None, token: str | None
     ) -> Observed:
@@ -197,6 +200,10 @@ class Route(ResourceClass[RouteDesired]):
     traits = Traits(natural_key=True)
     """CreateRoute has no TagSpecifications and no ClientToken, and a route cannot be tagged; a table has one
     route per destination, so (route table, destination) finds it (natural_key)."""
+    tracks_updates = True
+
+    def parent_of(self, desired: RouteDesired) -> str | None:
+        return desired.route_table_id
 
     def create(self, desired: RouteDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
         self.aws.ec2.call(
@@ -227,6 +234,8 @@ class Route(ResourceClass[RouteDesired]):
             DestinationCidrBlock=desired.destination_cidr_block,
             **{target_parameter(desired.target_id): desired.target_id},
         )
+        observed.attributes = {**observed.attributes, "target_id": desired.target_id}
+        observed.state = "active"
         return True
 
     def delete(self, resource_id: str) -> None:
@@ -312,6 +321,10 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
     traits = Traits(natural_key=True)
     """AssociateRouteTable has no TagSpecifications and no ClientToken, and an association cannot be tagged;
     a subnet has one association, so the subnet finds it (natural_key)."""
+    tracks_updates = True
+
+    def parent_of(self, desired: RouteTableAssociationDesired) -> str | None:
+        return desired.subnet_id
 
     def create(
         self, desired: RouteTableAssociationDesired, tags: Mapping[str, str] | None, token: str | None
