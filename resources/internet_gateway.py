@@ -133,7 +133,20 @@ class InternetGatewayAttachment(ResourceClass[InternetGatewayAttachmentDesired])
         return self._lookup(desired.internet_gateway_id, desired.vpc_id)
 
     def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        """Attachments of gateways observed moments ago are read from that observation; the other
+        gateways are described, all in one call."""
         pairs = {tuple(split_id(rid, ":", self.kind)) for rid in resource_ids}
+        found: dict[str, Observed] = {}
+        for gateway_id in sorted({g for g, _ in pairs}):
+            cached = self.aws.observations.get(InternetGateway.kind, gateway_id)
+            if not isinstance(cached, Observed):
+                continue
+            for attachment in cached.attributes["attachments"]:
+                pair = (gateway_id, attachment["vpc_id"])
+                if pair in pairs and attachment["state"] in _LIVE_ATTACHMENT_STATES:
+                    observed = self._observed(gateway_id, attachment["vpc_id"], attachment["state"])
+                    found[observed.id] = observed
+        pairs = {p for p in pairs if attachment_id(*p) not in found}
         gateways = ec2_by_filter(
             self.aws.ec2,
             "DescribeInternetGateways",
@@ -141,7 +154,6 @@ class InternetGatewayAttachment(ResourceClass[InternetGatewayAttachmentDesired])
             "internet-gateway-id",
             {gateway for gateway, _ in pairs},
         )
-        found: dict[str, Observed] = {}
         for gateway in gateways:
             for attachment in gateway.get("Attachments", []):
                 pair = (gateway["InternetGatewayId"], attachment.get("VpcId"))

@@ -86,6 +86,15 @@ class Observations:
         with self._lock:
             self._entries.setdefault(kind, {})[resource_id] = _Entry(stored, self.clock(), ttl)
 
+    def fresh(self, kind: str) -> list[Any]:
+        """Copies of every fresh observation of ``kind``."""
+        if not self.enabled:
+            return []
+        with self._lock:
+            now = self.clock()
+            entries = [e.value for e in self._entries.get(kind, {}).values() if e.fresh(now)]
+        return copy.deepcopy(entries)
+
     def amend(self, kind: str, resource_id: str, value: Any, ttl: float) -> None:
         """Replace what is known of ``resource_id`` with what the caller changed in it, keeping the time it
         was last seen (a change made by this process does not make the rest of it any fresher)."""
