@@ -514,9 +514,9 @@ class TargetRegistration(ResourceClass[TargetRegistrationDesired]):
     traits = Traits(natural_key=True)
     """RegisterTargets has no Tags and no ClientToken, and a registration cannot be tagged; (target group,
     target) finds it (natural_key)."""
-    freshness = 600.0
-    """Registrations are described a target group at a time (one call per cluster), so they are reused
-    longer than the kinds one call describes for every cluster."""
+    freshness = ATTRIBUTE_FRESHNESS
+    """Registrations are described a target group at a time (one call per cluster, not one for every
+    cluster), and only a deregistration by hand changes one: they are reused as long as attributes are."""
 
     def parent_of(self, desired: TargetRegistrationDesired) -> str | None:
         return desired.instance_id
