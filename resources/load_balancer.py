@@ -17,9 +17,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from capa_py.aws.errors import NotFound
+from capa_py.aws.observations import MISS
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_list
 from capa_py.engine.traits import Traits
-from resources._common import ATTRIBUTE_FRESHNESS, ELBV2_DESCRIBE_BATCH, carries, elbv2_tags, split_id
+from resources._common import (
+    ATTRIBUTE_FRESHNESS,
+    ELBV2_DESCRIBE_BATCH,
+    ELBV2_DESCRIBE_TAGS_BATCH,
+    carries,
+    elbv2_tags,
+    split_id,
+)
 
 API_SERVER_PORT = 6443
 
@@ -66,10 +74,47 @@ def _many(
             observed = parse(item)
             if observed.id in arns:
                 found[observed.id] = observed
-    tags = elbv2_tags(resource.aws, list(found)) if found else {}
+    tags = _tags_with_siblings(resource, list(found))
     for observed in found.values():
         observed.tags = tags.get(observed.id, {})
     return found
+
+
+_ELBV2_KINDS = ("load-balancer", "target-group", "listener")
+_SIBLING_TAGS_FRESHNESS = 5.0
+"""How long tags read with another ELBv2 kind's refresh serve this kind's own refresh (in the same pass)."""
+
+
+def _tags_with_siblings(resource: ResourceClass[Any], arns: list[str]) -> dict[str, dict[str, str]]:
+    """Tags of ``arns``; with the shared observations in use, one ``DescribeTags`` (per 20 ARNs) also reads
+    the tags of the load balancers, target groups and listeners due for a refresh, so that the pass's
+    refresh of those kinds asks for no tags of its own."""
+    observations = resource.aws.observations
+    tags: dict[str, dict[str, str]] = {}
+    unknown: list[str] = []
+    for arn in arns:
+        known = observations.known_fact(("elbv2-tags", arn), _SIBLING_TAGS_FRESHNESS)
+        if known is MISS:
+            unknown.append(arn)
+        else:
+            tags[arn] = known
+    if not unknown:
+        return tags
+    siblings = [
+        arn
+        for kind in _ELBV2_KINDS
+        if kind != resource.kind
+        for arn in observations.stale(kind)
+        if arn not in unknown
+    ]
+    room = -len(unknown) % ELBV2_DESCRIBE_TAGS_BATCH  # what the last DescribeTags has left: no extra call
+    wanted = unknown + siblings[:room]
+    read = elbv2_tags(resource.aws, wanted)
+    for arn in wanted:
+        if arn in read and arn not in unknown:
+            observations.learn_fact(("elbv2-tags", arn), read[arn])
+    tags.update({arn: read[arn] for arn in unknown if arn in read})
+    return tags
 
 
 def _with_tags(resource: ResourceClass[Any], observed: Observed) -> Observed:

@@ -185,6 +185,17 @@ class Observations:
             self.learn_fact(key, value)
             return value
 
+    def known_fact(self, key: Hashable, max_age: float) -> Any:
+        """The remembered value of ``key`` when younger than ``max_age``, else :data:`MISS` (nothing is
+        computed)."""
+        if not self.enabled:
+            return MISS
+        with self._lock:
+            entry = self._facts.get(key)
+            if entry is None or self.clock() - entry.at > max_age:
+                return MISS
+            return copy.deepcopy(entry.value)
+
     def learn_fact(self, key: Hashable, value: Any) -> None:
         """Remember a fact known without asking (what we just set, or a documented default)."""
         if not self.enabled:
