@@ -154,6 +154,14 @@ class Observations:
             at = self._born.get(resource_id)
             return at is not None and self.clock() - at <= BORN_WINDOW
 
+    def doubt(self, resource_id: str | None) -> None:
+        """Stop treating ``resource_id`` as born here: something may now exist inside it that this process
+        did not see created (a create whose answer was lost)."""
+        if resource_id is None:
+            return
+        with self._lock:
+            self._born.pop(resource_id, None)
+
     def add_child(self, parent_id: str, kind: str, resource_id: str, key: str, value: Any) -> None:
         """Record that this process made ``resource_id`` (natural key ``key``) inside ``parent_id``."""
         if not self.enabled:

@@ -516,8 +516,16 @@ class Engine:
         traits: Traits,
         scope: Scope,
     ) -> Observed:
-        observed = rc.create(desired, tags, token)
         observations = observations_of(rc)
+        try:
+            observed = rc.create(desired, tags, token)
+        except Exception:
+            if observations is not None:
+                # The create may have happened all the same (a lost response): what this process knows is
+                # no longer the whole truth, so the next lookup asks AWS.
+                observations.doubt(rc.parent_of(desired))
+                observations.forget_facts(_listing_key(scope, rc, desired)[:3])
+            raise
         if observations is not None:
             # What this process just made: inside it nothing else can exist yet, and the listing by tags
             # made before it must now show it (a failed record must find it there, not create another).

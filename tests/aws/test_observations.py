@@ -105,3 +105,11 @@ def test_disabled_observations_remember_nothing() -> None:
     for _ in range(2):
         observations.fact("zones", 60, lambda: calls.append(1))
     assert len(calls) == 2
+
+
+def test_a_doubted_birth_no_longer_answers_for_what_is_inside() -> None:
+    observations = Observations()
+    observations.born("subnet-1")
+    observations.doubt("subnet-1")
+    assert not observations.born_here("subnet-1")
+    observations.doubt(None)  # nothing to doubt: no error
