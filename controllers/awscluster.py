@@ -427,7 +427,7 @@ class ClusterReconcile:
         rules = self.security_group_rules({role: o.id for role, o in observed.items()})
         for role in SG_ROLES:
             if role != "lb":  # shared with the cloud provider: create/delete only
-                self.sg_rc.update(observed[role], self._sg_desired(role, rules[role]))
+                self.engine.update(self.sg_rc, observed[role], self._sg_desired(role, rules[role]))
             self.security_groups[role] = SecurityGroupStatus(
                 id=observed[role].id, name=f"{self.cluster}-{role}"
             )

@@ -14,6 +14,13 @@ from capa_py.engine.resource import tag_list
 
 ELBV2_DESCRIBE_TAGS_BATCH = 20
 """ELBv2 ``DescribeTags`` takes at most 20 resource ARNs per call."""
+ELBV2_DESCRIBE_BATCH = 20
+"""ELBv2 describes take at most 20 ARNs (or names) per call."""
+EC2_FILTER_VALUES = 100
+"""Filter values sent in one EC2 describe (a batch of ids larger than this takes several calls)."""
+ATTRIBUTE_FRESHNESS = 3600.0
+"""How long an attribute read with a call of its own (a VPC's DNS settings, a load balancer's cross-zone
+flag) is reused: they change only when someone changes them, and each costs a call per resource."""
 
 
 def tag_specifications(resource_types: str | Iterable[str], tags: Mapping[str, str] | None) -> dict[str, Any]:
@@ -51,9 +58,11 @@ def ec2_by_filter(
     """Items whose ``filter_name`` is one of ``ids``, in one call. A filter, unlike an id list, does not
     fail the whole call when one id no longer exists."""
     wanted = sorted(set(ids))
-    if not wanted:
-        return []
-    return ec2_items(client, operation, result_key, Filters=[{"Name": filter_name, "Values": wanted}])
+    items: list[dict[str, Any]] = []
+    for start in range(0, len(wanted), EC2_FILTER_VALUES):
+        batch = wanted[start : start + EC2_FILTER_VALUES]
+        items += ec2_items(client, operation, result_key, Filters=[{"Name": filter_name, "Values": batch}])
+    return items
 
 
 def ec2_create_tags(aws: AWSClients, resource_id: str, tags: Mapping[str, str]) -> None:

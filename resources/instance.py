@@ -20,7 +20,14 @@ from capa_py.aws.errors import InvalidRequest
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
-from resources._common import carries, client_token_param, ec2_create_tags, ec2_items, tag_specifications
+from resources._common import (
+    carries,
+    client_token_param,
+    ec2_by_filter,
+    ec2_create_tags,
+    ec2_items,
+    tag_specifications,
+)
 
 DEFAULT_ROOT_DEVICE = "/dev/xvda"
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
@@ -148,7 +155,13 @@ class Instance(ResourceClass[InstanceDesired]):
         return _observed(response["Instances"][0])
 
     def root_device_name(self, image_id: str) -> str:
-        """The AMI's root device (``/dev/sda1``, ``/dev/xvda``…), which a root volume mapping must name."""
+        """The AMI's root device (``/dev/sda1``, ``/dev/xvda``…), which a root volume mapping must name.
+        An AMI never changes: it is asked once per process (a missing AMI is asked again)."""
+        return self.aws.observations.fact(
+            ("ami-root-device", image_id), float("inf"), lambda: self._root_device_name(image_id)
+        )
+
+    def _root_device_name(self, image_id: str) -> str:
         images = self.aws.ec2.call("DescribeImages", ImageIds=[image_id]).get("Images", [])
         if not images:
             raise InvalidRequest(
@@ -169,6 +182,20 @@ class Instance(ResourceClass[InstanceDesired]):
             ):
                 return _observed(instance)
         return None
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        reservations = ec2_by_filter(
+            self.aws.ec2, "DescribeInstances", "Reservations", "instance-id", resource_ids
+        )
+        return {
+            i["InstanceId"]: _observed(i)
+            for r in reservations
+            for i in r.get("Instances", [])
+            if i["InstanceId"] in resource_ids and i.get("State", {}).get("Name") not in GONE_STATES
+        }
+
+    def parent_of(self, desired: InstanceDesired) -> str | None:
+        return desired.subnet_id
 
     def describe_by_tags(self, tags: Mapping[str, str], desired: InstanceDesired | None) -> list[Observed]:
         filters = [*tag_filters(tags), {"Name": "instance-state-name", "Values": list(LIVE_STATES)}]

@@ -15,7 +15,7 @@ from typing import Any
 from capa_py.aws.errors import InvalidRequest, NotFound
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.traits import Traits
-from resources._common import carries, ec2_create_tags, ec2_items, split_id, tag_specifications
+from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, split_id, tag_specifications
 
 # AWS answers a detach of a gateway that is not attached to that VPC with this code; it means "already gone".
 _NOT_ATTACHED = "Gateway.NotAttached"
@@ -71,6 +71,12 @@ class InternetGateway(ResourceClass[InternetGatewayDesired]):
         )
         return _observed_gateway(gateways[0]) if gateways else None
 
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        gateways = ec2_by_filter(
+            self.aws.ec2, "DescribeInternetGateways", "InternetGateways", "internet-gateway-id", resource_ids
+        )
+        return {o.id: o for o in map(_observed_gateway, gateways) if o.id in resource_ids}
+
     def describe_by_tags(
         self, tags: Mapping[str, str], desired: InternetGatewayDesired | None
     ) -> list[Observed]:
@@ -125,6 +131,39 @@ class InternetGatewayAttachment(ResourceClass[InternetGatewayAttachmentDesired])
 
     def describe_by_key(self, desired: InternetGatewayAttachmentDesired) -> Observed | None:
         return self._lookup(desired.internet_gateway_id, desired.vpc_id)
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        """Attachments of gateways observed moments ago are read from that observation; the other
+        gateways are described, all in one call."""
+        pairs = {tuple(split_id(rid, ":", self.kind)) for rid in resource_ids}
+        found: dict[str, Observed] = {}
+        for gateway_id in sorted({g for g, _ in pairs}):
+            cached = self.aws.observations.get(InternetGateway.kind, gateway_id)
+            if not isinstance(cached, Observed):
+                continue
+            for attachment in cached.attributes["attachments"]:
+                pair = (gateway_id, attachment["vpc_id"])
+                if pair in pairs and attachment["state"] in _LIVE_ATTACHMENT_STATES:
+                    observed = self._observed(gateway_id, attachment["vpc_id"], attachment["state"])
+                    found[observed.id] = observed
+        pairs = {p for p in pairs if attachment_id(*p) not in found}
+        gateways = ec2_by_filter(
+            self.aws.ec2,
+            "DescribeInternetGateways",
+            "InternetGateways",
+            "internet-gateway-id",
+            {gateway for gateway, _ in pairs},
+        )
+        for gateway in gateways:
+            for attachment in gateway.get("Attachments", []):
+                pair = (gateway["InternetGatewayId"], attachment.get("VpcId"))
+                if pair in pairs and attachment.get("State") in _LIVE_ATTACHMENT_STATES:
+                    observed = self._observed(pair[0], str(pair[1]), attachment["State"])
+                    found[observed.id] = observed
+        return found
+
+    def parent_of(self, desired: InternetGatewayAttachmentDesired) -> str | None:
+        return desired.internet_gateway_id
 
     def delete(self, resource_id: str) -> None:
         gateway_id, vpc_id = split_id(resource_id, ":", self.kind)

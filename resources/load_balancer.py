@@ -11,15 +11,23 @@ natural keys; a listener is unique per (load balancer, port). ELBv2 tags at crea
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from capa_py.aws.errors import NotFound
+from capa_py.aws.observations import MISS
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_list
 from capa_py.engine.traits import Traits
-from resources._common import carries, elbv2_tags, split_id
+from resources._common import (
+    ATTRIBUTE_FRESHNESS,
+    ELBV2_DESCRIBE_BATCH,
+    ELBV2_DESCRIBE_TAGS_BATCH,
+    carries,
+    elbv2_tags,
+    split_id,
+)
 
 API_SERVER_PORT = 6443
 
@@ -37,6 +45,76 @@ def _tagged(
     for o in observed:
         o.tags = found.get(o.id, {})
     return [o for o in observed if carries(o.tags, tags)]
+
+
+def _many(
+    resource: ResourceClass[Any],
+    operation: str,
+    result_key: str,
+    parameter: str,
+    arns: list[str],
+    parse: Callable[[Mapping[str, Any]], Observed],
+) -> dict[str, Observed]:
+    """Several ELBv2 resources by ARN with their tags: a describe per 20 ARNs, then a ``DescribeTags`` per
+    20 of those found. An ARN that no longer exists fails the whole describe, so that batch is asked again
+    one ARN at a time."""
+    found: dict[str, Observed] = {}
+    for start in range(0, len(arns), ELBV2_DESCRIBE_BATCH):
+        batch = arns[start : start + ELBV2_DESCRIBE_BATCH]
+        try:
+            params: dict[str, Any] = {parameter: batch}
+            items = resource.aws.elbv2.call(operation, **params)[result_key]
+        except NotFound:
+            items = []
+            for arn in batch if len(batch) > 1 else []:
+                with suppress(NotFound):
+                    one: dict[str, Any] = {parameter: [arn]}
+                    items += resource.aws.elbv2.call(operation, **one)[result_key]
+        for item in items:
+            observed = parse(item)
+            if observed.id in arns:
+                found[observed.id] = observed
+    tags = _tags_with_siblings(resource, list(found))
+    for observed in found.values():
+        observed.tags = tags.get(observed.id, {})
+    return found
+
+
+_ELBV2_KINDS = ("load-balancer", "target-group", "listener")
+_SIBLING_TAGS_FRESHNESS = 5.0
+"""How long tags read with another ELBv2 kind's refresh serve this kind's own refresh (in the same pass)."""
+
+
+def _tags_with_siblings(resource: ResourceClass[Any], arns: list[str]) -> dict[str, dict[str, str]]:
+    """Tags of ``arns``; with the shared observations in use, one ``DescribeTags`` (per 20 ARNs) also reads
+    the tags of the load balancers, target groups and listeners due for a refresh, so that the pass's
+    refresh of those kinds asks for no tags of its own."""
+    observations = resource.aws.observations
+    tags: dict[str, dict[str, str]] = {}
+    unknown: list[str] = []
+    for arn in arns:
+        known = observations.known_fact(("elbv2-tags", arn), _SIBLING_TAGS_FRESHNESS)
+        if known is MISS:
+            unknown.append(arn)
+        else:
+            tags[arn] = known
+    if not unknown:
+        return tags
+    siblings = [
+        arn
+        for kind in _ELBV2_KINDS
+        if kind != resource.kind
+        for arn in observations.stale(kind)
+        if arn not in unknown
+    ]
+    room = -len(unknown) % ELBV2_DESCRIBE_TAGS_BATCH  # what the last DescribeTags has left: no extra call
+    wanted = unknown + siblings[:room]
+    read = elbv2_tags(resource.aws, wanted)
+    for arn in wanted:
+        if arn in read and arn not in unknown:
+            observations.learn_fact(("elbv2-tags", arn), read[arn])
+    tags.update({arn: read[arn] for arn in unknown if arn in read})
+    return tags
 
 
 def _with_tags(resource: ResourceClass[Any], observed: Observed) -> Observed:
@@ -89,6 +167,7 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
     traits = Traits(tag_on_create=True, taggable=True, natural_key=True)
     """CreateLoadBalancer accepts Tags (tag_on_create); it has no ClientToken; AddTags tags it later
     (taggable); its Name is unique per account and region (natural_key)."""
+    tracks_updates = True  # the cross-zone attribute is kept as a fact, not in the observation
 
     def create(
         self, desired: LoadBalancerDesired, tags: Mapping[str, str] | None, token: str | None
@@ -106,7 +185,14 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
         )
         observed = _observed_lb(response["LoadBalancers"][0])
         observed.tags = dict(tags or {})
+        # A new network load balancer does not balance across zones until told to.
+        self.aws.observations.learn_fact(("lb-attribute", observed.id, CROSS_ZONE), "false")
         return observed
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        return _many(
+            self, "DescribeLoadBalancers", "LoadBalancers", "LoadBalancerArns", resource_ids, _observed_lb
+        )
 
     def describe_by_id(self, resource_id: str) -> Observed | None:
         try:
@@ -151,10 +237,15 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
 
     def update(self, observed: Observed, desired: LoadBalancerDesired) -> bool:
         """Cross-zone load balancing, on create and whenever the spec changes it."""
-        attributes = self.aws.elbv2.call(
-            "DescribeLoadBalancerAttributes", after_create=True, LoadBalancerArn=observed.id
-        ).get("Attributes", [])
-        current = next((a.get("Value") for a in attributes if a.get("Key") == CROSS_ZONE), "false")
+
+        def read() -> str:
+            attributes = self.aws.elbv2.call(
+                "DescribeLoadBalancerAttributes", after_create=True, LoadBalancerArn=observed.id
+            ).get("Attributes", [])
+            return str(next((a.get("Value") for a in attributes if a.get("Key") == CROSS_ZONE), "false"))
+
+        key = ("lb-attribute", observed.id, CROSS_ZONE)
+        current = self.aws.observations.fact(key, ATTRIBUTE_FRESHNESS, read)
         wanted = "true" if desired.cross_zone else "false"
         if current == wanted:
             return False
@@ -164,6 +255,7 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
             LoadBalancerArn=observed.id,
             Attributes=[{"Key": CROSS_ZONE, "Value": wanted}],
         )
+        self.aws.observations.learn_fact(key, wanted)
         return True
 
     def delete(self, resource_id: str) -> None:
@@ -243,6 +335,11 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
 
     def describe_by_key(self, desired: TargetGroupDesired) -> Observed | None:
         return self._describe(Names=[desired.name])
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        return _many(
+            self, "DescribeTargetGroups", "TargetGroups", "TargetGroupArns", resource_ids, _observed_tg
+        )
 
     def describe_by_tags(self, tags: Mapping[str, str], desired: TargetGroupDesired | None) -> list[Observed]:
         tgs = [_observed_tg(tg) for tg in self.aws.elbv2.pages("DescribeTargetGroups", "TargetGroups")]
@@ -334,6 +431,13 @@ class Listener(ResourceClass[ListenerDesired]):
     traits = Traits(tag_on_create=True, taggable=True, natural_key=True)
     """CreateListener accepts Tags (tag_on_create); it has no ClientToken; AddTags tags it later (taggable); a
     load balancer has one listener per port, so (load balancer, port) finds it (natural_key)."""
+    tracks_updates = True
+
+    def parent_of(self, desired: ListenerDesired) -> str | None:
+        return desired.load_balancer_arn
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        return _many(self, "DescribeListeners", "Listeners", "ListenerArns", resource_ids, _observed_listener)
 
     def create(self, desired: ListenerDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
         response = self.aws.elbv2.call(
@@ -455,6 +559,34 @@ class TargetRegistration(ResourceClass[TargetRegistrationDesired]):
     traits = Traits(natural_key=True)
     """RegisterTargets has no Tags and no ClientToken, and a registration cannot be tagged; (target group,
     target) finds it (natural_key)."""
+    freshness = ATTRIBUTE_FRESHNESS
+    """Registrations are described a target group at a time (one call per cluster, not one for every
+    cluster), and only a deregistration by hand changes one: they are reused as long as attributes are."""
+
+    def parent_of(self, desired: TargetRegistrationDesired) -> str | None:
+        return desired.instance_id
+
+    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        """One ``DescribeTargetHealth`` per target group, for every target of it asked about."""
+        by_group: dict[str, list[str]] = {}
+        for resource_id in resource_ids:
+            group, instance = split_id(resource_id, "|", self.kind)
+            by_group.setdefault(group, []).append(instance)
+        found: dict[str, Observed] = {}
+        for group, instances in by_group.items():
+            try:
+                response = self.aws.elbv2.call(
+                    "DescribeTargetHealth",
+                    TargetGroupArn=group,
+                    Targets=[self._target(i, None) for i in instances],
+                )
+            except NotFound:
+                continue
+            for description in response.get("TargetHealthDescriptions", []):
+                observed = self._registration(group, description)
+                if observed is not None and observed.id in resource_ids:
+                    found[observed.id] = observed
+        return found
 
     def create(
         self, desired: TargetRegistrationDesired, tags: Mapping[str, str] | None, token: str | None
@@ -504,19 +636,25 @@ class TargetRegistration(ResourceClass[TargetRegistrationDesired]):
         except NotFound:
             return None
         for description in response.get("TargetHealthDescriptions", []):
-            if description.get("Target", {}).get("Id") != instance_id:
-                continue
-            health = description.get("TargetHealth", {})
-            if health.get("Reason") in _NOT_REGISTERED_REASONS or health.get("State") == "draining":
-                return None
-            return Observed(
-                id=registration_id(target_group_arn, instance_id),
-                state=health.get("State"),
-                attributes={
-                    "target_group_arn": target_group_arn,
-                    "instance_id": instance_id,
-                    "port": description.get("Target", {}).get("Port"),
-                    "reason": health.get("Reason"),
-                },
-            )
+            if description.get("Target", {}).get("Id") == instance_id:
+                return self._registration(target_group_arn, description)
         return None
+
+    @staticmethod
+    def _registration(target_group_arn: str, description: Mapping[str, Any]) -> Observed | None:
+        """The registration a target health description reports, or None when the target is not (or is
+        no longer) registered."""
+        health = description.get("TargetHealth", {})
+        if health.get("Reason") in _NOT_REGISTERED_REASONS or health.get("State") == "draining":
+            return None
+        instance_id = str(description.get("Target", {}).get("Id"))
+        return Observed(
+            id=registration_id(target_group_arn, instance_id),
+            state=health.get("State"),
+            attributes={
+                "target_group_arn": target_group_arn,
+                "instance_id": instance_id,
+                "port": description.get("Target", {}).get("Port"),
+                "reason": health.get("Reason"),
+            },
+        )

@@ -68,6 +68,9 @@ class NatGateway(ResourceClass[NatGatewayDesired]):
     tags it later (taggable)."""
     deletion_is_slow: ClassVar[bool] = True
 
+    def parent_of(self, desired: NatGatewayDesired) -> str | None:
+        return desired.subnet_id
+
     def create(
         self, desired: NatGatewayDesired, tags: Mapping[str, str] | None, token: str | None
     ) -> Observed:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
@@ -117,6 +118,9 @@ class RouteTable(ResourceClass[RouteTableDesired]):
     """CreateRouteTable accepts TagSpecifications (tag_on_create) and ClientToken (client_token); CreateTags
     tags it later (taggable)."""
 
+    def parent_of(self, desired: RouteTableDesired) -> str | None:
+        return desired.vpc_id
+
     def create(
         self, desired: RouteTableDesired, tags: Mapping[str, str] | None, token: str | None
     ) -> Observed:
@@ -169,6 +173,12 @@ class RouteTable(ResourceClass[RouteTableDesired]):
         return {"vpc_id": desired.vpc_id}
 
 
+def _fresh_tables(aws: AWSClients, table_ids: set[str]) -> list[Observed]:
+    """The route tables among ``table_ids`` with a fresh shared observation."""
+    found = (aws.observations.get(RouteTable.kind, t) for t in sorted(table_ids))
+    return [o for o in found if isinstance(o, Observed)]
+
+
 # -- routes --------------------------------------------------------------------------------------------
 
 
@@ -197,6 +207,10 @@ class Route(ResourceClass[RouteDesired]):
     traits = Traits(natural_key=True)
     """CreateRoute has no TagSpecifications and no ClientToken, and a route cannot be tagged; a table has one
     route per destination, so (route table, destination) finds it (natural_key)."""
+    tracks_updates = True
+
+    def parent_of(self, desired: RouteDesired) -> str | None:
+        return desired.route_table_id
 
     def create(self, desired: RouteDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
         self.aws.ec2.call(
@@ -227,6 +241,8 @@ class Route(ResourceClass[RouteDesired]):
             DestinationCidrBlock=desired.destination_cidr_block,
             **{target_parameter(desired.target_id): desired.target_id},
         )
+        observed.attributes = {**observed.attributes, "target_id": desired.target_id}
+        observed.state = "active"
         return True
 
     def delete(self, resource_id: str) -> None:
@@ -253,11 +269,19 @@ class Route(ResourceClass[RouteDesired]):
         }
 
     def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+        """Routes of tables observed moments ago are read from that observation (the same DescribeRouteTables
+        answer); the other tables are described, all in one call."""
         wanted = {tuple(split_id(rid, "|", self.kind)) for rid in resource_ids}
-        tables = ec2_by_filter(
-            self.aws.ec2, "DescribeRouteTables", "RouteTables", "route-table-id", {t for t, _ in wanted}
-        )
         found: dict[str, Observed] = {}
+        for table_observed in _fresh_tables(self.aws, {t for t, _ in wanted}):
+            table_id = table_observed.id
+            for route in table_observed.attributes["routes"]:
+                key = (table_id, route["destination"])
+                if key in wanted:
+                    observed = self._observed(table_id, str(key[1]), route["target_id"], route["state"])
+                    found[observed.id] = observed
+        missing = {t for t, d in wanted if route_id(t, d) not in found}
+        tables = ec2_by_filter(self.aws.ec2, "DescribeRouteTables", "RouteTables", "route-table-id", missing)
         for table in tables:
             for route in table.get("Routes", []):
                 key = (table["RouteTableId"], route.get("DestinationCidrBlock"))
@@ -312,6 +336,10 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
     traits = Traits(natural_key=True)
     """AssociateRouteTable has no TagSpecifications and no ClientToken, and an association cannot be tagged;
     a subnet has one association, so the subnet finds it (natural_key)."""
+    tracks_updates = True
+
+    def parent_of(self, desired: RouteTableAssociationDesired) -> str | None:
+        return desired.subnet_id
 
     def create(
         self, desired: RouteTableAssociationDesired, tags: Mapping[str, str] | None, token: str | None
@@ -360,9 +388,23 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
         return {"route_table_id": desired.route_table_id, "subnet_id": desired.subnet_id}
 
     def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
-        filters = [{"Name": "association.route-table-association-id", "Values": sorted(set(resource_ids))}]
+        """Associations found in route tables observed moments ago are read from that observation; the
+        others are described, all in one call."""
         wanted = set(resource_ids)
-        return {o.id: o for o in self._all(filters, lambda a: a.get("RouteTableAssociationId") in wanted)}
+        found: dict[str, Observed] = {}
+        for table in self.aws.observations.fresh(RouteTable.kind):
+            for association in table.attributes["associations"]:
+                if association["id"] in wanted and not association["main"] and association["subnet_id"]:
+                    found[association["id"]] = self._observed(
+                        association["id"], table.id, association["subnet_id"], "associated"
+                    )
+        missing = sorted(wanted - found.keys())
+        if missing:
+            filters = [{"Name": "association.route-table-association-id", "Values": missing}]
+            found.update(
+                {o.id: o for o in self._all(filters, lambda a: a.get("RouteTableAssociationId") in wanted)}
+            )
+        return found
 
     def _find(
         self, filters: list[dict[str, Any]], matches: Callable[[Mapping[str, Any]], bool]

@@ -165,6 +165,10 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
     traits = Traits(tag_on_create=True, taggable=True, natural_key=True)
     """CreateSecurityGroup accepts TagSpecifications (tag_on_create); it has no ClientToken; CreateTags tags
     it later (taggable); a group name is unique in its VPC, so (VPC, name) finds it (natural_key)."""
+    tracks_updates = True
+
+    def parent_of(self, desired: SecurityGroupDesired) -> str | None:
+        return desired.vpc_id
 
     def create(
         self, desired: SecurityGroupDesired, tags: Mapping[str, str] | None, token: str | None
@@ -241,6 +245,11 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
             changed |= self._authorize(observed.id, missing)
         if extra:
             changed |= self._revoke(observed.id, extra)
+        if missing or extra:
+            # Duplicates and rules already gone count as done: the group now holds exactly these.
+            observed.attributes["ingress"] = [
+                {**key._asdict(), "description": text} for key, text in sorted(wanted.items(), key=str)
+            ]
         return changed
 
     def delete(self, resource_id: str) -> None:

@@ -48,6 +48,10 @@ class Subnet(ResourceClass[SubnetDesired]):
     traits = Traits(tag_on_create=True, taggable=True, natural_key=True)
     """CreateSubnet accepts TagSpecifications (tag_on_create); it has no ClientToken; CreateTags tags it
     later (taggable); subnets in a VPC cannot overlap, so (VPC, CIDR) finds it (natural_key)."""
+    tracks_updates = True
+
+    def parent_of(self, desired: SubnetDesired) -> str | None:
+        return desired.vpc_id
 
     def create(self, desired: SubnetDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
         response = self.aws.ec2.call(
@@ -102,6 +106,7 @@ class Subnet(ResourceClass[SubnetDesired]):
             SubnetId=observed.id,
             MapPublicIpOnLaunch={"Value": desired.is_public},
         )
+        observed.attributes["map_public_ip_on_launch"] = desired.is_public
         return True
 
     def delete(self, resource_id: str) -> None:

@@ -14,7 +14,14 @@ from typing import Any
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
-from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
+from resources._common import (
+    ATTRIBUTE_FRESHNESS,
+    carries,
+    ec2_by_filter,
+    ec2_create_tags,
+    ec2_items,
+    tag_specifications,
+)
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,8 @@ class VpcDesired:
 # (DescribeVpcAttribute ``Attribute`` value, ModifyVpcAttribute / response member), support first: AWS
 # refuses DNS hostnames on a VPC without DNS support.
 _DNS_ATTRIBUTES = (("enableDnsSupport", "EnableDnsSupport"), ("enableDnsHostnames", "EnableDnsHostnames"))
+_NEW_VPC_DNS = {"enableDnsSupport": True, "enableDnsHostnames": False}
+"""A VPC made by CreateVpc resolves DNS and gives instances no DNS hostnames (AWS's documented defaults)."""
 
 
 def _observed(vpc: Mapping[str, Any]) -> Observed:
@@ -48,12 +57,16 @@ class Vpc(ResourceClass[VpcDesired]):
     traits = Traits(tag_on_create=True, taggable=True)
     """CreateVpc accepts TagSpecifications (tag_on_create); it has no ClientToken; CreateTags tags it later
     (taggable); a CIDR is not unique across VPCs, so there is no natural key."""
+    tracks_updates = True  # the DNS attributes are kept as facts, not in the observation
 
     def create(self, desired: VpcDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
         response = self.aws.ec2.call(
             "CreateVpc", CidrBlock=desired.cidr_block, **tag_specifications("vpc", tags)
         )
-        return _observed(response["Vpc"])
+        observed = _observed(response["Vpc"])
+        for attribute, value in _NEW_VPC_DNS.items():
+            self.aws.observations.learn_fact(("vpc-attribute", observed.id, attribute), value)
+        return observed
 
     def describe_by_id(self, resource_id: str) -> Observed | None:
         vpcs = ec2_items(self.aws.ec2, "DescribeVpcs", "Vpcs", VpcIds=[resource_id])
@@ -90,16 +103,22 @@ class Vpc(ResourceClass[VpcDesired]):
         }
         changed = False
         for attribute, member in _DNS_ATTRIBUTES:
-            current = self.aws.ec2.call(
-                "DescribeVpcAttribute", after_create=True, VpcId=observed.id, Attribute=attribute
-            )
-            if bool(current.get(member, {}).get("Value")) != wanted[attribute]:
+
+            def read(attribute: str = attribute, member: str = member) -> bool:
+                current = self.aws.ec2.call(
+                    "DescribeVpcAttribute", after_create=True, VpcId=observed.id, Attribute=attribute
+                )
+                return bool(current.get(member, {}).get("Value"))
+
+            key = ("vpc-attribute", observed.id, attribute)
+            if self.aws.observations.fact(key, ATTRIBUTE_FRESHNESS, read) != wanted[attribute]:
                 self.aws.ec2.call(
                     "ModifyVpcAttribute",
                     after_create=True,
                     VpcId=observed.id,
                     **{member: {"Value": wanted[attribute]}},
                 )
+                self.aws.observations.learn_fact(key, wanted[attribute])
                 changed = True
         return changed
 

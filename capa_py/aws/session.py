@@ -17,6 +17,7 @@ says what to do.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from tenacity import (
 from capa_py import __version__
 from capa_py.aws.accounting import record_call
 from capa_py.aws.errors import AWSError, MissingCredentials, NotFound, Throttled, Transient, classify
+from capa_py.aws.observations import Observations
 from capa_py.aws.ratelimit import RateLimiter
 from capa_py.logging import get_logger
 
@@ -85,6 +87,9 @@ class AWSSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     connect_timeout: float = 5.0
     read_timeout: float = 60.0
+    observe: bool = False
+    """Share freshness-bounded observations between reconciles (:mod:`capa_py.aws.observations`): what
+    the CLI and the controller do. Off, every lookup asks AWS (the library default)."""
 
     @property
     def effective_endpoint(self) -> str | None:
@@ -212,6 +217,8 @@ class AWSClients:
             self._credentials = dict(EMULATOR_CREDENTIALS)
         self._clients: dict[str, AWSClient] = {}
         self._lock = threading.Lock()
+        self.observations = Observations(enabled=settings.observe)
+        """What this process knows of the region's resources (shared by every controller using it)."""
 
     @property
     def region(self) -> str:
@@ -305,13 +312,6 @@ class ClientPool:
         region = region or self.settings.region
         with self._lock:
             if region not in self._by_region:
-                settings = AWSSettings(
-                    region=region,
-                    profile=self.settings.profile,
-                    endpoint_url=self.settings.endpoint_url,
-                    retry=self.settings.retry,
-                    connect_timeout=self.settings.connect_timeout,
-                    read_timeout=self.settings.read_timeout,
-                )
+                settings = dataclasses.replace(self.settings, region=region)
                 self._by_region[region] = AWSClients(settings, self.limiter)
             return self._by_region[region]

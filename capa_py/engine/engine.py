@@ -45,6 +45,7 @@ from typing import Any, Protocol, TypeVar
 from capa_py.api.aws import IntentRecord, RecordedResource
 from capa_py.api.meta import utcnow
 from capa_py.aws.errors import AWSError, DependencyViolation, NotFound
+from capa_py.aws.observations import MISS, Observations
 from capa_py.engine.errors import (
     AdoptionRefused,
     ClusterOwnedElsewhere,
@@ -77,6 +78,10 @@ from capa_py.logging import get_logger
 D = TypeVar("D")
 _log = get_logger("engine")
 PREEXISTING = "preexisting"
+PENDING_FRESHNESS = 5.0
+"""How long an observation of a resource that is not ready yet (pending, provisioning) may be reused: long
+enough for the machines of one cluster to share one DescribeInstances, short enough that waiting is
+driven by what AWS says now."""
 _GOING_STATES = frozenset({"deleting", "shutting-down", "terminated", "deleted"})
 
 
@@ -185,6 +190,23 @@ def _fingerprint(values: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(dict(values), sort_keys=True).encode()).hexdigest()[:16]
 
 
+def observations_of(rc: ResourceClass[Any]) -> Observations | None:
+    """The shared observations of the resource class's region, when they are in use."""
+    observations = getattr(rc.aws, "observations", None)
+    return observations if isinstance(observations, Observations) and observations.enabled else None
+
+
+def _ttl(rc: ResourceClass[Any], observed: Observed) -> float:
+    if observed.stale:
+        return float("-inf")
+    return rc.freshness if rc.is_ready(observed) else min(PENDING_FRESHNESS, rc.freshness)
+
+
+def _listing_key(scope: Scope, rc: ResourceClass[D], desired: D | None) -> tuple[str, ...]:
+    parent = rc.parent_of(desired) if desired is not None else None
+    return ("tagged", scope.cluster, rc.kind, parent or "")
+
+
 class Engine:
     """Runs the strategy flows. One engine serves every resource class under one endpoint profile."""
 
@@ -228,11 +250,12 @@ class Engine:
         log = _log.bind(kind=rc.kind, role=role, strategy=strategy.label)
         recorded = scope.recorder.recorded(role)
         if recorded is not None:
-            observed = scope.prefetched.pop((rc.kind, recorded.id), None) or rc.describe_by_id(recorded.id)
+            observed = scope.prefetched.pop((rc.kind, recorded.id), None) or self.observe(rc, recorded.id)
             if observed is not None:
-                return self._update(
+                updated = self._update(
                     rc, traits, role, recorded, observed, desired, tags, scope, shared_with_cloud_provider
                 )
+                return self._remember(rc, updated)
             age = (utcnow() - recorded.created_at).total_seconds() if recorded.created_at else None
             if age is not None and age < self.profile.consistency_window:
                 # Just created: AWS's describe may not see it yet; creating again would duplicate it.
@@ -257,7 +280,57 @@ class Engine:
             self._update_attributes(
                 rc, traits, role, observed, desired, scope, recorded.tags_complete if recorded else True
             )
+        return self._remember(rc, observed)
+
+    # -- shared observations ------------------------------------------------------------------------------
+    def observe(self, rc: ResourceClass[Any], resource_id: str) -> Observed | None:
+        """The resource ``resource_id`` as AWS holds it: a fresh shared observation when there is one, else
+        one refresh that describes every due resource of the kind at once (every cluster's), else — for an
+        id that refresh did not return — a describe of it alone, before anyone acts on its absence."""
+        observations = observations_of(rc)
+        if observations is None:
+            return rc.describe_by_id(resource_id)
+        hit = observations.get(rc.kind, resource_id)
+        if hit is MISS:
+            with observations.refreshing(rc.kind):
+                hit = observations.get(rc.kind, resource_id)
+                if hit is MISS:
+                    self._refresh(rc, observations, [resource_id])
+                    hit = observations.get(rc.kind, resource_id)
+        if isinstance(hit, Observed):
+            return hit
+        observed = rc.describe_by_id(resource_id)
+        if observed is not None:
+            observations.put(rc.kind, observed.id, observed, _ttl(rc, observed))
         return observed
+
+    @staticmethod
+    def _refresh(rc: ResourceClass[Any], observations: Observations, ids: Iterable[str]) -> None:
+        wanted = sorted(set(observations.stale(rc.kind)) | set(ids))
+        found = rc.describe_many(wanted)
+        for resource_id in wanted:
+            observed = found.get(resource_id)
+            if observed is None:
+                observations.forget(rc.kind, resource_id)
+            else:
+                observations.put(rc.kind, resource_id, observed, _ttl(rc, observed))
+
+    @staticmethod
+    def _remember(rc: ResourceClass[Any], observed: Observed) -> Observed:
+        observations = observations_of(rc)
+        if observations is not None:
+            observations.amend(rc.kind, observed.id, observed, _ttl(rc, observed))
+        return observed
+
+    def update(self, rc: ResourceClass[D], observed: Observed, desired: D) -> bool:
+        """Bring a resource the caller observed through :meth:`ensure` to ``desired`` (attributes only,
+        such as a security group's rules once the groups they name exist), keeping the shared observation
+        in step."""
+        changed = rc.update(observed, desired)
+        if changed and not rc.tracks_updates:
+            observed.stale = True
+        self._remember(rc, observed)
+        return changed
 
     def _update_attributes(
         self,
@@ -272,7 +345,8 @@ class Engine:
         """Bring mutable attributes to the desired state; re-record (and say so) when the update changed
         the resource's id (a replaced route-table association)."""
         before = observed.id
-        rc.update(observed, desired)
+        if rc.update(observed, desired) and not rc.tracks_updates:
+            observed.stale = True
         if observed.id == before:
             return False
         self._record_or_retry(scope, role, rc, observed, traits, tags_complete)
@@ -287,6 +361,14 @@ class Engine:
         roles = list(roles)
         records = [scope.recorder.recorded(role) for role in roles]
         ids = [record.id for record in records if record is not None and record.kind == rc.kind]
+        observations = observations_of(rc)
+        if observations is not None:
+            # The shared observations batch across roles and clusters, and list by tags only when needed.
+            due = [i for i in ids if observations.get(rc.kind, i) is MISS]
+            if due:
+                with observations.refreshing(rc.kind):
+                    self._refresh(rc, observations, due)
+            return
         if len(ids) >= 2:
             for resource_id, observed in rc.describe_many(ids).items():
                 scope.prefetched[(rc.kind, resource_id)] = observed
@@ -434,7 +516,25 @@ class Engine:
         traits: Traits,
         scope: Scope,
     ) -> Observed:
-        observed = rc.create(desired, tags, token)
+        observations = observations_of(rc)
+        try:
+            observed = rc.create(desired, tags, token)
+        except Exception:
+            if observations is not None:
+                # The create may have happened all the same (a lost response): what this process knows is
+                # no longer the whole truth, so the next lookup asks AWS.
+                observations.doubt(rc.parent_of(desired))
+                observations.forget_facts(_listing_key(scope, rc, desired)[:3])
+            raise
+        if observations is not None:
+            # What this process just made: inside it nothing else can exist yet, and the listing by tags
+            # made before it must now show it (a failed record must find it there, not create another).
+            observations.born(observed.id)
+            parent = rc.parent_of(desired)
+            if parent is not None:
+                observations.add_child(parent, rc.kind, observed.id, rc.key_of(desired), observed)
+            observations.extend_fact(_listing_key(scope, rc, desired), observed)
+            observations.put(rc.kind, observed.id, observed, _ttl(rc, observed))
         if scope.events is not None:
             scope.events.created(rc.kind, role, observed.id)
         _log.info(
@@ -467,10 +567,21 @@ class Engine:
             return None
         # Listed by the owned tag alone and matched on capa-py's role here: one call finds resources made
         # before ``capa-py.io/role`` existed (role in CAPA's key) as well.
-        if rc.kind in scope.tagged:
+        observations = observations_of(rc)
+        parent = rc.parent_of(desired)
+        owned = {cluster_tag_key(scope.cluster): OWNED}
+        listed: list[Observed]
+        if observations is not None and observations.born_here(parent):
+            assert parent is not None
+            listed = [o for _, o in observations.children(parent, rc.kind)]
+        elif rc.kind in scope.tagged:
             listed = scope.tagged[rc.kind]
+        elif observations is not None:
+            listed = observations.fact(
+                _listing_key(scope, rc, desired), rc.freshness, lambda: rc.describe_by_tags(owned, desired)
+            )
         else:
-            listed = rc.describe_by_tags({cluster_tag_key(scope.cluster): OWNED}, desired)
+            listed = rc.describe_by_tags(owned, desired)
         found = [o for o in listed if has_role(o.tags, scope.cluster, role)]
         if not found:
             return None
@@ -493,7 +604,16 @@ class Engine:
     ) -> Observed | None:
         if not traits.natural_key:
             return None
-        observed = rc.describe_by_key(desired)
+        observations = observations_of(rc)
+        parent = rc.parent_of(desired)
+        if observations is not None and observations.born_here(parent):
+            assert parent is not None
+            key = rc.key_of(desired)
+            observed: Observed | None = next(
+                (o for k, o in observations.children(parent, rc.kind) if k == key), None
+            )
+        else:
+            observed = rc.describe_by_key(desired)
         if observed is None:
             return None
         # Without require_owned an untagged holder may be ours (a create interrupted before tagging), but
@@ -721,6 +841,16 @@ class Engine:
         except RecordError as exc:
             raise RetryableError(f"cannot drop the record of role {role}: {exc}") from exc
 
+    @staticmethod
+    def forget(rc: ResourceClass[Any], resource_id: str, cluster: str | None = None) -> None:
+        """Drop what is known of a resource being deleted (and the cluster's listings of its kind)."""
+        observations = observations_of(rc)
+        if observations is None:
+            return
+        observations.forget(rc.kind, resource_id)
+        if cluster is not None:
+            observations.forget_facts(("tagged", cluster, rc.kind))
+
     # -- remove ---------------------------------------------------------------------------------------
     def remove(self, rc: ResourceClass[D], role: str, scope: Scope, desired: D | None = None) -> None:
         """Delete the resource of ``role`` (recorded, or found by tags/key/intent) and drop its record.
@@ -789,6 +919,7 @@ class Engine:
                 raise Waiting(
                     f"{rc.kind} {resource_id}: waiting for dependents to go: {exc.code}", 5.0
                 ) from exc
+            self.forget(rc, resource_id, scope.cluster)
             _log.info("deleting", kind=rc.kind, role=role, resource_id=resource_id)
             if scope.events is not None and (current is None or current.state not in _GOING_STATES):
                 # A resource already on its way out was reported when its delete was accepted.

@@ -28,6 +28,9 @@ class Observed:
     state: str | None = None
     attributes: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
+    stale: bool = False
+    """Set by the engine when an update changed the resource in ways this observation does not show: it is
+    then not served from the shared observations (the next reconcile describes it again)."""
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,13 @@ class ResourceClass(ABC, Generic[D]):
     traits: ClassVar[Traits]
     deletion_is_slow: ClassVar[bool] = False
     """Whether deleting takes minutes in AWS (NAT gateways): callers requeue instead of blocking."""
+    freshness: ClassVar[float] = 60.0
+    """How long (seconds) an observation of a ready resource of this class may be reused instead of
+    describing it again (:mod:`capa_py.aws.observations`); drift is noticed within this bound, and
+    controllers resync less often than that."""
+    tracks_updates: ClassVar[bool] = False
+    """Whether :meth:`update` writes every change it makes into the observation it was given (so the
+    engine may keep serving it); otherwise an update that changed something makes it stale."""
 
     def __init__(self, aws: AWSClients) -> None:
         self.aws = aws
@@ -134,6 +144,13 @@ class ResourceClass(ABC, Generic[D]):
         differ from ``desired``: the engine refuses to adopt it when there is any. Only attributes the
         describe reports are compared; the default compares nothing."""
         return []
+
+    def parent_of(self, desired: D) -> str | None:
+        """The id of the resource ``desired`` lives in, when nothing but its creator can have put it there:
+        a subnet's VPC, a NAT gateway's subnet, a route's table. When this process created that parent, the
+        engine answers "does one exist already?" from what it created since, without a Describe. None
+        (the default) when the class's identity reaches beyond a parent (an account-wide name)."""
+        return None
 
     def is_ready(self, observed: Observed) -> bool:
         """Whether the resource is usable (a NAT gateway is ``available``, an instance ``running``)."""

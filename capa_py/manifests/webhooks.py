@@ -31,7 +31,6 @@ INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 CERT_MANAGER_API_VERSION = f"{CERT_MANAGER_GROUP}/v1"
 
 
-
 def service_dns_names() -> list[str]:
     """The names the API server calls the webhook Service by: the serving certificate's subject names."""
     base = f"{WEBHOOK_SERVICE}.{NAMESPACE}.svc"
