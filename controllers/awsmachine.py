@@ -62,7 +62,10 @@ def security_group_roles(is_control_plane: bool) -> tuple[str, ...]:
 
 
 def missing_infrastructure(awscluster: AWSCluster, machine: Machine) -> str | None:
-    """What of the cluster's network the machine's instance needs and is not recorded yet, or None."""
+    """What of the cluster's network the machine's instance needs and is not recorded yet (or that the
+    cluster is going away), or None."""
+    if awscluster.being_deleted:
+        return f"{awscluster.ref()} is being deleted"
     network = awscluster.status.network
     missing = [] if network.subnets else ["subnets"]
     groups = [r for r in security_group_roles(machine.is_control_plane) if r not in network.security_groups]

@@ -318,3 +318,30 @@ def test_the_cluster_becomes_ready_once_nat_gateways_and_the_load_balancer_are_r
     assert all(s.route_table_id for s in subnets)
     assert all(s.nat_gateway_id for s in subnets if s.is_public)
     assert len(_instances(harness)) == 3
+
+
+def test_machines_wait_for_the_cluster_network_and_never_launch_into_a_cluster_being_deleted(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    _, controllers = _start(harness, example, ["nat-gateway"])
+    without_awscluster = [c for c in controllers if c.kind is not AWSCluster]
+    reconcile_pass(without_awscluster, harness.store)
+    reconcile_pass(without_awscluster, harness.store)
+    for name in MACHINES:
+        machine = _awsmachine(harness, name)
+        assert _condition(machine, INSTANCE_READY) == ("False", "WaitingForClusterInfrastructure")
+        message = (get_condition(machine.status, INSTANCE_READY) or _never()).message or ""
+        assert "subnets" in message, message
+    assert not _instances(harness)
+
+    awscluster_controller = next(c for c in controllers if c.kind is AWSCluster)
+    awscluster_controller.reconcile(CLUSTER)
+    assert _awscluster(harness).status.network.subnets, "the first pass records the subnets"
+    harness.store.delete(AWSCluster, "demo", "default")
+    assert _awscluster(harness).being_deleted
+    machine_controller = next(c for c in controllers if c.kind is AWSMachine)
+    for name in MACHINES:
+        machine_controller.reconcile(ObjectKey("AWSMachine", "default", name))
+    assert not _instances(harness), "a machine launched into a cluster being deleted"
+    message = (get_condition(_awsmachine(harness, CONTROL_PLANE).status, INSTANCE_READY) or _never()).message
+    assert "being deleted" in (message or "")
