@@ -1,9 +1,13 @@
 """The AWSCluster controller: the cluster's network and API server load balancer.
 
-Create order (each step one ctrlkit action with its condition): VPC → subnets per availability zone →
-internet gateway and its attachment → elastic IPs → NAT gateways → route tables, routes, associations →
-security groups (control plane, nodes, and the load-balancer group shared with the cloud provider) →
-network load balancer, target group and listener → ``status.ready`` and the control-plane endpoint.
+Create graph (each step one ctrlkit action with its condition; :meth:`ClusterReconcile.create_workflow`):
+VPC → subnets per availability zone → Join(security groups (control plane, nodes, and the load-balancer
+group shared with the cloud provider); internet gateway and its attachment → Join(public route table;
+elastic IPs → NAT gateways → wait for them → private route tables, routes, associations; network load
+balancer, target group and listener → wait for it)) → ``status.ready`` and the control-plane endpoint.
+A step waiting on AWS holds back only what depends on it, and polls only what is still pending
+(:mod:`controllers.waits`); ``status.network`` is filled in as its parts become known, so machines launch
+before the cluster is ready.
 Delete runs the reverse, waits where AWS is slow, sweeps anything else tagged as the cluster's, and removes
 the finalizer only when everything is gone. A bring-your-own VPC and subnets are unmanaged: read, recorded
 in ``status.network``, never modified or deleted (and the gateways, NAT and route tables are then the
@@ -360,8 +364,10 @@ class ClusterReconcile:
         private = {s.availability_zone for s in self.subnets if not s.is_public}
         return sorted(public & private) if private else []
 
-    def _created(self, role: str, before: RecordedResource | None, observed: Observed) -> bool:
-        """Whether ``ensure`` just created (or adopted) the resource of ``role``: it was not recorded."""
+    @staticmethod
+    def _created(before: RecordedResource | None, observed: Observed) -> bool:
+        """Whether ``ensure`` just created (or adopted) ``observed``: its role recorded nothing, or another
+        id, before."""
         return before is None or before.id != observed.id
 
     def reconcile_nat_gateways(self) -> None:
@@ -394,7 +400,7 @@ class ClusterReconcile:
         self.nat_by_zone[zone] = nat.id
         if not self.nat_rc.is_ready(nat):
             self.nats_unready[zone] = nat.id
-            self.nat_created = self.nat_created or self._created(role, before, nat)
+            self.nat_created = self.nat_created or self._created(before, nat)
 
     def wait_for_nat_gateways(self) -> None:
         """Poll the NAT gateways still pending (one describe for all), at the NatGatewayAvailable waiter's
@@ -605,7 +611,7 @@ class ClusterReconcile:
         self.record_network()
         if not self.lb_rc.is_ready(lb) and lb.state is not None:
             self.lb_unready = lb.state
-            self.lb_created = self._created("apiserver-lb", before, lb)
+            self.lb_created = self._created(before, lb)
 
     def wait_for_load_balancer(self) -> None:
         """Poll the load balancer alone while it provisions, at the LoadBalancerAvailable waiter's cadence;
