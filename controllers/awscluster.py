@@ -693,8 +693,8 @@ class ClusterReconcile:
         self.scope.change_status(network)
 
     def create_workflow(self) -> Action:
-        """VPC → subnets → Join(security groups; internet gateway → Join(public route table; EIPs and NAT
-        gateways → wait → private route tables; load balancer → wait)) → MarkReady.
+        """VPC → subnets → Join(internet gateway → Join(public route table; EIPs and NAT gateways → wait →
+        private route tables; load balancer → wait); security groups) → MarkReady.
 
         The internet gateway comes before the NAT gateways and the load balancer because AWS refuses a
         public NAT gateway, and an internet-facing load balancer, in a VPC without one; it takes no wait.
@@ -721,9 +721,6 @@ class ClusterReconcile:
             step(s, "ReconcileVpc", run(self.reconcile_vpc), VPC_READY),
             step(s, "ReconcileSubnets", run(self.reconcile_subnets), SUBNETS_READY),
             Join(
-                step(
-                    s, "ReconcileSecurityGroups", run(self.reconcile_security_groups), SECURITY_GROUPS_READY
-                ),
                 Sequential(
                     step(
                         s,
@@ -762,6 +759,11 @@ class ClusterReconcile:
                             LOAD_BALANCER_READY,
                         ),
                     ),
+                ),
+                # Last in the pass: machines launch once the groups are recorded, and by then so is the
+                # target group's ARN, so a machine is woken once for both.
+                step(
+                    s, "ReconcileSecurityGroups", run(self.reconcile_security_groups), SECURITY_GROUPS_READY
                 ),
             ),
             step(s, "MarkReady", self.mark_ready),

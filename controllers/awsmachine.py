@@ -78,8 +78,12 @@ def missing_infrastructure(awscluster: AWSCluster, machine: Machine) -> str | No
 
 def network_view(awscluster: AWSCluster) -> object:
     """What machines need of an AWSCluster: its subnets, security groups and target group (a change to
-    anything else, such as a route table or the cluster becoming ready, does not wake them)."""
+    anything else, such as a route table or the cluster becoming ready, does not wake them). Nothing
+    until the subnets and every cluster security group are recorded: a machine can launch only then, and
+    the parts recorded one write apart would otherwise wake it once per part."""
     network = awscluster.status.network
+    if not network.subnets or any(r not in network.security_groups for r in security_group_roles(True)):
+        return None
     lb = network.api_server_load_balancer
     return (
         [(s.id, s.availability_zone, s.is_public) for s in network.subnets],
