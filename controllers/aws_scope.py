@@ -187,8 +187,13 @@ def step(
     description: str,
     fn: Callable[[], Result | None],
     condition: str | None = None,
+    condition_on_success: bool = True,
 ) -> Action:
-    """A ctrlkit action running one reconcile step and mapping its outcome to a condition and result."""
+    """A ctrlkit action running one reconcile step and mapping its outcome to a condition and result.
+
+    ``condition_on_success=False``: the step sets its condition only when it waits or fails, and leaves
+    success to a later step sharing the condition (a create followed by a wait for what it created), so
+    the condition does not flip to True and back within one pass."""
 
     def run(ctx: Context) -> Result | None:
         try:
@@ -217,7 +222,7 @@ def step(
                 )
                 return requeue_after(FATAL_BACKOFF)
             return Result(error=exc)
-        if condition and (result is None or not result.interrupts):
+        if condition and condition_on_success and (result is None or not result.interrupts):
             scope.condition(condition, True)
         return result
 

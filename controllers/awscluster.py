@@ -1,9 +1,13 @@
 """The AWSCluster controller: the cluster's network and API server load balancer.
 
-Create order (each step one ctrlkit action with its condition): VPC → subnets per availability zone →
-internet gateway and its attachment → elastic IPs → NAT gateways → route tables, routes, associations →
-security groups (control plane, nodes, and the load-balancer group shared with the cloud provider) →
-network load balancer, target group and listener → ``status.ready`` and the control-plane endpoint.
+Create graph (each step one ctrlkit action with its condition; :meth:`ClusterReconcile.create_workflow`):
+VPC → subnets per availability zone → Join(security groups (control plane, nodes, and the load-balancer
+group shared with the cloud provider); internet gateway and its attachment → Join(public route table;
+elastic IPs → NAT gateways → wait for them → private route tables, routes, associations; network load
+balancer, target group and listener → wait for it)) → ``status.ready`` and the control-plane endpoint.
+A step waiting on AWS holds back only what depends on it, and polls only what is still pending
+(:mod:`controllers.waits`); ``status.network`` is filled in as its parts become known, so machines launch
+before the cluster is ready.
 Delete runs the reverse, waits where AWS is slow, sweeps anything else tagged as the cluster's, and removes
 the finalizer only when everything is gone. A bring-your-own VPC and subnets are unmanaged: read, recorded
 in ``status.network``, never modified or deleted (and the gateways, NAT and route tables are then the
@@ -27,6 +31,7 @@ from capa_py.api.aws import (
     AWSCluster,
     AWSMachine,
     LoadBalancerStatus,
+    RecordedResource,
     SecurityGroupStatus,
     SubnetSpec,
     SubnetStatus,
@@ -37,7 +42,7 @@ from capa_py.aws.errors import AWSError, DependencyViolation, InvalidReference, 
 from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action, Context
-from capa_py.ctrlkit.combinators import Sequential
+from capa_py.ctrlkit.combinators import Join, Sequential
 from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue, requeue_after
 from capa_py.engine.engine import Engine
 from capa_py.engine.errors import Waiting
@@ -53,6 +58,7 @@ from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, remove_finalizer, settle
 from controllers.events import DELETION_BLOCKED
 from controllers.references import missing
+from controllers.waits import LOAD_BALANCER_AVAILABLE, NAT_GATEWAY_AVAILABLE
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance
 from resources.internet_gateway import (
@@ -209,6 +215,21 @@ class ClusterReconcile:
         self.security_groups: dict[str, SecurityGroupStatus] = {}
         self.load_balancer: LoadBalancerStatus | None = None
         self.igw_id: str | None = None
+        # What was still pending when the last pass ended (its condition says Waiting): this pass polls
+        # just those resources in the wait steps instead of describing them again in the create steps.
+        self.waiting_before = frozenset(
+            c.type for c in scope.obj.status.conditions if c.status == "False" and c.reason == "Waiting"
+        )
+        self.nats_to_poll: dict[str, str] = {}
+        """zone → NAT gateway id recorded as pending, not observed yet in this pass."""
+        self.nats_unready: dict[str, str] = {}
+        """zone → NAT gateway id observed in this pass and not available yet."""
+        self.nat_created = False
+        self.lb_to_poll: str | None = None
+        self.lb_unready: str | None = None
+        """The load balancer's state, when observed in this pass and not active yet."""
+        self.lb_created = False
+        self.routing_prefetched = False
 
     @property
     def obj(self) -> AWSCluster:
@@ -324,6 +345,7 @@ class ClusterReconcile:
             )
         if not self.subnets:
             raise InvalidRequest("the cluster has no subnets", code="NoSubnets")
+        self.record_network()
 
     def reconcile_internet_gateway(self) -> None:
         if not self.managed_vpc:
@@ -342,37 +364,112 @@ class ClusterReconcile:
         private = {s.availability_zone for s in self.subnets if not s.is_public}
         return sorted(public & private) if private else []
 
+    @staticmethod
+    def _created(before: RecordedResource | None, observed: Observed) -> bool:
+        """Whether ``ensure`` just created (or adopted) ``observed``: its role recorded nothing, or another
+        id, before."""
+        return before is None or before.id != observed.id
+
     def reconcile_nat_gateways(self) -> None:
+        """Elastic IPs and NAT gateways, created but not waited for (:meth:`wait_for_nat_gateways` waits).
+
+        A gateway still pending at the end of the last pass is not described here: the wait step polls
+        the pending ones in one call."""
         if not self.managed_vpc:
             return
-        pending: list[str] = []
-        zones = self.nat_zones()
-        self.prefetch(self.eip_rc, [f"eip-nat-{z}" for z in zones])
-        self.prefetch(self.nat_rc, [f"nat-gateway-{z}" for z in zones])
-        for zone in zones:
-            public = next(s for s in self.subnets if s.is_public and s.availability_zone == zone)
-            address = self.ensure(self.eip_rc, f"eip-nat-{zone}", ElasticIpDesired())
-            nat = self.ensure(self.nat_rc, f"nat-gateway-{zone}", NatGatewayDesired(public.id, address.id))
-            self.nat_by_zone[zone] = nat.id
-            if not self.nat_rc.is_ready(nat):
-                pending.append(nat.id)
-        if pending:
-            raise Waiting(f"NAT gateways {', '.join(pending)} are not available yet", 15.0)
+        known_pending = NAT_GATEWAYS_READY in self.waiting_before
+        to_ensure: list[str] = []
+        for zone in self.nat_zones():
+            recorded = self.scope.recorder.recorded(f"nat-gateway-{zone}")
+            if known_pending and recorded is not None and recorded.kind == self.nat_rc.kind:
+                self.nat_by_zone[zone] = recorded.id
+                self.nats_to_poll[zone] = recorded.id
+            else:
+                to_ensure.append(zone)
+        self.prefetch(self.eip_rc, [f"eip-nat-{z}" for z in to_ensure])
+        self.prefetch(self.nat_rc, [f"nat-gateway-{z}" for z in to_ensure])
+        for zone in to_ensure:
+            self._ensure_nat_gateway(zone)
 
-    def reconcile_route_tables(self) -> None:
+    def _ensure_nat_gateway(self, zone: str) -> None:
+        public = next(s for s in self.subnets if s.is_public and s.availability_zone == zone)
+        address = self.ensure(self.eip_rc, f"eip-nat-{zone}", ElasticIpDesired())
+        role = f"nat-gateway-{zone}"
+        before = self.scope.recorder.recorded(role)
+        nat = self.ensure(self.nat_rc, role, NatGatewayDesired(public.id, address.id))
+        self.nat_by_zone[zone] = nat.id
+        if not self.nat_rc.is_ready(nat):
+            self.nats_unready[zone] = nat.id
+            self.nat_created = self.nat_created or self._created(before, nat)
+
+    def wait_for_nat_gateways(self) -> None:
+        """Poll the NAT gateways still pending (one describe for all), at the NatGatewayAvailable waiter's
+        cadence; one that is gone (deleted, or failed) is created again."""
+        if self.nats_to_poll:
+            found = self.nat_rc.describe_many(sorted(set(self.nats_to_poll.values())))
+            for zone, nat_id in sorted(self.nats_to_poll.items()):
+                observed = found.get(nat_id)
+                if observed is None:
+                    _log.warning("a pending NAT gateway is gone; creating it again", nat_gateway_id=nat_id)
+                    self._ensure_nat_gateway(zone)
+                elif not self.nat_rc.is_ready(observed):
+                    self.nats_unready[zone] = nat_id
+        if self.nats_unready:
+            pending = ", ".join(sorted(set(self.nats_unready.values())))
+            self.scope.condition(
+                ROUTE_TABLES_READY,
+                False,
+                "WaitingForNatGateways",
+                f"the private route tables route through NAT gateways {pending}, not available yet",
+                "Info",
+            )
+            raise Waiting(
+                f"NAT gateways {pending} are not available yet",
+                NAT_GATEWAY_AVAILABLE.requeue(self.nat_created),
+            )
+
+    def prefetch_routing(self) -> None:
+        """Route tables, routes and associations of every recorded role, one batch per kind and pass:
+        the public step's batch serves the private step too."""
+        if self.routing_prefetched:
+            return
+        self.routing_prefetched = True
+        self.prefetch(self.rt_rc, self.recorded_roles("route-table-"))
+        self.prefetch(self.route_rc, self.recorded_roles("route-"))
+        self.prefetch(self.assoc_rc, self.recorded_roles("rtassoc-"))
+
+    def reconcile_public_route_table(self) -> None:
+        """The public route table, its default route to the internet gateway, and the public subnets'
+        associations."""
         if not self.managed_vpc:
             return
         assert self.vpc_id is not None
         assert self.igw_id is not None
-        self.prefetch(self.rt_rc, self.recorded_roles("route-table-"))
-        self.prefetch(self.route_rc, self.recorded_roles("route-"))
-        self.prefetch(self.assoc_rc, self.recorded_roles("rtassoc-"))
+        self.prefetch_routing()
         public_rt = self.ensure(self.rt_rc, "route-table-public", RouteTableDesired(self.vpc_id))
         self.ensure(
             self.route_rc, "route-public-default", RouteDesired(public_rt.id, "0.0.0.0/0", self.igw_id)
         )
+        for subnet in self.subnets:
+            if subnet.managed and subnet.is_public:
+                self.ensure(
+                    self.assoc_rc,
+                    f"rtassoc-{subnet.role}",
+                    RouteTableAssociationDesired(public_rt.id, subnet.id),
+                )
+                self.route_table_by_subnet[subnet.id] = public_rt.id
+        self.record_network()
+
+    def reconcile_private_route_tables(self) -> None:
+        """A route table per private zone, its default route through the zone's NAT gateway, and the
+        private subnets' associations: after the NAT gateways are available."""
+        if not self.managed_vpc:
+            return
+        assert self.vpc_id is not None
+        zones = sorted({s.availability_zone for s in self.subnets if not s.is_public})
+        self.prefetch_routing()
         private_tables: dict[str, str] = {}
-        for zone in sorted({s.availability_zone for s in self.subnets if not s.is_public}):
+        for zone in zones:
             nat = self.nat_by_zone.get(zone) or next(iter(self.nat_by_zone.values()), None)
             table = self.ensure(self.rt_rc, f"route-table-private-{zone}", RouteTableDesired(self.vpc_id))
             private_tables[zone] = table.id
@@ -381,13 +478,13 @@ class ClusterReconcile:
                     self.route_rc, f"route-private-{zone}-default", RouteDesired(table.id, "0.0.0.0/0", nat)
                 )
         for subnet in self.subnets:
-            if not subnet.managed:
-                continue
-            table_id = public_rt.id if subnet.is_public else private_tables[subnet.availability_zone]
-            self.ensure(
-                self.assoc_rc, f"rtassoc-{subnet.role}", RouteTableAssociationDesired(table_id, subnet.id)
-            )
-            self.route_table_by_subnet[subnet.id] = table_id
+            if subnet.managed and not subnet.is_public:
+                table_id = private_tables[subnet.availability_zone]
+                self.ensure(
+                    self.assoc_rc, f"rtassoc-{subnet.role}", RouteTableAssociationDesired(table_id, subnet.id)
+                )
+                self.route_table_by_subnet[subnet.id] = table_id
+        self.record_network()
 
     def security_group_rules(self, ids: dict[str, str]) -> dict[str, tuple[IngressRule, ...]]:
         node = ids.get("node")
@@ -431,6 +528,7 @@ class ClusterReconcile:
             self.security_groups[role] = SecurityGroupStatus(
                 id=observed[role].id, name=f"{self.cluster}-{role}"
             )
+        self.record_network()
 
     def _sg_desired(
         self, role: str, rules: tuple[IngressRule, ...], manage_rules: bool = True
@@ -455,9 +553,35 @@ class ClusterReconcile:
         return tuple(by_zone[z] for z in sorted(by_zone))
 
     def reconcile_load_balancer(self) -> None:
+        """The load balancer, its target group and listener, created but not waited for
+        (:meth:`wait_for_load_balancer` waits); the target group's ARN goes to ``status.network`` at once,
+        so control-plane machines register while the load balancer still provisions.
+
+        A load balancer still provisioning at the end of the last pass, with all three recorded, is not
+        described here: the wait step polls it alone."""
         assert self.vpc_id is not None
         spec = self.obj.spec.control_plane_load_balancer
         name = spec.name or aws_name(self.cluster, "apiserver")
+        recorded = self.obj.status.network.api_server_load_balancer
+        records = [
+            self.scope.recorder.recorded(r) for r in ("apiserver-lb", "apiserver-tg", "apiserver-listener")
+        ]
+        if (
+            LOAD_BALANCER_READY in self.waiting_before
+            and recorded is not None
+            and recorded.name == name
+            and [r.id if r is not None else None for r in records]
+            == [recorded.arn, recorded.target_group_arn, recorded.listener_arn]
+        ):
+            self.load_balancer = recorded.model_copy()
+            self.lb_to_poll = recorded.arn
+            return
+        self._ensure_load_balancer(name)
+
+    def _ensure_load_balancer(self, name: str) -> None:
+        assert self.vpc_id is not None
+        spec = self.obj.spec.control_plane_load_balancer
+        before = self.scope.recorder.recorded("apiserver-lb")
         lb = self.ensure(
             self.lb_rc,
             "apiserver-lb",
@@ -484,8 +608,30 @@ class ClusterReconcile:
             target_group_arn=tg.id,
             listener_arn=listener.id,
         )
-        if lb.state not in (None, "active"):
-            raise Waiting(f"load balancer {name} is {lb.state}", 10.0)
+        self.record_network()
+        if not self.lb_rc.is_ready(lb) and lb.state is not None:
+            self.lb_unready = lb.state
+            self.lb_created = self._created(before, lb)
+
+    def wait_for_load_balancer(self) -> None:
+        """Poll the load balancer alone while it provisions, at the LoadBalancerAvailable waiter's cadence;
+        one that is gone is created again."""
+        assert self.load_balancer is not None
+        if self.lb_to_poll is not None:
+            observed = self.lb_rc.describe_by_id(self.lb_to_poll)
+            if observed is None:
+                _log.warning("the provisioning load balancer is gone; creating it again", arn=self.lb_to_poll)
+                self._ensure_load_balancer(self.load_balancer.name or "")
+            else:
+                dns_name = observed.attributes.get("dns_name") or self.load_balancer.dns_name
+                self.load_balancer = self.load_balancer.model_copy(update={"dns_name": dns_name})
+                if not self.lb_rc.is_ready(observed) and observed.state is not None:
+                    self.lb_unready = observed.state
+        if self.lb_unready is not None:
+            raise Waiting(
+                f"load balancer {self.load_balancer.name} is {self.lb_unready}",
+                LOAD_BALANCER_AVAILABLE.requeue(self.lb_created),
+            )
 
     def mark_ready(self) -> Result | None:
         assert self.load_balancer is not None
@@ -502,34 +648,57 @@ class ClusterReconcile:
         return None
 
     def record_network(self) -> None:
-        vpc_id, igw_id = self.vpc_id, self.igw_id
-        subnets = [
-            SubnetStatus(
-                id=s.id,
-                cidr_block=s.cidr_block,
-                availability_zone=s.availability_zone,
-                is_public=s.is_public,
-                route_table_id=self.route_table_by_subnet.get(s.id),
-                nat_gateway_id=self.nat_by_zone.get(s.availability_zone) if s.is_public else None,
-            )
-            for s in self.subnets
-        ]
-        groups = dict(self.security_groups)
-        lb = self.load_balancer
+        """Write what this pass knows of the network to ``status.network`` (in the status patch of this
+        pass): called after each step that learns a part, so machines see subnets and security groups, and
+        the target group's ARN, without waiting for the cluster to be ready. What this pass has not
+        learnt (a private subnet's route table while its NAT gateway is pending) keeps its recorded
+        value."""
+        vpc_id, igw_id, managed = self.vpc_id, self.igw_id, self.managed_vpc
+        infos = list(self.subnets)
+        tables = dict(self.route_table_by_subnet)
+        nats = dict(self.nat_by_zone)
+        groups = {k: v.model_copy() for k, v in self.security_groups.items()}
+        lb = self.load_balancer.model_copy() if self.load_balancer is not None else None
 
         def network(o: AWSCluster) -> None:
-            o.status.network.vpc_id = vpc_id
-            o.status.network.internet_gateway_id = igw_id
-            if subnets:
-                o.status.network.subnets = [s.model_copy() for s in subnets]
+            net = o.status.network
+            if vpc_id is not None:
+                net.vpc_id = vpc_id
+            if igw_id is not None or not managed:
+                net.internet_gateway_id = igw_id
+            if infos:
+                before = {s.id: s for s in net.subnets}
+                net.subnets = [
+                    SubnetStatus(
+                        id=s.id,
+                        cidr_block=s.cidr_block,
+                        availability_zone=s.availability_zone,
+                        is_public=s.is_public,
+                        route_table_id=tables.get(s.id)
+                        or (before[s.id].route_table_id if s.id in before else None),
+                        nat_gateway_id=(
+                            nats.get(s.availability_zone)
+                            or (before[s.id].nat_gateway_id if s.id in before else None)
+                        )
+                        if s.is_public
+                        else None,
+                    )
+                    for s in infos
+                ]
             if groups:
-                o.status.network.security_groups = {k: v.model_copy() for k, v in groups.items()}
+                net.security_groups = {k: v.model_copy() for k, v in groups.items()}
             if lb is not None:
-                o.status.network.api_server_load_balancer = lb.model_copy()
+                net.api_server_load_balancer = lb.model_copy()
 
         self.scope.change_status(network)
 
     def create_workflow(self) -> Action:
+        """VPC → subnets → Join(internet gateway → Join(public route table; EIPs and NAT gateways → wait →
+        private route tables; load balancer → wait); security groups) → MarkReady.
+
+        The internet gateway comes before the NAT gateways and the load balancer because AWS refuses a
+        public NAT gateway, and an internet-facing load balancer, in a VPC without one; it takes no wait.
+        A step waiting on AWS holds back only what depends on it."""
         s = self.scope
 
         def run(fn: Callable[[], Any]) -> Callable[[], Result | None]:
@@ -539,14 +708,64 @@ class ClusterReconcile:
 
             return call
 
+        def created_then_waited(
+            create: str, create_fn: Callable[[], Any], wait: str, wait_fn: Callable[[], Any], condition: str
+        ) -> Action:
+            # The wait step says whether the condition is true; the create step only reports failures.
+            return Sequential(
+                step(s, create, run(create_fn), condition, condition_on_success=False),
+                step(s, wait, run(wait_fn), condition),
+            )
+
         return Sequential(
             step(s, "ReconcileVpc", run(self.reconcile_vpc), VPC_READY),
             step(s, "ReconcileSubnets", run(self.reconcile_subnets), SUBNETS_READY),
-            step(s, "ReconcileInternetGateway", run(self.reconcile_internet_gateway), INTERNET_GATEWAY_READY),
-            step(s, "ReconcileNatGateways", run(self.reconcile_nat_gateways), NAT_GATEWAYS_READY),
-            step(s, "ReconcileRouteTables", run(self.reconcile_route_tables), ROUTE_TABLES_READY),
-            step(s, "ReconcileSecurityGroups", run(self.reconcile_security_groups), SECURITY_GROUPS_READY),
-            step(s, "ReconcileLoadBalancer", run(self.reconcile_load_balancer), LOAD_BALANCER_READY),
+            Join(
+                Sequential(
+                    step(
+                        s,
+                        "ReconcileInternetGateway",
+                        run(self.reconcile_internet_gateway),
+                        INTERNET_GATEWAY_READY,
+                        condition_on_success=False,
+                    ),
+                    Join(
+                        step(
+                            s,
+                            "ReconcilePublicRouteTable",
+                            run(self.reconcile_public_route_table),
+                            INTERNET_GATEWAY_READY,
+                        ),
+                        Sequential(
+                            created_then_waited(
+                                "ReconcileNatGateways",
+                                self.reconcile_nat_gateways,
+                                "WaitForNatGateways",
+                                self.wait_for_nat_gateways,
+                                NAT_GATEWAYS_READY,
+                            ),
+                            step(
+                                s,
+                                "ReconcilePrivateRouteTables",
+                                run(self.reconcile_private_route_tables),
+                                ROUTE_TABLES_READY,
+                            ),
+                        ),
+                        created_then_waited(
+                            "ReconcileLoadBalancer",
+                            self.reconcile_load_balancer,
+                            "WaitForLoadBalancer",
+                            self.wait_for_load_balancer,
+                            LOAD_BALANCER_READY,
+                        ),
+                    ),
+                ),
+                # Last in the pass: machines launch once the groups are recorded, and by then so is the
+                # target group's ARN, so a machine is woken once for both.
+                step(
+                    s, "ReconcileSecurityGroups", run(self.reconcile_security_groups), SECURITY_GROUPS_READY
+                ),
+            ),
             step(s, "MarkReady", self.mark_ready),
         )
 

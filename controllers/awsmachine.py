@@ -1,11 +1,14 @@
 """The AWSMachine controller: one EC2 instance per machine, registered with the API load balancer.
 
-It waits for the cluster infrastructure (``AWSCluster.status.ready``) and the bootstrap data secret, then
-runs the instance through the engine — tags on create, and on AWS a client token from the object's uid —
-so the instance id is recorded in status the moment ``RunInstances`` returns, never in a deferred patch.
-Control-plane machines are registered with the API server target group. Addresses, ``providerID`` and
-``instanceState`` go to status; ``InstanceReady`` says where it stands. Delete deregisters, terminates,
-waits until the instance is gone, then drops the finalizer.
+It waits for what its instance needs of the cluster — the subnets and security groups the AWSCluster
+records in ``status.network`` as soon as they exist, not the whole cluster being ready (NAT gateways and
+the load balancer may still be pending) — and for the bootstrap data secret, then runs the instance
+through the engine — tags on create, and on AWS a client token from the object's uid — so the instance id
+is recorded in status the moment ``RunInstances`` returns, never in a deferred patch. Control-plane
+machines are registered with the API server target group once its ARN is recorded (the load balancer may
+still be provisioning). Addresses, ``providerID`` and ``instanceState`` go to status; ``InstanceReady``
+says where it stands, and a pending instance is polled at the InstanceRunning waiter's cadence. Delete
+deregisters, terminates, waits until the instance is gone, then drops the finalizer.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, patch_status, remove_finalizer, resolve_ref, settle
 from controllers.events import DELETION_BLOCKED
 from controllers.references import explain_create_failure, network_reference_error
+from controllers.waits import INSTANCE_RUNNING
 from resources.instance import Instance, InstanceDesired
 from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
 
@@ -50,6 +54,42 @@ def instance_role(machine_name: str) -> str:
     """The engine role of a machine's instance: unique per AWSMachine, because lookups by tags match the
     cluster and role tags only, and every machine of a cluster carries the same cluster tag."""
     return f"instance-{machine_name}"
+
+
+def security_group_roles(is_control_plane: bool) -> tuple[str, ...]:
+    """The cluster security groups (``status.network.securityGroups`` keys) a machine's instance joins."""
+    return ("controlplane", "node", "lb") if is_control_plane else ("node", "lb")
+
+
+def missing_infrastructure(awscluster: AWSCluster, machine: Machine) -> str | None:
+    """What of the cluster's network the machine's instance needs and is not recorded yet (or that the
+    cluster is going away), or None."""
+    if awscluster.being_deleted:
+        return f"{awscluster.ref()} is being deleted"
+    network = awscluster.status.network
+    missing = [] if network.subnets else ["subnets"]
+    groups = [r for r in security_group_roles(machine.is_control_plane) if r not in network.security_groups]
+    if groups:
+        missing.append(f"security groups {', '.join(groups)}")
+    if not missing:
+        return None
+    return f"{awscluster.ref()} has not recorded its {' and '.join(missing)} yet"
+
+
+def network_view(awscluster: AWSCluster) -> object:
+    """What machines need of an AWSCluster: its subnets, security groups and target group (a change to
+    anything else, such as a route table or the cluster becoming ready, does not wake them). Nothing
+    until the subnets and every cluster security group are recorded: a machine can launch only then, and
+    the parts recorded one write apart would otherwise wake it once per part."""
+    network = awscluster.status.network
+    if not network.subnets or any(r not in network.security_groups for r in security_group_roles(True)):
+        return None
+    lb = network.api_server_load_balancer
+    return (
+        [(s.id, s.availability_zone, s.is_public) for s in network.subnets],
+        {role: group.id for role, group in network.security_groups.items()},
+        lb.target_group_arn if lb is not None else None,
+    )
 
 
 def provider_id(observed: Observed) -> str:
@@ -120,8 +160,7 @@ class MachineReconcile:
 
     def security_groups(self) -> tuple[str, ...]:
         groups = self.awscluster.status.network.security_groups
-        roles = ("controlplane", "node", "lb") if self.machine.is_control_plane else ("node", "lb")
-        ids = [groups[r].id for r in roles if r in groups]
+        ids = [groups[r].id for r in security_group_roles(self.machine.is_control_plane) if r in groups]
         ids += [g.id for g in self.obj.spec.additional_security_groups if g.id]
         return tuple(dict.fromkeys(ids))
 
@@ -155,10 +194,12 @@ class MachineReconcile:
         )
 
     def reconcile_instance(self) -> Result | None:
+        role = instance_role(self.obj.name)
+        before = self.scope.recorder.recorded(role)
         try:
             observed = self.scope.engine.ensure(
                 self.instance_rc,
-                instance_role(self.obj.name),
+                role,
                 self.desired(),
                 self.scope.engine_scope,
                 name=self.obj.name,
@@ -195,7 +236,8 @@ class MachineReconcile:
 
             self.scope.update_spec(set_spec)
         if not self.instance_rc.is_ready(observed):
-            raise Waiting(f"instance {instance_id} is {state}", 3.0)
+            created = before is None or before.id != instance_id
+            raise Waiting(f"instance {instance_id} is {state}", INSTANCE_RUNNING.requeue(created))
         return None
 
     def reconcile_load_balancer(self) -> Result | None:
@@ -242,8 +284,8 @@ class AWSMachineController:
         self.pool = pool
         self.engine = engine
         self.events = events if events is not None else EventRecorder(store)
-        # Machines need the cluster's readiness and network, not every condition it writes.
-        self.views = {"AWSCluster": lambda c: (c.status.ready, c.status.network.model_dump(mode="json"))}
+        # Machines need the cluster's subnets, security groups and target group, not every status write.
+        self.views = {"AWSCluster": network_view}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -295,8 +337,9 @@ class AWSMachineController:
         if not isinstance(awscluster, AWSCluster):
             return self._waiting(obj, "WaitingForClusterInfrastructure", "the AWSCluster does not exist yet")
         obj = add_finalizer(self.store, obj, AWSMACHINE_FINALIZER)
-        if not awscluster.status.ready:
-            return self._waiting(obj, "WaitingForClusterInfrastructure", f"{awscluster.ref()} is not ready")
+        missing = missing_infrastructure(awscluster, machine)
+        if missing is not None:
+            return self._waiting(obj, "WaitingForClusterInfrastructure", missing)
         secret_name = machine.spec.bootstrap.data_secret_name
         if not secret_name:
             return self._waiting(

@@ -2,24 +2,66 @@
 
 from __future__ import annotations
 
+import re
+
 from capa_py.ctrlkit.graph import to_dot, to_mermaid
 from controllers.graphs import awscluster_create, awscluster_delete, awsmachine_create
 
 
-def test_awscluster_create_graph_follows_the_dependency_order() -> None:
+def _flow(text: str) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """The Mermaid flowchart's node labels by id, and each node's successors."""
+    labels = dict(re.findall(r'^\s*(n\d+)\W+"([^"]+)"', text, re.MULTILINE))
+    successors: dict[str, set[str]] = {}
+    for source, target in re.findall(r"^\s*(n\d+) -->(?:\|[^|]*\|)? (n\d+)$", text, re.MULTILINE):
+        successors.setdefault(source, set()).add(target)
+    return labels, successors
+
+
+def _reaches(text: str, first: str, then: str) -> bool:
+    """Whether the step labelled ``then`` comes after ``first`` on some path of the graph."""
+    labels, successors = _flow(text)
+    ids = {label: node for node, label in labels.items()}
+    seen, todo = set(), [ids[first]]
+    while todo:
+        node = todo.pop()
+        for nxt in successors.get(node, ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return ids[then] in seen
+
+
+def test_awscluster_create_graph_chains_only_what_depends_on_each_other() -> None:
     text = to_mermaid(awscluster_create())
-    order = [
-        "ReconcileVpc",
-        "ReconcileSubnets",
-        "ReconcileInternetGateway",
-        "ReconcileNatGateways",
-        "ReconcileRouteTables",
-        "ReconcileSecurityGroups",
-        "ReconcileLoadBalancer",
-        "MarkReady",
+    chains = [
+        ("ReconcileVpc", "ReconcileSubnets"),
+        ("ReconcileSubnets", "ReconcileSecurityGroups"),
+        ("ReconcileSubnets", "ReconcileInternetGateway"),
+        ("ReconcileInternetGateway", "ReconcilePublicRouteTable"),
+        ("ReconcileInternetGateway", "ReconcileNatGateways"),
+        ("ReconcileInternetGateway", "ReconcileLoadBalancer"),
+        ("ReconcileNatGateways", "WaitForNatGateways"),
+        ("WaitForNatGateways", "ReconcilePrivateRouteTables"),
+        ("ReconcileLoadBalancer", "WaitForLoadBalancer"),
+        ("ReconcilePrivateRouteTables", "MarkReady"),
+        ("WaitForLoadBalancer", "MarkReady"),
+        ("ReconcileSecurityGroups", "MarkReady"),
+        ("ReconcilePublicRouteTable", "MarkReady"),
     ]
-    positions = [text.index(f'"{step}"') for step in order]
-    assert positions == sorted(positions), text
+    for first, then in chains:
+        assert _reaches(text, first, then), f"{then} does not come after {first}:\n{text}"
+    # A wait holds back only what depends on it: these run side by side, in either order.
+    independent = [
+        ("WaitForNatGateways", "ReconcileSecurityGroups"),
+        ("WaitForNatGateways", "ReconcileLoadBalancer"),
+        ("WaitForNatGateways", "WaitForLoadBalancer"),
+        ("WaitForLoadBalancer", "ReconcilePrivateRouteTables"),
+        ("WaitForLoadBalancer", "ReconcileSecurityGroups"),
+        ("ReconcilePublicRouteTable", "WaitForNatGateways"),
+    ]
+    for one, other in independent:
+        assert not _reaches(text, one, other), f"{other} waits for {one}:\n{text}"
+        assert not _reaches(text, other, one), f"{one} waits for {other}:\n{text}"
 
 
 def test_awscluster_delete_graph_runs_in_reverse_and_ends_with_the_vpc() -> None:
