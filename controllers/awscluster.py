@@ -106,6 +106,8 @@ CLUSTER_CONDITIONS = (
     LOAD_BALANCER_READY,
 )
 API_SERVER_PORT = 6443
+ZONES_FRESHNESS = 3600.0
+"""How long the region's available zones are reused by the processes sharing observations."""
 SG_ROLES = ("controlplane", "node", "lb")
 _log = get_logger("controller.awscluster")
 _ELB_INVALID = re.compile(r"[^A-Za-z0-9-]+")
@@ -283,13 +285,18 @@ class ClusterReconcile:
 
     def _zones(self) -> list[str]:
         vpc = self.obj.spec.network.vpc
-        zones = [
-            z["ZoneName"]
-            for z in self.scope.aws.ec2.call(
-                "DescribeAvailabilityZones", Filters=[{"Name": "state", "Values": ["available"]}]
-            ).get("AvailabilityZones", [])
-            if z.get("ZoneType", "availability-zone") == "availability-zone"
-        ]
+
+        def available() -> list[str]:
+            return [
+                z["ZoneName"]
+                for z in self.scope.aws.ec2.call(
+                    "DescribeAvailabilityZones", Filters=[{"Name": "state", "Values": ["available"]}]
+                ).get("AvailabilityZones", [])
+                if z.get("ZoneType", "availability-zone") == "availability-zone"
+            ]
+
+        # A region's zones change about never; once subnets are recorded the choice is fixed anyway.
+        zones = self.scope.aws.observations.fact(("availability-zones",), ZONES_FRESHNESS, available)
         recorded = [
             match.group(2)
             for role, record in self.obj.status.resources.items()
@@ -850,6 +857,7 @@ class ClusterReconcile:
                 self._release_dependents(rc, observed)
                 try:
                     rc.delete(observed.id)
+                    self.engine.forget(rc, observed.id, self.cluster)
                     if self.scope.engine_scope.events is not None:
                         self.scope.engine_scope.events.deleted(rc.kind, "stray", observed.id)
                     _log.warning(
