@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
-import json
 import os
 import platform
 import re
@@ -51,6 +50,7 @@ for entry in (str(REPO), str(BENCH)):
         sys.path.insert(0, entry)
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from run import finish  # noqa: E402
 
 from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
 from capa_py.aws.accounting import is_mutating  # noqa: E402
@@ -906,14 +906,9 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if env is not None:
                 env.stop()
-    figures["benchmarkSeconds"] = round(time.monotonic() - started, 1)
-    outcome = "finished" if status == 0 else "FAILED"
-    print(f"\ncontroller benchmark {outcome} after {figures['benchmarkSeconds']:.0f} s")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
-        progress(f"figures written to {args.json}")
-    return status
+    return finish(
+        "controller benchmark", "controller-bench", figures, time.monotonic() - started, status, args.json
+    )
 
 
 if __name__ == "__main__":

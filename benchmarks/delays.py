@@ -15,7 +15,6 @@ in its issue #4192. Nothing asserts a time. Exit status 0, or 1 when the command
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -25,10 +24,19 @@ from pathlib import Path
 from typing import Any
 
 from moto_env import MotoEnv
-from run import DEFAULT_MANIFEST, STDERR_LIMIT, CommandFailed, calls_table, key_values, section, table
+from run import (
+    DEFAULT_MANIFEST,
+    CommandFailed,
+    calls_table,
+    command_failed,
+    finish,
+    key_values,
+    section,
+    table,
+)
 from scale import Capa
 
-from tests.harness.moto_delays import Delays
+from tests.harness.moto_delays import Delays, add_delay_options
 
 LATENCY_SAMPLES = 10
 
@@ -232,29 +240,8 @@ def report(figures: dict[str, Any]) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    defaults = Delays()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--nat-delay",
-        type=float,
-        default=defaults.nat_gateway,
-        metavar="SECONDS",
-        help=f"NAT gateways pending (default {defaults.nat_gateway:g})",
-    )
-    parser.add_argument(
-        "--lb-delay",
-        type=float,
-        default=defaults.load_balancer,
-        metavar="SECONDS",
-        help=f"load balancer provisioning (default {defaults.load_balancer:g})",
-    )
-    parser.add_argument(
-        "--instance-delay",
-        type=float,
-        default=defaults.instance,
-        metavar="SECONDS",
-        help=f"instances pending (default {defaults.instance:g})",
-    )
+    add_delay_options(parser)
     parser.add_argument("--scale", type=float, default=None, help="multiplies every delay (default 1)")
     parser.add_argument("--quick", action="store_true", help="the delays ten times shorter (--scale 0.1)")
     parser.add_argument("--manifest", type=Path, default=DEFAULT_MANIFEST, help="default: the example")
@@ -292,21 +279,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         report(figures["delayRun"])
     except CommandFailed as exc:
-        sys.stdout.flush()
-        print(f"\nerror: {exc.what}", file=sys.stderr)
-        print((exc.stderr or "")[-STDERR_LIMIT:], file=sys.stderr)
-        figures["error"] = {"command": exc.what, "returncode": exc.returncode}
-        status = 1
+        status = command_failed(exc, figures)
     finally:
         env.stop()
-    figures["benchmarkSeconds"] = round(time.perf_counter() - started, 1)
-    outcome = "finished" if status == 0 else "FAILED"
-    print(f"\ndelay benchmark {outcome} after {figures['benchmarkSeconds']:.0f} s")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
-        progress(f"figures written to {args.json}")
-    return status
+    return finish("delay benchmark", "delays", figures, time.perf_counter() - started, status, args.json)
 
 
 if __name__ == "__main__":

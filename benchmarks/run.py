@@ -57,8 +57,34 @@ class CommandFailed(RuntimeError):
         self.stderr = stderr
 
 
-def progress(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
+def progress(message: str, tag: str = "bench") -> None:
+    print(f"[{tag}] {message}", file=sys.stderr, flush=True)
+
+
+def command_failed(exc: CommandFailed, figures: dict[str, Any]) -> int:
+    """Print a failed command and the tail of its stderr, note it in the figures; the exit status (1)."""
+    sys.stdout.flush()
+    stderr = exc.stderr or ""
+    print(f"\nerror: {exc.what}", file=sys.stderr)
+    if len(stderr) > STDERR_LIMIT:
+        print(f"(the last {STDERR_LIMIT} characters of its stderr)", file=sys.stderr)
+        stderr = stderr[-STDERR_LIMIT:]
+    print(stderr, file=sys.stderr, end="" if stderr.endswith("\n") else "\n")
+    figures["error"] = {"command": exc.what, "returncode": exc.returncode}
+    return 1
+
+
+def finish(
+    name: str, tag: str, figures: dict[str, Any], seconds: float, status: int, path: Path | None
+) -> int:
+    """The last line of a benchmark (how long it took, whether it failed), and its figures as JSON."""
+    figures["benchmarkSeconds"] = round(seconds, 1)
+    print(f"\n{name} {'finished' if status == 0 else 'FAILED'} after {figures['benchmarkSeconds']:.0f} s")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+        progress(f"figures written to {path}", tag)
+    return status
 
 
 # -- commands ------------------------------------------------------------------------------------------------
@@ -645,24 +671,10 @@ def main(argv: list[str] | None = None) -> int:
             print("\nerror: capa-py and minimal.py did not create the same resources", file=sys.stderr)
             status = 1
     except CommandFailed as exc:
-        sys.stdout.flush()
-        stderr = exc.stderr or ""
-        print(f"\nerror: {exc.what}", file=sys.stderr)
-        if len(stderr) > STDERR_LIMIT:
-            print(f"(the last {STDERR_LIMIT} characters of its stderr)", file=sys.stderr)
-            stderr = stderr[-STDERR_LIMIT:]
-        print(stderr, file=sys.stderr, end="" if stderr.endswith("\n") else "\n")
-        figures["error"] = {"command": exc.what, "returncode": exc.returncode}
-        status = 1
+        status = command_failed(exc, figures)
     finally:
         env.stop()
-    figures["benchmarkSeconds"] = round(time.perf_counter() - started, 1)
-    print(f"\nbenchmark {'finished' if status == 0 else 'FAILED'} after {figures['benchmarkSeconds']:.0f} s")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
-        progress(f"figures written to {args.json}")
-    return status
+    return finish("benchmark", "bench", figures, time.perf_counter() - started, status, args.json)
 
 
 if __name__ == "__main__":

@@ -41,10 +41,11 @@ from moto_env import MotoEnv
 from run import (
     BENCH,
     DEFAULT_MANIFEST,
-    STDERR_LIMIT,
     CommandFailed,
     calls_table,
     child_env,
+    command_failed,
+    finish,
     key_values,
     section,
     table,
@@ -494,21 +495,10 @@ def main(argv: list[str] | None = None) -> int:
                 figures["applyOne"] = measure_apply_one(env, capa, work, args.template, stored, state)
                 report_apply_one(figures)
     except CommandFailed as exc:
-        sys.stdout.flush()
-        print(f"\nerror: {exc.what}", file=sys.stderr)
-        print((exc.stderr or "")[-STDERR_LIMIT:], file=sys.stderr)
-        figures["error"] = {"command": exc.what, "returncode": exc.returncode}
-        status = 1
+        status = command_failed(exc, figures)
     finally:
         env.stop()
-    figures["benchmarkSeconds"] = round(time.perf_counter() - started, 1)
-    outcome = "finished" if status == 0 else "FAILED"
-    print(f"\nscale benchmark {outcome} after {figures['benchmarkSeconds']:.0f} s")
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
-        progress(f"figures written to {args.json}")
-    return status
+    return finish("scale benchmark", "scale", figures, time.perf_counter() - started, status, args.json)
 
 
 if __name__ == "__main__":

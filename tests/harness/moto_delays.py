@@ -161,33 +161,25 @@ def serve(port: int, delays: Delays, honour_tokens: bool = False) -> None:
     moto_main(["--host", "127.0.0.1", "--port", str(port)])
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def add_delay_options(parser: argparse.ArgumentParser) -> None:
+    """``--nat-delay``, ``--lb-delay`` and ``--instance-delay`` (seconds, defaulting to :class:`Delays`)."""
     defaults = Delays()
+    for option, default, what in (
+        ("--nat-delay", defaults.nat_gateway, "NAT gateways pending after creation"),
+        ("--lb-delay", defaults.load_balancer, "load balancers provisioning"),
+        ("--instance-delay", defaults.instance, "instances pending"),
+    ):
+        parser.add_argument(
+            option, type=float, default=default, metavar="SECONDS", help=f"{what} (default {default:g})"
+        )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="moto on 127.0.0.1 whose NAT gateways, load balancers and instances take AWS's time"
     )
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument(
-        "--nat-delay",
-        type=float,
-        default=defaults.nat_gateway,
-        metavar="SECONDS",
-        help=f"NAT gateways pending after creation (default {defaults.nat_gateway:g})",
-    )
-    parser.add_argument(
-        "--lb-delay",
-        type=float,
-        default=defaults.load_balancer,
-        metavar="SECONDS",
-        help=f"load balancers provisioning (default {defaults.load_balancer:g})",
-    )
-    parser.add_argument(
-        "--instance-delay",
-        type=float,
-        default=defaults.instance,
-        metavar="SECONDS",
-        help=f"instances pending (default {defaults.instance:g})",
-    )
+    add_delay_options(parser)
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every delay (default 1)")
     parser.add_argument("--honour-tokens", action="store_true", help="also honour EC2 ClientToken")
     return parser.parse_args(argv)  # fmt: skip
