@@ -58,7 +58,7 @@ from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, remove_finalizer, settle
 from controllers.events import DELETION_BLOCKED
 from controllers.references import missing
-from controllers.waits import LOAD_BALANCER_AVAILABLE, NAT_GATEWAY_AVAILABLE
+from controllers.waits import LOAD_BALANCER_AVAILABLE, NAT_GATEWAY_AVAILABLE, just_created
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance
 from resources.internet_gateway import (
@@ -373,9 +373,9 @@ class ClusterReconcile:
 
     @staticmethod
     def _created(before: RecordedResource | None, observed: Observed) -> bool:
-        """Whether ``ensure`` just created (or adopted) ``observed``: its role recorded nothing, or another
-        id, before."""
-        return before is None or before.id != observed.id
+        """Whether ``ensure`` just created (or adopted) ``observed`` — its role recorded nothing, or another
+        id, before — or AWS says it was created moments ago (a reconcile right after the create's)."""
+        return before is None or before.id != observed.id or just_created(observed.created_at)
 
     def reconcile_nat_gateways(self) -> None:
         """Elastic IPs and NAT gateways, created but not waited for (:meth:`wait_for_nat_gateways` waits).

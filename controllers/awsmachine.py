@@ -40,7 +40,7 @@ from controllers.aws_scope import ReconcileScope, step
 from controllers.base import add_finalizer, fetch, patch_status, remove_finalizer, resolve_ref, settle
 from controllers.events import DELETION_BLOCKED
 from controllers.references import explain_create_failure, network_reference_error
-from controllers.waits import INSTANCE_RUNNING
+from controllers.waits import INSTANCE_RUNNING, just_created
 from resources.instance import Instance, InstanceDesired
 from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
 
@@ -236,7 +236,7 @@ class MachineReconcile:
 
             self.scope.update_spec(set_spec)
         if not self.instance_rc.is_ready(observed):
-            created = before is None or before.id != instance_id
+            created = before is None or before.id != instance_id or just_created(observed.created_at)
             raise Waiting(f"instance {instance_id} is {state}", INSTANCE_RUNNING.requeue(created))
         return None
 

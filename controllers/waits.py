@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import botocore.session
 
@@ -44,6 +45,15 @@ class Waiter:
         """When to look again at a resource still pending: a whole cadence, or sooner for the first poll
         of one created in this pass (when the cadence is longer than that first poll)."""
         return min(self.cadence, FIRST_POLL_AFTER_CREATE) if created_this_pass else self.cadence
+
+
+def just_created(created_at: datetime | None) -> bool:
+    """Whether AWS says the resource was created less than the first poll's delay ago: an observation of it
+    may still be its create's answer (which always says pending), seen again by a reconcile moments later."""
+    if created_at is None:
+        return False
+    moment = created_at if created_at.tzinfo is not None else created_at.replace(tzinfo=UTC)
+    return (datetime.now(UTC) - moment).total_seconds() < FIRST_POLL_AFTER_CREATE
 
 
 NAT_GATEWAY_AVAILABLE = Waiter("ec2", "NatGatewayAvailable")

@@ -78,10 +78,10 @@ from capa_py.logging import get_logger
 D = TypeVar("D")
 _log = get_logger("engine")
 PREEXISTING = "preexisting"
-PENDING_FRESHNESS = 5.0
+PENDING_FRESHNESS = 2.0
 """How long an observation of a resource that is not ready yet (pending, provisioning) may be reused: long
-enough for the machines of one cluster to share one DescribeInstances, short enough that waiting is
-driven by what AWS says now."""
+enough for the machines of one cluster, reconciled together, to share one DescribeInstances; shorter than
+the first poll after a create (3 s, :mod:`controllers.waits`), so that every poll asks AWS."""
 _GOING_STATES = frozenset({"deleting", "shutting-down", "terminated", "deleted"})
 
 
