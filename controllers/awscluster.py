@@ -414,6 +414,8 @@ class ClusterReconcile:
         cadence; one that is gone (deleted, or failed) is created again."""
         if self.nats_to_poll:
             found = self.nat_rc.describe_many(sorted(set(self.nats_to_poll.values())))
+            for polled in found.values():
+                self.engine.learn(self.nat_rc, polled)
             for zone, nat_id in sorted(self.nats_to_poll.items()):
                 observed = found.get(nat_id)
                 if observed is None:
@@ -626,6 +628,8 @@ class ClusterReconcile:
         assert self.load_balancer is not None
         if self.lb_to_poll is not None:
             observed = self.lb_rc.describe_by_id(self.lb_to_poll)
+            if observed is not None:
+                self.engine.learn(self.lb_rc, observed)
             if observed is None:
                 _log.warning("the provisioning load balancer is gone; creating it again", arn=self.lb_to_poll)
                 self._ensure_load_balancer(self.load_balancer.name or "")

@@ -122,12 +122,14 @@ class Observations:
                 children.pop(resource_id, None)
 
     def stale(self, kind: str) -> list[str]:
-        """Every known id of ``kind`` no longer fresh: what a refresh of the kind covers."""
+        """Every known id of ``kind`` past half its freshness: what a refresh of the kind covers. Renewing
+        the half-stale along with the stale keeps a kind's observations expiring together, so the
+        reconciles of one resync find them all due at once, or all fresh, never some of each."""
         if not self.enabled:
             return []
         with self._lock:
             now = self.clock()
-            return sorted(i for i, e in self._entries.get(kind, {}).items() if not e.fresh(now))
+            return sorted(i for i, e in self._entries.get(kind, {}).items() if now - e.at > e.ttl / 2)
 
     @contextmanager
     def refreshing(self, kind: str) -> Iterator[None]:

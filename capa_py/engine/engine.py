@@ -316,6 +316,13 @@ class Engine:
                 observations.put(rc.kind, resource_id, observed, _ttl(rc, observed))
 
     @staticmethod
+    def learn(rc: ResourceClass[Any], observed: Observed) -> None:
+        """Share what the caller just described itself (a wait step's poll) as a fresh observation."""
+        observations = observations_of(rc)
+        if observations is not None:
+            observations.put(rc.kind, observed.id, observed, _ttl(rc, observed))
+
+    @staticmethod
     def _remember(rc: ResourceClass[Any], observed: Observed) -> Observed:
         observations = observations_of(rc)
         if observations is not None:

@@ -24,11 +24,14 @@ def test_an_observation_is_served_while_fresh_and_as_a_copy() -> None:
     served = observations.get("vpc", "vpc-1")
     served["tags"]["a"] = "changed"
     assert observations.get("vpc", "vpc-1") == {"tags": {"a": "1"}}
-    clock.now += 60
+    clock.now += 30
+    assert observations.stale("vpc") == []
+    clock.now += 0.5  # past half its freshness: a refresh of the kind renews it too
+    assert observations.stale("vpc") == ["vpc-1"]
+    clock.now += 29.5
     assert observations.get("vpc", "vpc-1") == {"tags": {"a": "1"}}
     clock.now += 0.5
     assert observations.get("vpc", "vpc-1") is MISS
-    assert observations.stale("vpc") == ["vpc-1"]
 
 
 def test_amending_keeps_the_age_and_invalidating_keeps_the_id_known() -> None:
