@@ -50,7 +50,7 @@ for entry in (str(REPO), str(BENCH)):
         sys.path.insert(0, entry)
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-from run import finish  # noqa: E402
+from run import environment, finish  # noqa: E402
 
 from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
 from capa_py.aws.accounting import is_mutating  # noqa: E402
@@ -868,12 +868,7 @@ def main(argv: list[str] | None = None) -> int:
     figures: dict[str, Any] = {
         "clusters": args.clusters,
         "syncPeriodSeconds": args.sync_seconds,
-        "environment": {
-            "python": platform.python_version(),
-            "platform": f"{platform.system()} {platform.machine()}",
-            "cpus": os.cpu_count(),
-            "store": args.store,
-        },
+        "environment": environment(store=args.store),
     }
     status = 0
     env: MotoEnv | None = None

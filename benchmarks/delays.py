@@ -15,8 +15,6 @@ in its issue #4192. Nothing asserts a time. Exit status 0, or 1 when the command
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -29,6 +27,7 @@ from run import (
     CommandFailed,
     calls_table,
     command_failed,
+    environment,
     finish,
     key_values,
     section,
@@ -259,14 +258,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    figures: dict[str, Any] = {
-        "environment": {
-            "python": platform.python_version(),
-            "platform": f"{platform.system()} {platform.machine()}",
-            "cpus": os.cpu_count(),
-            "manifest": str(args.manifest.resolve()),
-        }
-    }
+    figures: dict[str, Any] = {"environment": environment(manifest=str(args.manifest.resolve()))}
     status = 0
     progress("starting a moto server with AWS-like delays on 127.0.0.1")
     env = MotoEnv.start(delays=args.delays)

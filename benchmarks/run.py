@@ -61,6 +61,16 @@ def progress(message: str, tag: str = "bench") -> None:
     print(f"[{tag}] {message}", file=sys.stderr, flush=True)
 
 
+def environment(**extra: Any) -> dict[str, Any]:
+    """The machine a benchmark ran on (Python, platform, CPUs), and what else the benchmark names."""
+    return {
+        "python": platform.python_version(),
+        "platform": f"{platform.system()} {platform.machine()}",
+        "cpus": os.cpu_count(),
+        **extra,
+    }
+
+
 def command_failed(exc: CommandFailed, figures: dict[str, Any]) -> int:
     """Print a failed command and the tail of its stderr, note it in the figures; the exit status (1)."""
     sys.stdout.flush()

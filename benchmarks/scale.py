@@ -45,6 +45,7 @@ from run import (
     calls_table,
     child_env,
     command_failed,
+    environment,
     finish,
     key_values,
     section,
@@ -463,13 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     figures: dict[str, Any] = {
-        "environment": {
-            "python": platform.python_version(),
-            "platform": f"{platform.system()} {platform.machine()}",
-            "cpus": os.cpu_count(),
-            "figures": list(args.figures),
-            "template": str(args.template),
-        }
+        "environment": environment(figures=list(args.figures), template=str(args.template))
     }
     status = 0
     progress("starting a moto server on 127.0.0.1")

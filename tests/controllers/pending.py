@@ -14,7 +14,7 @@ controller asks for is observed directly, without waiting for it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +134,23 @@ class PendingStates:
 
     def release(self, kind: str) -> None:
         self.held.discard(kind)
+
+
+def passes_until(
+    controllers: Sequence[Any],
+    store: ObjectStore,
+    done: Callable[[], bool],
+    what: str,
+    explain: Callable[[], str],
+    max_passes: int,
+) -> dict[ObjectKey, Result]:
+    """Reconcile pass after pass until ``done()``, returning the last pass's results; fails naming ``what``
+    and ``explain()`` (where things stand) if it has not happened after ``max_passes``."""
+    for _ in range(max_passes):
+        results = reconcile_pass(controllers, store)
+        if done():
+            return results
+    raise AssertionError(f"{what} did not happen in {max_passes} passes: {explain()}")
 
 
 def reconcile_pass(controllers: Iterable[Any], store: ObjectStore) -> dict[ObjectKey, Result]:

@@ -19,7 +19,7 @@ from capa_py.runtime.queue import ObjectKey
 from controllers.awscluster import LOAD_BALANCER_READY, NAT_GATEWAYS_READY
 from controllers.awsmachine import INSTANCE_READY
 from tests.controllers.conftest import Harness
-from tests.controllers.pending import PendingStates, reconcile_pass
+from tests.controllers.pending import PendingStates, passes_until, reconcile_pass
 
 CLUSTER = ObjectKey("AWSCluster", "default", "demo")
 MACHINES = ("demo-control-plane-0", "demo-worker-0", "demo-worker-1")
@@ -56,11 +56,7 @@ def _passes_until(
     harness: Harness, controllers: Sequence[Any], done: Callable[[], bool], what: str
 ) -> dict[ObjectKey, Result]:
     """Reconcile pass after pass until ``done()``; fails naming ``what`` if it never happens."""
-    for _ in range(MAX_PASSES):
-        results = reconcile_pass(controllers, harness.store)
-        if done():
-            return results
-    raise AssertionError(f"{what} did not happen in {MAX_PASSES} passes; {_conditions(harness)}")
+    return passes_until(controllers, harness.store, done, what, lambda: _conditions(harness), MAX_PASSES)
 
 
 def _conditions(harness: Harness) -> str:

@@ -38,7 +38,7 @@ from controllers.waits import (
     NAT_GATEWAY_AVAILABLE,
 )
 from tests.controllers.conftest import Harness
-from tests.controllers.pending import PendingStates, reconcile_pass
+from tests.controllers.pending import PendingStates, passes_until, reconcile_pass
 
 CLUSTER = ObjectKey("AWSCluster", "default", "demo")
 CONTROL_PLANE = "demo-control-plane-0"
@@ -80,15 +80,11 @@ def _describe(obj: AWSCluster | AWSMachine) -> str:
 def _passes_until(
     harness: Harness, controllers: Sequence[Any], done: Callable[[], bool], what: str
 ) -> dict[ObjectKey, Result]:
-    for _ in range(MAX_PASSES):
-        results = reconcile_pass(controllers, harness.store)
-        if done():
-            return results
-    states = [_awscluster(harness), *(_awsmachine(harness, m) for m in MACHINES)]
-    raise AssertionError(
-        f"{what} did not happen in {MAX_PASSES} passes: "
-        + "; ".join(f"{o.name}: {_describe(o)}" for o in states)
-    )
+    def explain() -> str:
+        states = [_awscluster(harness), *(_awsmachine(harness, m) for m in MACHINES)]
+        return "; ".join(f"{o.name}: {_describe(o)}" for o in states)
+
+    return passes_until(controllers, harness.store, done, what, explain, MAX_PASSES)
 
 
 def _instances(harness: Harness) -> dict[str, str]:
