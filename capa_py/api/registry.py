@@ -85,6 +85,7 @@ def default_registry() -> KindRegistry:
     from capa_py.api.cluster import Cluster, Machine
     from capa_py.api.coordination import Lease
     from capa_py.api.core import ConfigMap, Event, Namespace, Secret
+    from capa_py.api.tinkerbell import TINKERBELL_KINDS
     from capa_py.api.workloads import WORKLOAD_KINDS
 
     registry = KindRegistry()
@@ -101,6 +102,7 @@ def default_registry() -> KindRegistry:
         CustomResourceDefinition,
         *WORKLOAD_KINDS,
         *ADMISSION_KINDS,
+        *TINKERBELL_KINDS,
     )
     for model in kinds:
         registry.register(model)
