@@ -8,6 +8,7 @@ listing every problem, so nothing is half-applied.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,12 +44,18 @@ class ManifestError(ValueError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
+_FIELD_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
 def format_loc(loc: Iterable[int | str]) -> str:
-    """``('spec', 'subnets', 0, 'cidrBlock')`` → ``spec.subnets[0].cidrBlock``."""
+    """``('spec', 'subnets', 0, 'cidrBlock')`` → ``spec.subnets[0].cidrBlock``; a map key that is not a
+    field name is quoted: ``spec.networkInterfaces["aa:bb:cc:dd:ee:ff"].dhcp.ip``."""
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
+        elif path and part != "[key]" and not _FIELD_NAME.match(part):
+            path += f"[{json.dumps(part)}]"
         else:
             path += f".{part}" if path else str(part)
     return path

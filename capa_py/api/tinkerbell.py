@@ -10,16 +10,26 @@ design, each because a behaviour the design asks for needs it:
 - ``Workflow.status.currentAction``, ``status.lastTransitionTime`` (when ``state`` last changed, which the
   Scheduled timeout counts from) and ``status.conditions`` (``Prepared``).
 
-Only the kinds and their fields live here; what is valid beyond the field types is in ``semantic_issues``.
+Only the kinds and their fields live here; what is valid beyond the field types is in ``semantic_issues``
+(rules in :mod:`capa_py.api.tinkerbell_checks`) and, for a Workflow, ``immutable_issues``. As for the AWS
+kinds, these are not field validators, so an object stored before a rule existed stays readable. The one
+exception rewrites without refusing: a Hardware's MAC keys are normalised to lowercase colon form on read
+(idempotent), except keys that would collide, which are kept as written for ``semantic_issues`` to name.
+
+Netboot: ``disableDhcp`` implies ``disableNetboot``. An interface with ``disableDhcp: true`` and
+``disableNetboot: false`` is accepted, and does not netboot: :attr:`NetworkInterface.effective_netboot` is
+what every component asks.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
-from capa_py.api.meta import Condition, KubeModel, KubeObject, Time
+from capa_py.api import tinkerbell_checks as checks
+from capa_py.api.immutable import changes
+from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
 
 TINKERBELL_API_VERSION = "tinkerbell.org/v1alpha2"
 WORKFLOW_FINALIZER = "workflow.tinkerbell.org"
@@ -53,6 +63,12 @@ class NetworkInterface(KubeModel):
     disable_dhcp: bool = False
     disable_netboot: bool = False
 
+    @property
+    def effective_netboot(self) -> bool:
+        """Whether the interface netboots: DHCP on (``disableDhcp`` implies ``disableNetboot``) and netboot
+        not disabled."""
+        return not self.disable_dhcp and not self.disable_netboot
+
 
 class IPXE(KubeModel):
     inline: str | None = None
@@ -77,6 +93,22 @@ class HardwareSpec(KubeModel):
     storage_devices: list[str] = Field(default_factory=list)
     bmc_ref: LocalObjectReference | None = None
 
+    @field_validator("network_interfaces", mode="before")
+    @classmethod
+    def _normalise_macs(cls, value: Any) -> Any:
+        """MAC keys in lowercase colon form; a key that does not parse, or whose normal form another key
+        shares, stays as written (``semantic_issues`` names it)."""
+        if not isinstance(value, dict):
+            return value
+        normal = {key: checks.normalise_mac(key) if isinstance(key, str) else None for key in value}
+        counts: dict[str | None, int] = {}
+        for mac in normal.values():
+            counts[mac] = counts.get(mac, 0) + 1
+        return {
+            (normal[key] if normal[key] is not None and counts[normal[key]] == 1 else key): interface
+            for key, interface in value.items()
+        }
+
 
 class Hardware(KubeObject):
     """A machine that can run Workflows."""
@@ -88,6 +120,9 @@ class Hardware(KubeObject):
     HAS_STATUS: ClassVar[bool] = False
 
     spec: HardwareSpec = Field(default_factory=HardwareSpec)
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        return checks.hardware_issues(self.spec)
 
 
 # -- OSIE -------------------------------------------------------------------------------------------
@@ -105,6 +140,9 @@ class OSIE(KubeObject):
     HAS_STATUS: ClassVar[bool] = False
 
     spec: OSIESpec
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        return checks.osie_issues(self.spec)
 
 
 # -- Template ---------------------------------------------------------------------------------------
@@ -135,6 +173,9 @@ class Template(KubeObject):
     HAS_STATUS: ClassVar[bool] = False
 
     spec: TemplateSpec = Field(default_factory=TemplateSpec)
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        return checks.template_issues(self.spec)
 
 
 # -- Workflow ---------------------------------------------------------------------------------------
@@ -180,6 +221,27 @@ class Workflow(KubeObject):
     def ordered_actions(self) -> list[tuple[str, ActionStatus]]:
         """The rendered actions in the order they run."""
         return sorted(self.status.actions.items(), key=lambda item: item[1].index)
+
+    @property
+    def started(self) -> bool:
+        """Whether the workflow has left Pending (or recorded a start): from then on its spec is fixed."""
+        return self.status.state not in (None, "Pending") or self.status.started_at is not None
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        # A workflow being deleted only loses its finalizer: a rule added since it was stored must not
+        # keep it from going.
+        return [] if self.being_deleted else checks.workflow_issues(self.spec)
+
+    def immutable_issues(self, old: Workflow) -> list[FieldIssue]:
+        """The whole spec is fixed once ``old`` has started (an agent may be running its actions)."""
+        if not old.started:
+            return []
+        changed = [path for path, _, _ in changes("spec", old.spec, self.spec)]
+        if not changed:
+            return []
+        state = old.status.state or "Pending"
+        message = f"immutable once the workflow has started (state {state}); changed: {', '.join(changed)}"
+        return [FieldIssue(path="spec", message=message)]
 
 
 TINKERBELL_KINDS: tuple[type[KubeObject], ...] = (Hardware, OSIE, Template, Workflow)

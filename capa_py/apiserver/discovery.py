@@ -22,6 +22,8 @@ def group_version(model: type[KubeObject]) -> tuple[str, str]:
 
 def categories(model: type[KubeObject]) -> list[str]:
     group, _ = group_version(model)
+    if group == "tinkerbell.org":
+        return ["tinkerbell"]
     return ["cluster-api"] if group.endswith("cluster.x-k8s.io") else []
 
 

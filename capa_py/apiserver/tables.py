@@ -6,15 +6,15 @@ from typing import Any
 
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver import event_table
-from capa_py.cli.output import COLUMNS, age
+from capa_py.cli.output import COLUMNS, WIDE_COLUMNS, age
 
 
 def wants_table(accept: str) -> bool:
     return any("as=Table" in part for part in accept.split(","))
 
 
-def _column(name: str, description: str, fmt: str = "") -> dict[str, Any]:
-    return {"name": name, "type": "string", "format": fmt, "description": description, "priority": 0}
+def _column(name: str, description: str, fmt: str = "", priority: int = 0) -> dict[str, Any]:
+    return {"name": name, "type": "string", "format": fmt, "description": description, "priority": priority}
 
 
 def table(
@@ -22,7 +22,10 @@ def table(
 ) -> dict[str, Any]:
     columns = COLUMNS.get(model.KIND, [])
     definitions = [_column("Name", "Name of the object (metadata.name).", "name")]
-    definitions += [_column(title.title(), title.lower()) for title, _ in columns]
+    wide = WIDE_COLUMNS.get(model.KIND, frozenset())
+    definitions += [
+        _column(title.title(), title.lower(), priority=1 if title in wide else 0) for title, _ in columns
+    ]
     definitions.append(_column("Age", "Time since the object was created (metadata.creationTimestamp)."))
     if model.KIND == "Event":
         definitions = list(event_table.COLUMNS)

@@ -116,9 +116,13 @@ def load_files(files: list[Path]) -> list[KubeObject]:
         raise typer.Exit(EXIT_INVALID) from exc
 
 
-def check_output(output: str) -> None:
+def check_output(output: str, wide: bool = False) -> None:
+    """``wide`` allows ``-o wide`` (a table with kubectl's priority-1 columns too)."""
+    if output == "wide" and wide:
+        return
     if output not in ("table", "json", "yaml"):
-        raise typer.BadParameter("must be table, json or yaml", param_hint="-o/--output")
+        choices = "table, wide, json or yaml" if wide else "table, json or yaml"
+        raise typer.BadParameter(f"must be {choices}", param_hint="-o/--output")
 
 
 FilesOption = Annotated[

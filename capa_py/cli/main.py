@@ -102,8 +102,10 @@ def get(
     selector: Annotated[str | None, typer.Option("-l", "--selector", help="Label selector.")] = None,
     output: OutputOption = "table",
 ) -> None:
-    """Show objects from the store."""
-    check_output(output)
+    """Show objects from the store (``-o wide`` adds the columns kubectl shows only then)."""
+    check_output(output, wide=True)
+    wide = output == "wide"
+    output = "table" if wide else output
     try:
         model = REGISTRY.resolve(kind)
     except UnknownKind as exc:
@@ -123,7 +125,7 @@ def get(
         try:
             if name is not None:
                 obj = store.get(model, name, namespace or "default")
-                print_objects(sys.stdout, [obj], output, single=True)
+                print_objects(sys.stdout, [obj], output, single=True, wide=wide)
                 return
             ns = None if all_namespaces else (namespace or "default")
             objects = store.list(model, namespace=ns, label_selector=selector)
@@ -136,7 +138,7 @@ def get(
         if output == "table" and not objects and not all_namespaces:
             stderr.print(f"No resources found in {ns} namespace.", highlight=False)
             return
-        print_objects(sys.stdout, objects, output, all_namespaces=all_namespaces)
+        print_objects(sys.stdout, objects, output, all_namespaces=all_namespaces, wide=wide)
 
 
 def _mount_subcommands() -> None:

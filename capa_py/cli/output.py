@@ -80,7 +80,31 @@ COLUMNS: dict[str, list[Column]] = {
         ("COUNT", lambda d: _path(d, "count", "1")),
         ("MESSAGE", lambda d: _path(d, "message")),
     ],
+    # The Tinkerbell kinds: the columns of their CRDs (capa_py.manifests.crds.PRINTER_COLUMNS).
+    "Hardware": [
+        ("OSIE", lambda d: _path(d, "spec.osie.osieRef.name")),
+        ("BMC", lambda d: _path(d, "spec.bmcRef.name")),
+    ],
+    "OSIE": [
+        ("KERNEL", lambda d: _path(d, "spec.kernelUrl")),
+        ("INITRD", lambda d: _path(d, "spec.initrdUrl")),
+    ],
+    "Workflow": [
+        ("STATE", lambda d: _path(d, "status.state")),
+        ("CURRENT ACTION", lambda d: _path(d, "status.currentAction")),
+        ("REASON", lambda d: _path(d, "status.reason")),
+        ("HARDWARE", lambda d: _path(d, "spec.hardwareRef.name")),
+        ("TEMPLATE", lambda d: _path(d, "spec.templateRef.name")),
+    ],
 }
+
+WIDE_COLUMNS: dict[str, frozenset[str]] = {"OSIE": frozenset({"INITRD"})}
+"""Per kind, the columns printed only with ``-o wide`` (kubectl's priority 1)."""
+
+
+def columns_for(kind: str, wide: bool = False) -> list[Column]:
+    hidden = frozenset() if wide else WIDE_COLUMNS.get(kind, frozenset())
+    return [column for column in COLUMNS.get(kind, []) if column[0] not in hidden]
 
 
 def list_document(objects: Sequence[KubeObject]) -> dict[str, Any]:
@@ -119,6 +143,7 @@ def print_objects(
     output: str,
     single: bool = False,
     all_namespaces: bool = False,
+    wide: bool = False,
 ) -> None:
     if output in ("json", "yaml"):
         document = objects[0].to_dict() if single and objects else list_document(objects)
@@ -127,7 +152,7 @@ def print_objects(
     if not objects:
         out.write("No resources found.\n")
         return
-    columns = COLUMNS.get(objects[0].KIND, [])
+    columns = columns_for(objects[0].KIND, wide)
     headers = (["NAMESPACE"] if all_namespaces else []) + ["NAME"] + [h for h, _ in columns] + ["AGE"]
     rows = []
     for obj in objects:

@@ -5,9 +5,16 @@ Machine (Cluster API core's ``cluster.x-k8s.io``), AWSCluster and AWSMachine, an
 registers later. Names, scope and short names come from the registry; the schema from the models
 (:mod:`capa_py.manifests.schema`); printer columns follow Cluster API Provider AWS's.
 
-Every CRD carries the labels Cluster API reads: ``cluster.x-k8s.io/provider: infrastructure-aws`` (these
-CRDs are capa-py's, including its Cluster and Machine, so a Cluster CRD labelled ``cluster-api`` means Cluster
-API core is installed instead) and the contract label ``cluster.x-k8s.io/v1beta1: <the CRD's version>``.
+Every Cluster API CRD carries the labels Cluster API reads: ``cluster.x-k8s.io/provider: infrastructure-aws``
+(these CRDs are capa-py's, including its Cluster and Machine, so a Cluster CRD labelled ``cluster-api`` means
+Cluster API core is installed instead) and the contract label ``cluster.x-k8s.io/v1beta1: <the CRD's
+version>``, and the category ``cluster-api``.
+
+The Tinkerbell CRDs (``tinkerbell.org``: Hardware, OSIE, Template, Workflow) are not Cluster API's: clusterctl
+must not count them as part of a provider nor read a contract version from them. They carry
+:data:`TINKERBELL_LABELS` (``app.kubernetes.io/name: capa-py``, ``app.kubernetes.io/component: tinkerbell``,
+so ``kubectl get crds -l app.kubernetes.io/component=tinkerbell`` lists them) and the category
+``tinkerbell`` (``kubectl get tinkerbell`` lists every object of the four kinds).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 from capa_py.api.admission_kinds import CERT_MANAGER_GROUP
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, KindRegistry
+from capa_py.api.tinkerbell import TINKERBELL_API_VERSION
 from capa_py.manifests.schema import structural_schema
 
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
@@ -24,6 +32,9 @@ PROVIDER = "infrastructure-aws"
 CONTRACT = "v1beta1"
 """The Cluster API contract capa-py implements: the label key is ``cluster.x-k8s.io/<contract>``."""
 CATEGORIES = ["cluster-api"]
+TINKERBELL_GROUP = TINKERBELL_API_VERSION.rpartition("/")[0]
+TINKERBELL_CATEGORIES = ["tinkerbell"]
+TINKERBELL_LABELS = {"app.kubernetes.io/name": "capa-py", "app.kubernetes.io/component": "tinkerbell"}
 
 _CLUSTER_LABEL_PATH = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']"
 
@@ -71,8 +82,29 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         ),
         _AGE,
     ],
+    # A Hardware's MACs and addresses are keys of a map, which no printer column's JSONPath prints
+    # deterministically: the columns name what the Hardware boots and is managed by.
+    "Hardware": [
+        _column("OSIE", ".spec.osie.osieRef.name", "OSIE the Hardware netboots"),
+        _column("BMC", ".spec.bmcRef.name", "Rufio Machine managing the Hardware's BMC"),
+        _AGE,
+    ],
+    "OSIE": [
+        _column("Kernel", ".spec.kernelUrl", "URL of the kernel"),
+        _column("Initrd", ".spec.initrdUrl", "URL of the initrd", priority=1),
+        _AGE,
+    ],
+    "Workflow": [
+        _column("State", ".status.state", "Workflow state such as Pending/Running/Succeeded"),
+        _column("Current Action", ".status.currentAction", "Action running or next to run"),
+        _column("Reason", ".status.reason", "Why the workflow failed or was canceled"),
+        _column("Hardware", ".spec.hardwareRef.name", "Hardware the workflow runs on"),
+        _column("Template", ".spec.templateRef.name", "Template the actions are rendered from"),
+        _AGE,
+    ],
 }
-"""Per kind, kubectl's table columns; a kind not listed gets Age only."""
+"""Per kind, kubectl's table columns; a kind not listed (Template: a count of actions has no JSONPath) gets
+Age only. ``capa get`` prints the same columns (:data:`capa_py.cli.output.COLUMNS`)."""
 
 
 def group_version(model: type[KubeObject]) -> tuple[str, str]:
@@ -103,6 +135,10 @@ def custom_kinds(registry: KindRegistry = REGISTRY) -> list[type[KubeObject]]:
     return sorted(kinds, key=lambda m: (group_version(m)[0], m.PLURAL))
 
 
+def is_tinkerbell_kind(model: type[KubeObject]) -> bool:
+    return group_version(model)[0] == TINKERBELL_GROUP
+
+
 def crd_name(model: type[KubeObject]) -> str:
     return f"{model.PLURAL}.{group_version(model)[0]}"
 
@@ -115,7 +151,7 @@ def crd_for(model: type[KubeObject]) -> dict[str, Any]:
         "listKind": f"{model.KIND}List",
         "plural": model.PLURAL,
         "singular": model.KIND.lower(),
-        "categories": list(CATEGORIES),
+        "categories": list(TINKERBELL_CATEGORIES if is_tinkerbell_kind(model) else CATEGORIES),
     }
     if model.SHORT_NAMES:
         names["shortNames"] = list(model.SHORT_NAMES)
@@ -133,7 +169,11 @@ def crd_for(model: type[KubeObject]) -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": crd_name(model),
-            "labels": {PROVIDER_LABEL: PROVIDER, f"cluster.x-k8s.io/{CONTRACT}": version},
+            "labels": (
+                dict(TINKERBELL_LABELS)
+                if is_tinkerbell_kind(model)
+                else {PROVIDER_LABEL: PROVIDER, f"cluster.x-k8s.io/{CONTRACT}": version}
+            ),
         },
         "spec": {
             "group": group,

@@ -22,6 +22,7 @@ from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject
+from capa_py.api.tinkerbell import OSIE, Hardware, Template, Workflow
 
 NAMESPACE = "capa-system"
 SERVICE_ACCOUNT = "capa-controller-manager"
@@ -73,6 +74,19 @@ OUTSIDE_THE_RECORDING: tuple[tuple[type[KubeObject], str, tuple[str, ...], str],
 """What the controller process requests beyond the in-process create and delete the RBAC test records (on
 the SQLite store, with the core controllers on), each with the reason it is needed."""
 
+TINKERBELL_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
+    # The workflow controller prepares and supervises Workflows: their finalizer, their status (rendered
+    # actions, state and timeouts), and the spec it never changes but must update to remove the finalizer.
+    (Workflow, "", (*_WATCHED, "update")),
+    (Workflow, "status", ("update",)),
+    (Workflow, "finalizers", ("update",)),
+    # What a Workflow is rendered from, watched so that a workflow waiting for one resumes when it appears.
+    (Hardware, "", _WATCHED),
+    (Template, "", _WATCHED),
+    (OSIE, "", _WATCHED),
+)
+"""What the Tinkerbell workflow controller requests (the RBAC test's recording covers the AWS side)."""
+
 
 def _group(model: type[KubeObject]) -> str:
     return model.API_VERSION.rpartition("/")[0]
@@ -89,7 +103,11 @@ def object_metadata(name: str, namespace: str | None = None) -> dict[str, Any]:
 def cluster_role() -> dict[str, Any]:
     """One rule per (group, verbs), resources sorted: the form ``kubectl describe`` reads easily."""
     grouped: dict[tuple[str, tuple[str, ...]], list[str]] = {}
-    access = [*ACCESS, *((model, sub, verbs) for model, sub, verbs, _ in OUTSIDE_THE_RECORDING)]
+    access = [
+        *ACCESS,
+        *TINKERBELL_ACCESS,
+        *((model, sub, verbs) for model, sub, verbs, _ in OUTSIDE_THE_RECORDING),
+    ]
     for model, subresource, verbs in access:
         resource = model.PLURAL + (f"/{subresource}" if subresource else "")
         grouped.setdefault((_group(model), tuple(sorted(verbs))), []).append(resource)

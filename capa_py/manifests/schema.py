@@ -16,7 +16,9 @@ the API server requires:
 - ``metadata`` is left to the API server (``type: object``), but for rules on ``metadata.name``.
 
 Rules the models check that a schema can also express (an IPv4 CIDR's shape and netmask, a region's shape,
-an AMI id's form, tag value lengths, the one API server port supported) are added from :data:`EXTRA_RULES`,
+an AMI id's form, tag value lengths, the one API server port supported; a Hardware's interface count, DHCP
+address, VLAN id and lease time, an OSIE's URL schemes, a Template's action count, timeouts) are added from
+:data:`EXTRA_RULES`,
 and a Cluster's name rules from :data:`METADATA_NAME_RULES`;
 what it cannot express is listed in :data:`ADMISSION_ONLY` and checked by admission (the same
 ``semantic_issues``/validators ``capa apply`` runs).
@@ -49,6 +51,11 @@ REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$"
 
 _TAG_VALUES: JSONSchema = {"additionalProperties": {"type": "string", "maxLength": 256}}
 
+IPV4_PATTERN = rf"^({_IPV4_OCTET}\.){{3}}{_IPV4_OCTET}$"
+HTTP_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"
+"""An http(s) URL with a host; what else makes a URL valid is checked by admission."""
+_INT32: JSONSchema = {"minimum": 0, "maximum": 2**31 - 1}
+
 EXTRA_RULES: dict[tuple[str, str], JSONSchema] = {
     ("VPCSpec", "cidrBlock"): {"pattern": IPV4_CIDR_PATTERN},
     ("SubnetSpec", "cidrBlock"): {"pattern": IPV4_CIDR_PATTERN},
@@ -59,6 +66,16 @@ EXTRA_RULES: dict[tuple[str, str], JSONSchema] = {
     ("AWSMachineSpec", "additionalTags"): _TAG_VALUES,
     ("ClusterNetwork", "apiServerPort"): {"enum": [6443]},
     ("AMIReference", "id"): {"pattern": AMI_ID_PATTERN},
+    ("HardwareSpec", "networkInterfaces"): {"minProperties": 1},
+    ("HardwareSpec", "storageDevices"): {"items": {"type": "string", "pattern": "^/dev/[^/]"}},
+    ("DHCP", "ip"): {"pattern": IPV4_PATTERN},
+    ("DHCP", "vlanId"): {"minimum": 0, "maximum": 4094},
+    ("DHCP", "leaseTime"): _INT32,
+    ("OSIESpec", "kernelUrl"): {"pattern": HTTP_URL_PATTERN},
+    ("OSIESpec", "initrdUrl"): {"pattern": HTTP_URL_PATTERN},
+    ("TemplateSpec", "actions"): {"minItems": 1},
+    ("Action", "timeout"): _INT32,
+    ("WorkflowSpec", "timeout"): _INT32,
 }
 """Per (model class, wire field name): schema keywords merged into the generated property."""
 
@@ -77,6 +94,27 @@ ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
     ("AWSMachine spec.instanceType", "an instance type in botocore's EC2 model"),
     ("AWSMachine spec.rootVolume", "iops required for io1/io2, refused for types other than io1, io2, gp3"),
     ("immutable fields", "every update rule of immutable_issues (needs the old object)"),
+    (
+        "Hardware spec.networkInterfaces keys",
+        "MAC addresses (colon, dash or dot notation), unique once normalised",
+    ),
+    (
+        "Hardware spec.networkInterfaces[].dhcp",
+        "required unless disableDhcp; netmask contiguous; gateway inside ip/netmask; ip not the network "
+        "or broadcast address nor another interface's; hostname RFC 1123; nameservers IPv4, timeservers "
+        "IPv4 or hostnames",
+    ),
+    ("Hardware spec.ipxe", "exactly one of inline or url; url an http(s) URL"),
+    ("Hardware spec.osie.osieRef, spec.bmcRef", "name a DNS subdomain, namespace a DNS label"),
+    ("Hardware spec.storageDevices", "device paths without empty, . or .. components, unique"),
+    ("OSIE spec.kernelUrl, spec.initrdUrl", "a valid URL with a host (the schema checks the scheme)"),
+    (
+        "Template spec.actions",
+        "names unique and set, image set; env names and volumes in Docker's form unless they hold {{",
+    ),
+    ("Template spec.env, spec.volumes", "env names and volumes in Docker's form unless they hold {{"),
+    ("Workflow spec.hardwareRef, spec.templateRef", "name a DNS subdomain, namespace a DNS label"),
+    ("Workflow spec.templateData", "JSON data nested at most 32 levels"),
 )
 """What the models refuse that a CRD's schema does not: cross-field rules, rules on metadata, lookups in
 botocore's data, and rules on updates. Admission (``capa serve``, or a validating webhook) checks them."""
@@ -95,6 +133,7 @@ _KEPT = (
     "pattern",
     "minItems",
     "maxItems",
+    "minProperties",
 )
 
 

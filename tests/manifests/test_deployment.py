@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from capa_py import __version__
+from capa_py.manifests.crds import TINKERBELL_LABELS
 from capa_py.manifests.deployment import CREDENTIALS_SECRET, RUN_AS
 from capa_py.manifests.rbac import NAMESPACE, SERVICE_ACCOUNT
 from tests.cli.cli_support import Cli
@@ -134,11 +135,18 @@ def test_image_is_overridable(cli: Cli) -> None:
 
 
 def test_every_document_of_all_carries_the_provider_label(cli: Cli) -> None:
-    """clusterctl finds a provider's components by ``cluster.x-k8s.io/provider``."""
+    """clusterctl finds a provider's components by ``cluster.x-k8s.io/provider``; the Tinkerbell CRDs are
+    not Cluster API's and carry capa-py's own labels instead."""
     docs = _docs(cli("manifests", "all").stdout)
     key, value = PROVIDER_LABEL
+    tinkerbell = [d for d in docs if d["metadata"]["name"].endswith(".tinkerbell.org")]
+    assert len(tinkerbell) == 4
+    for crd in tinkerbell:
+        assert crd["metadata"]["labels"] == TINKERBELL_LABELS
     unlabelled = [
-        f"{d['kind']}/{d['metadata']['name']}" for d in docs if d["metadata"]["labels"].get(key) != value
+        f"{d['kind']}/{d['metadata']['name']}"
+        for d in docs
+        if d["metadata"]["labels"].get(key) != value and d not in tinkerbell
     ]
     assert unlabelled == []
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]

@@ -8,7 +8,7 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject, ObjectMeta
-from capa_py.manifests.rbac import OUTSIDE_THE_RECORDING, cluster_role
+from capa_py.manifests.rbac import OUTSIDE_THE_RECORDING, TINKERBELL_ACCESS, cluster_role
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.leader import LeaderElector, LeaseTiming
 from controllers import aws_controllers
@@ -77,6 +77,10 @@ def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_re
     elsewhere = {
         (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
         for model, sub, verbs, _why in OUTSIDE_THE_RECORDING
+        for verb in verbs
+    } | {
+        (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
+        for model, sub, verbs in TINKERBELL_ACCESS
         for verb in verbs
     }
     assert used - granted == set(), f"requests the ClusterRole does not allow: {sorted(used - granted)}"

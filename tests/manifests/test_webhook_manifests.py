@@ -55,7 +55,16 @@ def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one
         )
 
     kinds = custom_kinds()
-    assert {k.KIND for k in kinds} == {"Cluster", "Machine", "AWSCluster", "AWSMachine"}
+    assert {k.KIND for k in kinds} == {
+        "Cluster",
+        "Machine",
+        "AWSCluster",
+        "AWSMachine",
+        "Hardware",
+        "OSIE",
+        "Template",
+        "Workflow",
+    }
     expected = {}
     # Cluster API core's kinds are left to Cluster API's own webhooks where it is installed.
     for model in [k for k in kinds if k.KIND not in ("Cluster", "Machine")]:
@@ -159,6 +168,10 @@ def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(
     assert sorted(d["metadata"]["name"] for d in kinds) == [
         "awsclusters.infrastructure.cluster.x-k8s.io",
         "awsmachines.infrastructure.cluster.x-k8s.io",
+        "hardware.tinkerbell.org",
+        "osies.tinkerbell.org",
+        "templates.tinkerbell.org",
+        "workflows.tinkerbell.org",
     ]
     full = cli("manifests", "crds", "-o", "json")
     names = sorted(d["metadata"]["name"] for d in json.loads(full.stdout)["items"])
