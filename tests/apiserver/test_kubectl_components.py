@@ -38,7 +38,7 @@ def _manifests(tmp_path: Path, what: str) -> Path:
 def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubectl, tmp_path: Path) -> None:
     crds = _manifests(tmp_path, "crds")
     created = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
-    assert len(created) == 4, created
+    assert len(created) == 8, created
     assert all(line.endswith(" created") for line in created), created
     again = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     assert all(line.endswith(" unchanged") for line in again), again
@@ -47,7 +47,11 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "customresourcedefinition.apiextensions.k8s.io/awsclusters.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsmachines.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/clusters.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/hardware.tinkerbell.org",
         "customresourcedefinition.apiextensions.k8s.io/machines.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/osies.tinkerbell.org",
+        "customresourcedefinition.apiextensions.k8s.io/templates.tinkerbell.org",
+        "customresourcedefinition.apiextensions.k8s.io/workflows.tinkerbell.org",
     ]
 
     components = _manifests(tmp_path, "all")
@@ -102,6 +106,10 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     assert [w["name"] for w in webhooks["webhooks"]] == [
         "validation.awscluster.infrastructure.cluster.x-k8s.io",
         "validation.awsmachine.infrastructure.cluster.x-k8s.io",
+        "validation.hardware.tinkerbell.org",
+        "validation.osie.tinkerbell.org",
+        "validation.template.tinkerbell.org",
+        "validation.workflow.tinkerbell.org",
     ]
     certificate = json.loads(
         kubectl.run("get", "certificates", "capa-py-serving-cert", "-n", "capa-system", "-o", "json").stdout
