@@ -93,6 +93,8 @@ def test_every_kind_resolves_by_plural_singular_and_short_name_with_its_columns(
         "apply", "-f", str(_write(tmp_path / "ok.yaml", [spelled, OSIE, TEMPLATE, WORKFLOW])), "--no-wait"
     )
     assert applied.exit_code == 0, str(applied)
+    again = cli("apply", "-f", str(tmp_path / "ok.yaml"), "--no-wait")
+    assert "hardware/node-1 unchanged" in again.stdout, f"the spelling of a MAC is no change:\n{again}"
 
     headers = {
         ("hardware", "hw"): ["NAME", "OSIE", "BMC", "AGE"],
