@@ -130,3 +130,35 @@ def test_the_other_parsers_never_crash(text: str) -> None:
     ):
         result = check(text)
         assert result is None or isinstance(result, str)
+
+
+_PATH_PART = st.from_regex(r"[A-Za-z0-9_.-]{1,12}", fullmatch=True).filter(lambda p: p not in (".", ".."))
+
+
+@st.composite
+def docker_volumes(draw: st.DrawFn) -> str:
+    """A volume in Docker's short form: a named volume or host directory, a target, options at most one of
+    each kind (nocopy only for named volumes)."""
+    named = draw(st.booleans())
+    if named:
+        source = draw(st.from_regex(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,20}", fullmatch=True))
+    else:
+        source = "/" + "/".join(draw(st.lists(_PATH_PART, max_size=4)))
+    target = "/" + "/".join(draw(st.lists(_PATH_PART, min_size=1, max_size=4)))
+    groups = [["ro", "rw"], ["z", "Z"], ["shared", "rshared", "slave", "rslave", "private", "rprivate"]]
+    if named:
+        groups.append(["nocopy"])
+    options = [draw(st.sampled_from(group)) for group in groups if draw(st.booleans())]
+    options = draw(st.permutations(options))
+    return f"{source}:{target}" + (f":{','.join(options)}" if options else "")
+
+
+@given(docker_volumes())
+def test_every_docker_volume_form_is_accepted(volume: str) -> None:
+    assert volume_issue(volume) is None, volume
+
+
+@given(docker_volumes(), st.sampled_from(["ro,rw", "z,Z", "shared,private", "bogus"]))
+def test_conflicting_or_unknown_options_are_refused(volume: str, extra: str) -> None:
+    source, target = volume.split(":")[:2]
+    assert volume_issue(f"{source}:{target}:{extra}") is not None
