@@ -394,10 +394,13 @@ class WorkflowController:
         """An end state reached: a deleted workflow's last word is an Event (it outlives the object)."""
         status = workflow.status
         if workflow.being_deleted and status.state == "Canceled":
-            detail = f" ({status.reason}: {status.message})" if status.message else ""
             quiet = status.reason in (None, states.REASON_CANCELED)
+            summary = "Canceled" if quiet else f"Canceled ({status.reason})"
             self.recorder.event(
-                workflow, "Normal" if quiet else "Warning", EVENT_CANCELED, f"workflow Canceled{detail}"
+                workflow,
+                "Normal" if quiet else "Warning",
+                EVENT_CANCELED,
+                f"{summary}: {status.message}" if status.message else summary,
             )
         remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
 

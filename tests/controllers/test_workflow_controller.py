@@ -352,7 +352,7 @@ def test_deleting_a_pending_workflow_cancels_it_at_once(world: World) -> None:
     assert world.gone()
     canceled = [e for e in events_for(world.store, world.uid_ref) if e.reason == "Canceled"]
     assert canceled, "the final state outlives the object as an Event"
-    assert "Canceled" in (canceled[-1].message or "")
+    assert canceled[-1].message == "Canceled: the workflow was deleted before it was scheduled"
 
 
 def test_deleting_an_unprepared_workflow_cancels_it_at_once(world: World) -> None:
@@ -395,7 +395,9 @@ def test_cancelling_too_long_is_forced_to_canceled_with_a_reason(world: World) -
     assert world.gone()
     messages = {e.reason: e for e in events_for(world.store, world.uid_ref)}
     assert messages["Canceled"].type == "Warning"
-    assert "CancelTimeout" in (messages["Canceled"].message or "")
+    assert (messages["Canceled"].message or "").startswith(
+        "Canceled (CancelTimeout): the agent did not confirm"
+    )
     assert "CancelTimeout" in messages
 
 
