@@ -47,6 +47,7 @@ from capa_py.ctrlkit.result import Result, exit_workflow, ignore_exit, no_requeu
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
+from capa_py.store.errors import Conflict
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from capa_py.tinkerbell import states
@@ -201,6 +202,7 @@ class Preparation:
         message = "; ".join(m for _, m in self.missing)
 
         def waiting(w: Workflow) -> None:
+            _still_preparable(w)
             w.status.observed_generation = w.metadata.generation
             set_condition(w.status, PREPARED, False, reason, message, "Warning")
             set_condition(w.status, READY, False, reason, message, "Warning")
@@ -222,6 +224,7 @@ class Preparation:
             message = str(exc)
 
             def render_failed(w: Workflow) -> None:
+                _still_preparable(w)
                 w.status.actions = {}
                 w.status.current_action = None
                 w.status.observed_generation = w.metadata.generation
@@ -241,6 +244,7 @@ class Preparation:
         hardware_name = self.hardware.name
 
         def prepared(w: Workflow) -> None:
+            _still_preparable(w)
             w.status.actions = {name: status.model_copy(deep=True) for name, status in rendered.items()}
             w.status.current_action = None
             w.status.observed_generation = w.metadata.generation
@@ -352,7 +356,12 @@ class WorkflowController:
         if due.at > now:
             return requeue_after(max((due.at - now).total_seconds(), 0.001))
 
+        expected = workflow.status.state
+
         def trip(w: Workflow) -> None:
+            if w.status.state != expected:
+                # The server moved it meanwhile (an action started): the deadline is stale.
+                raise Conflict(f"{w.ref()} became {w.status.state} while timing out")
             if due.cancel:
                 states.cancelled(w, now, due.reason, due.message)
             else:
@@ -403,6 +412,13 @@ class WorkflowController:
                 f"{summary}: {status.message}" if status.message else summary,
             )
         remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
+
+
+def _still_preparable(workflow: Workflow) -> None:
+    """A preparation's write applies only to a workflow nobody has scheduled meanwhile (a write re-applied
+    after a conflict sees the fresh copy): Conflict otherwise, and the next reconcile looks again."""
+    if workflow.status.state not in (None, "Pending") or _started(workflow):
+        raise Conflict(f"{workflow.ref()} became {workflow.status.state} while being prepared")
 
 
 def _started(workflow: Workflow) -> bool:

@@ -38,7 +38,7 @@ from capa_py.operations import apply_objects  # noqa: E402
 from capa_py.runtime.events import EventRecorder, events_for  # noqa: E402
 from capa_py.runtime.manager import Manager  # noqa: E402
 from capa_py.runtime.queue import ObjectKey  # noqa: E402
-from capa_py.store.errors import NotFound  # noqa: E402
+from capa_py.store.errors import Conflict, NotFound  # noqa: E402
 from capa_py.store.helpers import retry_on_conflict  # noqa: E402
 from capa_py.store.sqlite import SQLiteStore  # noqa: E402
 from capa_py.tinkerbell import states  # noqa: E402
@@ -483,3 +483,45 @@ def test_a_status_write_by_the_server_wakes_the_supervisor(world: World) -> None
     world.schedule()
     manager.poll_changes()
     assert manager.queue.has_work([KEY]), "Scheduled starts a clock: the controller must hear of it"
+
+
+# -- races with the server ------------------------------------------------------------------------------
+def race_before_next_status_write(world: World, server_write: Callable[[], None]) -> None:
+    """The server writes between the controller's read and its status write (the controller's write then
+    conflicts and is re-applied to the fresh copy)."""
+    original = world.store.update_status
+    pending = [server_write]
+
+    def racing(obj: Any) -> Any:
+        if pending:
+            world.store.update_status = original  # type: ignore[method-assign]
+            pending.pop()()
+        return original(obj)
+
+    world.store.update_status = racing  # type: ignore[method-assign]
+
+
+def test_a_timeout_does_not_fail_a_workflow_the_server_moved_on_meanwhile(world: World) -> None:
+    prepared(world)
+    world.schedule()
+    world.clock.advance(60)
+    race_before_next_status_write(world, lambda: world.start("stream"))
+    with pytest.raises(Conflict):
+        world.reconcile()
+    wf = world.workflow()
+    assert wf.status.state == "Running", "the scheduling deadline no longer applies"
+    assert world.reconcile().requeue_after == pytest.approx(30.0), "the action's deadline does"
+
+
+def test_a_preparation_does_not_overwrite_a_workflow_the_server_scheduled_meanwhile(world: World) -> None:
+    prepared(world)
+
+    def new_disk(w: Workflow) -> None:
+        w.spec.template_data = {"device_1": "/dev/sdb"}
+
+    retry_on_conflict(world.store, world.workflow(), new_disk)
+    race_before_next_status_write(world, world.schedule)
+    assert isinstance(world.reconcile().error, Conflict), "retried with back-off, as any conflict"
+    wf = world.workflow()
+    assert wf.status.state == "Scheduled"
+    assert wf.status.actions["stream"].rendered.args == ["/dev/sda"], "what was dispatched stays recorded"
