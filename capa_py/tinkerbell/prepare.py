@@ -112,7 +112,8 @@ def _render(text: str, data: Mapping[str, Any], field: str) -> str:
     from capa_py.tinkerbell import TemplateError, render_text
 
     try:
-        return render_text(text, data)
+        # Each field is its own template, named by its path, so Go's message points into it.
+        return render_text(text, data, name=field)
     except TemplateError as exc:
         raise RenderFailed(field, str(exc)) from exc
 
