@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from capa_py.api.conditions import READY, set_condition
-from capa_py.api.meta import KubeObject, utcnow
+from capa_py.api.meta import KubeObject, ObjectMeta, utcnow
 from capa_py.api.tinkerbell import (
     END_STATES,
     WORKFLOW_FINALIZER,
@@ -40,6 +40,7 @@ from capa_py.api.tinkerbell import (
     LocalObjectReference,
     Template,
     Workflow,
+    WorkflowSpec,
 )
 from capa_py.ctrlkit.action import Action, Context, wrap_action
 from capa_py.ctrlkit.combinators import Join, Sequential
@@ -427,6 +428,23 @@ def _started(workflow: Workflow) -> bool:
     )
 
 
+def preparation_graph() -> Action:
+    """The preparation's ctrlkit graph, for ``capa ctrlkit graph controllers.tinkerbell:preparation_graph``
+    (built as a reconcile builds it, over a store that is never touched)."""
+    from typing import cast
+
+    nowhere = cast(ObjectStore, None)
+    workflow = Workflow(
+        metadata=ObjectMeta(name="example"),
+        spec=WorkflowSpec(
+            hardware_ref=LocalObjectReference(name="example"),
+            template_ref=LocalObjectReference(name="example"),
+        ),
+    )
+    controller = WorkflowController(nowhere, EventRecorder(nowhere))
+    return Preparation(controller, workflow, utcnow()).workflow_graph()
+
+
 def tinkerbell_controllers(
     store: ObjectStore,
     events: EventRecorder | None = None,
@@ -449,6 +467,7 @@ __all__ = [
     "WorkflowController",
     "WorkflowTimeouts",
     "deadlines",
+    "preparation_graph",
     "supervision_view",
     "tinkerbell_controllers",
 ]

@@ -525,3 +525,16 @@ def test_a_preparation_does_not_overwrite_a_workflow_the_server_scheduled_meanwh
     wf = world.workflow()
     assert wf.status.state == "Scheduled"
     assert wf.status.actions["stream"].rendered.args == ["/dev/sda"], "what was dispatched stays recorded"
+
+
+def test_the_preparation_graph_resolves_hardware_and_template_together() -> None:
+    from capa_py.ctrlkit import to_mermaid
+    from controllers.tinkerbell import preparation_graph
+
+    drawn = to_mermaid(preparation_graph())
+    assert "Join" in drawn
+    lines = drawn.splitlines()
+    join = next(line.split('"')[0].strip().rstrip("[") for line in lines if '"Join"' in line)
+    targets = {line.split("-->")[1].strip() for line in lines if line.strip().startswith(f"{join} -->")}
+    names = {line.split('"')[1] for line in lines if '"' in line and line.strip().split("[")[0] in targets}
+    assert names == {"ResolveHardware", "ResolveTemplate"}
