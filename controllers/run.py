@@ -50,7 +50,12 @@ def readiness(obj: KubeObject | None) -> Readiness:
         state = getattr(status, "state", None)
         if state is None or not current:
             return "pending"
-        return "failed" if state == "Failed" else "ready"
+        if state == "Failed":
+            return "failed"
+        conditions = getattr(status, "conditions", None) or []
+        prepared = next((c for c in conditions if c.type == "Prepared"), None)
+        # A prepared workflow whose hardware or template has gone since waits for it again.
+        return "pending" if prepared is not None and prepared.status != "True" else "ready"
     if obj.KIND == "Cluster":
         return "ready" if phase == "Provisioned" else "pending"
     if obj.KIND == "Machine":

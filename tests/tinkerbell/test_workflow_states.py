@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from capa_py.api.meta import ObjectMeta
 from capa_py.api.tinkerbell import Action, ActionStatus, LocalObjectReference, Workflow, WorkflowSpec
@@ -218,3 +220,55 @@ def test_a_forced_cancellation_keeps_its_failure_reason() -> None:
         "the agent did not answer",
     )
     assert workflow.status.actions["a"].state == "Canceled"
+
+
+# -- any sequence of events ---------------------------------------------------------------------------
+EVENT_NAMES = ("schedule", "reject", "start", "succeed", "fail", "cancel_request", "cancelled", "timeout")
+
+
+def apply_event(workflow: Workflow, event: str, action: str, now: datetime) -> None:
+    handlers = {
+        "schedule": lambda: states.scheduled(workflow, now),
+        "reject": lambda: states.rejected(workflow, now, "Busy", "another workflow runs"),
+        "start": lambda: states.action_started(workflow, action, now),
+        "succeed": lambda: states.action_succeeded(workflow, action, now),
+        "fail": lambda: states.action_failed(workflow, action, now, "Broken", "exit 1"),
+        "cancel_request": lambda: states.cancel_requested(workflow, now),
+        "cancelled": lambda: states.cancelled(workflow, now),
+        "timeout": lambda: states.failed(workflow, now, "Timeout", "too slow"),
+    }
+    handlers[event]()
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(EVENT_NAMES), st.sampled_from(("a", "b", "c"))),
+        max_size=30,
+    )
+)
+def test_any_sequence_of_events_keeps_the_state_machine_consistent(events: list[tuple[str, str]]) -> None:
+    workflow = prepared("a", "b", "c")
+    for step, (event, action) in enumerate(events, start=1):
+        before = workflow.model_copy(deep=True)
+        try:
+            apply_event(workflow, event, action, at(step))
+        except TransitionError:
+            assert workflow == before, f"a refused {event} changed the workflow"
+            continue
+        status = workflow.status
+        if before.status.state in ("Succeeded", "Failed", "Canceled"):
+            assert status.state == before.status.state, "an end state is final"
+        if status.state != before.status.state:
+            assert status.last_transition_time == at(step)
+        else:
+            assert status.last_transition_time == before.status.last_transition_time
+        ordered = [a.state for _, a in workflow.ordered_actions()]
+        assert ordered.count("Running") <= 1, ordered
+        if "Running" in ordered:
+            assert status.state in ("Running", "Cancelling")
+            assert all(s == "Succeeded" for s in ordered[: ordered.index("Running")]), ordered
+        assert (status.state == "Succeeded") == (ordered == ["Succeeded"] * 3)
+        if status.state in ("Scheduled", "Pending"):
+            assert all(s == "Pending" for s in ordered), "nothing has run before the workflow is Running"
+        if status.state == "Failed":
+            assert status.reason
