@@ -328,6 +328,7 @@ def register(app: typer.Typer) -> None:
                     left = ", ".join(r for r, s in result.states.items() if s != "gone")
                     stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
                     raise typer.Exit(EXIT_FAILED)
+                report_workflow_outcomes(store, targets)
                 return
             from controllers.run import converge
 
