@@ -338,6 +338,8 @@ class WorkflowController:
             return self._reconcile_delete(workflow, now)
         state = workflow.status.state
         if state in END_STATES:
+            # Ended by the server (an action's outcome): Ready says so too, then the workflow is let go.
+            workflow = patch_status(self.store, workflow, _ready_from_state)
             remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
             return no_requeue()
         if state is None or (state == "Pending" and not _started(workflow)):
@@ -413,6 +415,18 @@ class WorkflowController:
                 f"{summary}: {status.message}" if status.message else summary,
             )
         remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
+
+
+def _ready_from_state(workflow: Workflow) -> None:
+    """``Ready`` of an ended workflow: True when it succeeded, else False with its reason."""
+    status = workflow.status
+    if status.state == "Succeeded":
+        set_condition(status, READY, True)
+    elif status.state in END_STATES:
+        reason = status.reason or states.REASON_UNKNOWN
+        set_condition(
+            status, READY, False, reason, status.message, "Info" if status.state == "Canceled" else "Error"
+        )
 
 
 def _still_preparable(workflow: Workflow) -> None:

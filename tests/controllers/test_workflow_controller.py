@@ -538,3 +538,29 @@ def test_the_preparation_graph_resolves_hardware_and_template_together() -> None
     targets = {line.split("-->")[1].strip() for line in lines if line.strip().startswith(f"{join} -->")}
     names = {line.split('"')[1] for line in lines if '"' in line and line.strip().split("[")[0] in targets}
     assert names == {"ResolveHardware", "ResolveTemplate"}
+
+
+@pytest.mark.parametrize("end", ["Succeeded", "Failed"])
+def test_a_workflow_ended_by_the_server_while_the_controller_was_down_is_let_go(
+    world: World, end: str
+) -> None:
+    prepared(world)
+    world.schedule()
+    world.start("stream")
+    world.restart()
+    if end == "Failed":
+        world.server(lambda w: states.action_failed(w, "stream", world.clock(), "Broken", "exit 1"))
+    else:
+        world.server(lambda w: states.action_succeeded(w, "stream", world.clock()))
+        world.start("reboot")
+        world.server(lambda w: states.action_succeeded(w, "reboot", world.clock()))
+    assert WORKFLOW_FINALIZER in world.workflow().metadata.finalizers
+    run_manager(world)
+    wf = world.workflow()
+    assert WORKFLOW_FINALIZER not in wf.metadata.finalizers
+    ready = get_condition(wf.status, "Ready")
+    assert ready is not None
+    if end == "Failed":
+        assert (ready.status, ready.reason) == ("False", "Broken")
+    else:
+        assert ready.status == "True"
