@@ -6,7 +6,8 @@ the workflow's; a missing one is ``Prepared=False`` with reason ``HardwareNotFou
 retried when it appears — Hardware and Template events wake the workflows naming them); the template is
 rendered (:mod:`capa_py.tinkerbell.prepare`) into ``status.actions``; the workflow is ``Pending`` and
 ``Prepared=True``. A render error fails it (``RenderFailed``, the Go-style message). A prepared workflow
-that has not started is rendered again when its spec, template or hardware changes.
+that has not started is rendered again when its spec, template or hardware changes; a workflow that
+failed to render is prepared again when its spec is edited (it never ran).
 
 Supervision (the rules live in :mod:`capa_py.tinkerbell.states`): ``Scheduled`` longer than the scheduling
 timeout (from ``status.lastTransitionTime``) fails with ``SchedulingTimeout``; ``Running`` longer than
@@ -337,18 +338,18 @@ class WorkflowController:
         if workflow.being_deleted:
             return self._reconcile_delete(workflow, now)
         state = workflow.status.state
-        if state in END_STATES:
-            # Ended by the server (an action's outcome): Ready says so too, then the workflow is let go.
-            workflow = patch_status(self.store, workflow, _ready_from_state)
-            remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
-            return no_requeue()
-        if state is None or (state == "Pending" and not _started(workflow)):
+        if preparable(workflow):
             preparation = Preparation(self, workflow, now)
             result = preparation.run()
             settle(self, key, preparation.workflow)
             if preparation.workflow.status.state in END_STATES:
                 remove_finalizer(self.store, preparation.workflow, WORKFLOW_FINALIZER)
             return result
+        if state in END_STATES:
+            # Ended by the server (an action's outcome): Ready says so too, then the workflow is let go.
+            workflow = patch_status(self.store, workflow, _ready_from_state)
+            remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
+            return no_requeue()
         return self._supervise(workflow, now)
 
     def _supervise(self, workflow: Workflow, now: datetime) -> Result:
@@ -429,10 +430,23 @@ def _ready_from_state(workflow: Workflow) -> None:
         )
 
 
+def preparable(workflow: Workflow) -> bool:
+    """Whether the workflow is (re)prepared: it is new, ``Pending`` and not started, or failed to render
+    a spec it no longer has (its spec was edited since: it never ran, so the new spec is rendered)."""
+    status = workflow.status
+    if status.state is None or (status.state == "Pending" and not _started(workflow)):
+        return True
+    return (
+        status.state == "Failed"
+        and status.reason == RENDER_FAILED
+        and status.observed_generation != workflow.metadata.generation
+    )
+
+
 def _still_preparable(workflow: Workflow) -> None:
     """A preparation's write applies only to a workflow nobody has scheduled meanwhile (a write re-applied
     after a conflict sees the fresh copy): Conflict otherwise, and the next reconcile looks again."""
-    if workflow.status.state not in (None, "Pending") or _started(workflow):
+    if not preparable(workflow):
         raise Conflict(f"{workflow.ref()} became {workflow.status.state} while being prepared")
 
 

@@ -163,3 +163,18 @@ def test_workflow_timeouts_parse_durations() -> None:
 
     timeouts = workflow_timeouts("90s", "2m", "1h30m")
     assert (timeouts.scheduling, timeouts.cancel, timeouts.action) == (90.0, 120.0, 5400.0)
+
+
+def test_reapplying_a_workflow_that_failed_to_render_with_a_fixed_spec_prepares_it(
+    cli: Cli, tmp_path: Path
+) -> None:
+    broken = tmp_path / "workflow.yaml"
+    broken.write_text((EXAMPLES / "workflow.yaml").read_text().replace("device_1:", "other:"))
+    failed = cli("apply", *files(*MANIFESTS[:3], str(broken)), "--timeout", "60s")
+    assert failed.exit_code == 1, str(failed)
+    fixed = cli("apply", "-f", MANIFESTS[3], "--timeout", "60s")
+    assert fixed.exit_code == 0, str(fixed)
+    status = yaml.safe_load(cli("get", "workflow", "provision-machine1", "-o", "yaml").stdout)["status"]
+    assert status["state"] == "Pending"
+    assert status.get("reason") is None
+    assert len(status["actions"]) == 4

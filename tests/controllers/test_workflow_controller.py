@@ -564,3 +564,21 @@ def test_a_workflow_ended_by_the_server_while_the_controller_was_down_is_let_go(
         assert (ready.status, ready.reason) == ("False", "Broken")
     else:
         assert ready.status == "True"
+
+
+def test_a_render_failure_is_final_until_the_spec_is_edited(world: World) -> None:
+    setup(world, workflow(data={}))
+    world.reconcile()
+    assert world.workflow().status.state == "Failed"
+    world.reconcile()
+    assert world.workflow().status.reason == "RenderFailed", "the same spec is not rendered again"
+
+    def fix(w: Workflow) -> None:
+        w.spec.template_data = {"device_1": "/dev/sdc"}
+
+    retry_on_conflict(world.store, world.workflow(), fix)
+    world.reconcile()
+    wf = world.workflow()
+    assert (wf.status.state, wf.status.reason) == ("Pending", None)
+    assert wf.status.actions["stream"].rendered.args == ["/dev/sdc"]
+    assert WORKFLOW_FINALIZER in wf.metadata.finalizers
