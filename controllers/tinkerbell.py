@@ -93,7 +93,11 @@ def _ref_namespace(ref: LocalObjectReference, workflow: Workflow) -> str:
 
 def supervision_view(workflow: Workflow) -> object:
     """What of a workflow the supervisor reacts to when someone else (the gRPC server) writes its status:
-    its state, its current action and each action's state."""
+    the state, current action and action states of a supervised workflow (Scheduled, Running,
+    Cancelling); nothing otherwise, so the controller's own preparation does not wake it again, while a
+    workflow entering or leaving supervision does."""
+    if workflow.status.state not in ("Scheduled", "Running", "Cancelling"):
+        return None
     return (
         workflow.status.state,
         workflow.status.current_action,
