@@ -52,6 +52,7 @@ from capa_py.tinkerbell.gotemplate.values import (
     NO_VALUE,
     Boxed,
     GoInt,
+    GoSlice,
     as_interface,
     concrete_type_name,
     is_int,
@@ -280,6 +281,8 @@ class _State:
         text = node.text
         is_hex_int = len(text) > 2 and text[0] == "0" and text[1] in "xX" and not any(c in text for c in "pP")
         is_rune = text.startswith("'")
+        if node.is_complex:
+            return node.complex128
         if node.is_float and not is_hex_int and not is_rune and any(c in text for c in ".eEpP"):
             return node.float64
         if node.is_int:
@@ -479,7 +482,7 @@ def template_data(value: Any, path: str = "data") -> Any:
             out[key] = template_data(item, f"{path}.{key}")
         return out
     if isinstance(value, (list, tuple)):
-        return [template_data(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return GoSlice.decoded([template_data(item, f"{path}[{i}]") for i, item in enumerate(value)])
     raise TypeError(f"{path}: {type(value).__name__} is not JSON data")
 
 

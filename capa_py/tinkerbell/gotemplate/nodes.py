@@ -115,12 +115,26 @@ class NumberNode:
     is_int: bool = False
     is_uint: bool = False
     is_float: bool = False
+    is_complex: bool = False
     int64: int = 0
     uint64: int = 0
     float64: float = 0.0
+    complex128: complex = 0j
 
     def __str__(self) -> str:
         return self.text
+
+    def simplify_complex(self) -> None:
+        """A complex constant with no imaginary part is also a float (and maybe an integer)."""
+        self.is_float = self.complex128.imag == 0
+        if self.is_float:
+            self.float64 = self.complex128.real
+            self.is_int = self.float64.is_integer() and -(2**63) <= self.float64 < 2**63
+            if self.is_int:
+                self.int64 = int(self.float64)
+            self.is_uint = self.float64.is_integer() and 0 <= self.float64 < 2**64
+            if self.is_uint:
+                self.uint64 = int(self.float64)
 
 
 @dataclass(eq=False)

@@ -412,6 +412,14 @@ class _TreeParser:
         self.s.backup()
         return None
 
+    def complex_constant(self, text: str) -> complex:
+        parts = _split_complex(text) if text.endswith("i") else None
+        if parts is not None:
+            real, imag = parse_float(parts[0]), parse_float(parts[1])
+            if real is not None and imag is not None:
+                return complex(real, imag)
+        raise self.errorf(f"illegal number syntax: {go_quote(text)}")
+
     def use_var(self, item: Item) -> VariableNode:
         node = VariableNode(item.pos, item.val.split("."))
         if node.ident[0] in self.vars:
@@ -433,8 +441,16 @@ class _TreeParser:
             node.int64 = node.uint64 = code
             node.float64 = float(code)
             return node
-        if item.typ is T.COMPLEX or (text.endswith("i") and parse_float(text[:-1]) is not None):
-            raise self.errorf(f"complex constant {text} is not supported")
+        if item.typ is T.COMPLEX:
+            node.complex128 = self.complex_constant(text)
+            node.is_complex = True
+            node.simplify_complex()
+            return node
+        if text.endswith("i") and (imag := parse_float(text[:-1])) is not None:
+            node.complex128 = complex(0, imag)
+            node.is_complex = True
+            node.simplify_complex()
+            return node
         value = parse_int_base0(text)
         if value is not None and not text.startswith(("+", "-")) and 0 <= value <= UINT64_MAX:
             node.is_uint, node.uint64 = True, value
@@ -459,6 +475,14 @@ class _TreeParser:
         if not (node.is_int or node.is_uint or node.is_float):
             raise self.errorf(f"illegal number syntax: {go_quote(text)}")
         return node
+
+
+def _split_complex(text: str) -> tuple[str, str] | None:
+    """``real`` and ``±imag`` of a ``real±imagi`` constant (the sign after the real part's digits)."""
+    for k in range(len(text) - 2, 0, -1):
+        if text[k] in "+-" and text[k - 1] not in "eEpP":
+            return text[:k], text[k:-1]
+    return None
 
 
 def parse(name: str, text: str, funcs: Collection[str]) -> dict[str, Tree]:

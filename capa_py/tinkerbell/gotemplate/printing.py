@@ -254,6 +254,17 @@ class _Printer:
                 self.fmt_float(value, "f", 6)
             else:
                 self.bad_verb(value, verb)
+        elif isinstance(value, complex):
+            if verb in "vbgGxXfFeE":
+                old_plus = f.plus
+                self.buf.append("(")
+                self.print_value(value.real, verb, depth)
+                f.plus = True
+                self.print_value(value.imag, verb, depth)
+                self.buf.append("i)")
+                f.plus = old_plus
+            else:
+                self.bad_verb(value, verb)
         elif isinstance(value, str):
             if verb == "v":
                 if f.sharp_v:
