@@ -58,7 +58,8 @@ class GoRenderer:
     def render(self, template: str, data: dict[str, Any], name: str = "action") -> GoResult:
         stdin: IO[str] | None = self._proc.stdin
         stdout: IO[str] | None = self._proc.stdout
-        assert stdin is not None and stdout is not None
+        assert stdin is not None
+        assert stdout is not None
         line = json.dumps({"name": name, "template": template, "data": data}, allow_nan=False)
         stdin.write(line + "\n")
         stdin.flush()

@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - template strings read best on one line
 """A fixed corpus of Go templates and data: every construct, builtin, printf verb, printing rule and
 error the renderer supports, each rendered by Go and by the Python renderer in the differential test.
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from capa_py.tinkerbell import TemplateError, render_text
-from tests.tinkerbell.go_oracle import GoRenderer, GoResult, go_renderer  # noqa: F401
+from tests.tinkerbell.go_oracle import GoRenderer, GoResult
 from tests.tinkerbell.render_corpus import CASES
 
 

@@ -287,7 +287,15 @@ def _html(*args: Any) -> str:
 def _js(*args: Any) -> str:
     s = _eval_args(args)
     out = []
-    special = {"\\": "\\\\", "'": "\\'", '"': '\\"', "<": "\\u003C", ">": "\\u003E", "&": "\\u0026", "=": "\\u003D"}
+    special = {
+        "\\": "\\\\",
+        "'": "\\'",
+        '"': '\\"',
+        "<": "\\u003C",
+        ">": "\\u003E",
+        "&": "\\u0026",
+        "=": "\\u003D",
+    }
     for ch in s:
         code = ord(ch)
         if ch in special:
@@ -342,7 +350,7 @@ def format_partition(dev: str, partition: int) -> str:
     return dev
 
 
-V, A, S, I = ParamType.VALUE, ParamType.ANY, ParamType.STRING, ParamType.INT
+V, A, S, N = ParamType.VALUE, ParamType.ANY, ParamType.STRING, ParamType.INT
 
 
 def _and_or(*_: Any) -> Any:  # evaluated lazily by the executor
@@ -380,6 +388,6 @@ TINKERBELL_FUNCS: dict[str, Func] = {
         Func("contains", (S, S), False, _contains, builtin=False),
         Func("hasPrefix", (S, S), False, _has_prefix, builtin=False),
         Func("hasSuffix", (S, S), False, _has_suffix, builtin=False),
-        Func("formatPartition", (S, I), False, format_partition, builtin=False),
+        Func("formatPartition", (S, N), False, format_partition, builtin=False),
     )
 }

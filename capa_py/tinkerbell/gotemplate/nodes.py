@@ -4,7 +4,6 @@ quote nodes: ``executing "action" at <index .l 5>``), and carries its position f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from capa_py.tinkerbell.gotemplate.lex import go_quote
 
@@ -257,28 +256,19 @@ class ElseNode:
         return "{{else}}"
 
 
-Operand = Union[
-    BoolNode,
-    ChainNode,
-    DotNode,
-    FieldNode,
-    IdentifierNode,
-    NilNode,
-    NumberNode,
-    PipeNode,
-    StringNode,
-    VariableNode,
-]
-Node = Union[
-    ActionNode,
-    BranchNode,
-    BreakNode,
-    CommentNode,
-    ContinueNode,
-    ListNode,
-    TemplateNode,
-    TextNode,
-]
+Operand = (
+    BoolNode
+    | ChainNode
+    | DotNode
+    | FieldNode
+    | IdentifierNode
+    | NilNode
+    | NumberNode
+    | PipeNode
+    | StringNode
+    | VariableNode
+)
+Node = ActionNode | BranchNode | BreakNode | CommentNode | ContinueNode | ListNode | TemplateNode | TextNode
 
 
 def is_empty_tree(node: Node | ElseNode | EndNode | None) -> bool:

@@ -121,7 +121,8 @@ class _TreeParser:
     # -- errors ---------------------------------------------------------------------------------
     def errorf(self, message: str) -> TemplateError:
         line = self.s.error_line()
-        return TemplateError(f"template: {self.parse_name}:{line}: {message}", name=self.parse_name, line=line)
+        text = f"template: {self.parse_name}:{line}: {message}"
+        return TemplateError(text, name=self.parse_name, line=line)
 
     def unexpected(self, item: Item, context: str) -> TemplateError:
         if item.typ is T.ERROR:
@@ -238,7 +239,7 @@ class _TreeParser:
             raise self.errorf("{{" + word + "}} outside {{range}}")
         return BreakNode(item.pos, item.line) if word == "break" else ContinueNode(item.pos, item.line)
 
-    def pipeline(self, context: str, end: T) -> PipeNode:  # noqa: C901 - Go's declaration grammar
+    def pipeline(self, context: str, end: T) -> PipeNode:
         first = self.s.peek_non_space()
         pipe = PipeNode(first.pos, first.line)
         while True:  # declarations
@@ -380,7 +381,7 @@ class _TreeParser:
             return chain
         return node
 
-    def term(self) -> Operand | None:  # noqa: C901 - one branch per operand kind
+    def term(self) -> Operand | None:
         item = self.s.next_non_space()
         typ = item.typ
         if typ is T.IDENTIFIER:

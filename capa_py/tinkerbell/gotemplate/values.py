@@ -75,7 +75,7 @@ class GoSlice(list[Any]):
         return out
 
     def window(self, low: int, high: int, cap: int) -> GoSlice:
-        """``s[low:high:cap]`` with indexes relative to this slice (``high`` and ``cap`` up to ``self.cap``)."""
+        """``s[low:high:cap]``, indexes relative to this slice (``high`` and ``cap`` up to ``self.cap``)."""
         start = self.offset + low
         out = GoSlice(self.backing[start : self.offset + high])
         out.backing = self.backing
