@@ -12,7 +12,9 @@ class TemplateError(ValueError):
     reports by line only).
     """
 
-    def __init__(self, message: str, *, name: str, line: int | None = None, column: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, name: str, line: int | None = None, column: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.name = name

@@ -52,6 +52,7 @@ from capa_py.tinkerbell.gotemplate.values import (
     NO_VALUE,
     Boxed,
     GoInt,
+    GoSlice,
     as_interface,
     concrete_type_name,
     is_int,
@@ -87,12 +88,16 @@ class _State:
         self.node = node
 
     def errorf(self, message: str) -> NoReturn:
+        raise self.error(message)
+
+    def error(self, message: str) -> TemplateError:
+        """Go's execution error: the template, the node being evaluated and where it is."""
         name = go_quote(self.tree.name)
         if self.node is None:
-            raise TemplateError(f"template: {self.tree.name}: {message}", name=self.tree.name)
+            return TemplateError(f"template: {self.tree.name}: {message}", name=self.tree.name)
         location = self.tree.location(self.node.pos)
         _, line, column = location.rsplit(":", 2)
-        raise TemplateError(
+        return TemplateError(
             f"template: {location}: executing {name} at <{self.node}>: {message}",
             name=self.tree.name,
             line=int(line),
@@ -123,7 +128,7 @@ class _State:
         for entry in reversed(self.vars):
             if entry[0] == name:
                 return entry[1]
-        self.errorf(f"undefined variable: {name}")
+        raise self.error(f"undefined variable: {name}")
 
     # -- walking ----------------------------------------------------------------------------------
     def walk(self, dot: Any, node: Node) -> None:
@@ -166,7 +171,7 @@ class _State:
         finally:
             self.pop(mark)
 
-    def walk_range(self, dot: Any, node: BranchNode) -> None:  # noqa: C901 - one branch per kind
+    def walk_range(self, dot: Any, node: BranchNode) -> None:
         self.at(node)
         pipe = node.pipe
         try:
@@ -280,6 +285,8 @@ class _State:
         text = node.text
         is_hex_int = len(text) > 2 and text[0] == "0" and text[1] in "xX" and not any(c in text for c in "pP")
         is_rune = text.startswith("'")
+        if node.is_complex:
+            return node.complex128
         if node.is_float and not is_hex_int and not is_rune and any(c in text for c in ".eEpP"):
             return node.float64
         if node.is_int:
@@ -299,7 +306,9 @@ class _State:
         receiver = self.eval_arg(dot, None, chain.node)
         return self.eval_field_chain(dot, receiver, chain, chain.field, args, final)
 
-    def eval_variable_node(self, dot: Any, var: VariableNode, args: list[Operand] | None, final: Any) -> Any:
+    def eval_variable_node(
+        self, dot: Any, var: VariableNode, args: list[Operand] | None, final: Any
+    ) -> Any:
         self.at(var)
         value = self.var_value(var.ident[0])
         if len(var.ident) == 1:
@@ -328,7 +337,7 @@ class _State:
             if name not in receiver:
                 self.errorf(f"map has no entry for key {go_quote(name)}")
             return Boxed(receiver[name])
-        self.errorf(f"can't evaluate field {name} in type {typ}")
+        raise self.error(f"can't evaluate field {name} in type {typ}")
 
     def eval_function(self, dot: Any, node: IdentifierNode, cmd: AnyNode, args: list[Operand] | None,
                       final: Any) -> Any:
@@ -347,7 +356,9 @@ class _State:
         if fn.variadic:
             num_fixed = num_params - 1
             if num_in < num_fixed:
-                self.errorf(f"wrong number of args for {name}: want at least {num_params - 1} got {len(args)}")
+                self.errorf(
+                    f"wrong number of args for {name}: want at least {num_params - 1} got {len(args)}"
+                )
         elif num_in != num_params:
             self.errorf(f"wrong number of args for {name}: want {num_params} got {num_in}")
 
@@ -390,7 +401,7 @@ class _State:
             self.errorf(f"error calling {name}: {exc}")
 
     # -- arguments --------------------------------------------------------------------------------
-    def eval_arg(self, dot: Any, typ: ParamType | None, node: Operand) -> Any:  # noqa: C901
+    def eval_arg(self, dot: Any, typ: ParamType | None, node: Operand) -> Any:
         self.at(node)
         if isinstance(node, DotNode):
             return self.validate_type(dot, typ)
@@ -428,7 +439,7 @@ class _State:
             return self.ideal_constant(node)
         if isinstance(node, StringNode):
             return node.text
-        self.errorf(f"can't handle assignment of {node} to empty interface argument")
+        raise self.error(f"can't handle assignment of {node} to empty interface argument")
 
     def validate_type(self, value: Any, typ: ParamType | None) -> Any:
         if value is NO_VALUE:
@@ -448,7 +459,7 @@ class _State:
             return inner
         if typ is ParamType.INT and isinstance(inner, GoInt):
             return inner
-        self.errorf(f"wrong type for value; expected {typ.value}; got {concrete_type_name(inner)}")
+        raise self.error(f"wrong type for value; expected {typ.value}; got {concrete_type_name(inner)}")
 
 
 def _value_string(value: Any) -> str:
@@ -479,7 +490,7 @@ def template_data(value: Any, path: str = "data") -> Any:
             out[key] = template_data(item, f"{path}.{key}")
         return out
     if isinstance(value, (list, tuple)):
-        return [template_data(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        return GoSlice.decoded([template_data(item, f"{path}[{i}]") for i, item in enumerate(value)])
     raise TypeError(f"{path}: {type(value).__name__} is not JSON data")
 
 

@@ -19,6 +19,7 @@ from capa_py.tinkerbell.gotemplate.values import (
     NO_VALUE,
     Boxed,
     GoInt,
+    GoSlice,
     GoUint8,
     byte_len,
     from_bytes,
@@ -69,7 +70,9 @@ def _not(arg: Any) -> bool:
     return not _truth(arg)
 
 
-_BOOL, _INT, _UINT, _FLOAT, _STRING, _INVALID = "bool", "int", "uint", "float", "string", "invalid"
+_BOOL, _INT, _UINT, _FLOAT, _COMPLEX, _STRING, _INVALID = (
+    "bool", "int", "uint", "float", "complex", "string", "invalid"
+)
 
 
 def _basic_kind(value: Any) -> str:
@@ -81,6 +84,8 @@ def _basic_kind(value: Any) -> str:
         return _INT
     if isinstance(value, float):
         return _FLOAT
+    if isinstance(value, complex):
+        return _COMPLEX
     if isinstance(value, str):
         return _STRING
     return _INVALID
@@ -110,13 +115,13 @@ def _eq(arg1: Any, *arg2: Any) -> bool:
             # maps and slices: only comparable against nil, and an invalid value counts as nil
             if not _same_kind(arg1, arg):
                 raise FuncError(
-                    f"non-comparable types {_value_string(arg1)}: {type_name(arg1)}, "
-                    f"{type_name(arg)}: {_value_string(arg)}"
+                    f"non-comparable types {_value_string(arg1, 's')}: {type_name(arg1)}, "
+                    f"{type_name(arg)}: {_value_string(arg, 'v')}"
                 )
             if _is_nil(arg1) or _is_nil(arg):
                 truth = _is_nil(arg) == _is_nil(arg1)
             else:
-                raise FuncError(f"non-comparable type {_value_string(arg)}: {type_name(arg)}")
+                raise FuncError(f"non-comparable type {_value_string(arg, 's')}: {type_name(arg)}")
         if truth:
             return True
     return False
@@ -128,11 +133,11 @@ def _same_kind(a: Any, b: Any) -> bool:
     return type(a) is type(b)
 
 
-def _value_string(value: Any) -> str:
-    """``%v`` of a ``reflect.Value`` (fmt prints the value it holds)."""
+def _value_string(value: Any, verb: str) -> str:
+    """``%s``/``%v`` of a ``reflect.Value`` (fmt prints the value it holds)."""
     if value is NO_VALUE:
         return "<invalid reflect.Value>"
-    return sprint([value])
+    return sprintf("%" + verb, [value])
 
 
 def _ne(arg1: Any, arg2: Any) -> bool:
@@ -152,7 +157,7 @@ def _lt(arg1: Any, arg2: Any) -> bool:
         if {k1, k2} == {_INT, _UINT}:
             return bool(arg1 < arg2)
         raise FuncError(f"incompatible types for comparison: {type_name(arg1)} and {type_name(arg2)}")
-    if k1 == _BOOL:
+    if k1 in (_BOOL, _COMPLEX):
         raise FuncError("invalid type for comparison")
     if k1 == _STRING:
         return to_bytes(arg1) < to_bytes(arg2)
@@ -196,7 +201,9 @@ def _index(item: Any, *indexes: Any) -> Any:
             length = len(item) if isinstance(item, list) else byte_len(item)
             x = _index_arg(index, length)
             if x == length:
-                raise FuncError(f"index out of range: {x}")
+                # Go's reflect panics here, and text/template reports the panic
+                kind = "slice" if isinstance(item, list) else "string"
+                raise FuncError(f"reflect: {kind} index out of range")
             item = Boxed(item[x]) if isinstance(item, list) else GoUint8(to_bytes(item)[x])
         elif isinstance(item, dict):
             if index is NO_VALUE:
@@ -220,10 +227,10 @@ def _slice(item: Any, *indexes: Any) -> Any:
             raise FuncError("cannot 3-index slice a string")
         cap = byte_len(item)
     elif isinstance(item, list):
-        cap = len(item)
+        cap = item.cap if isinstance(item, GoSlice) else len(item)
     else:
         raise FuncError(f"can't slice item of type {type_name(item)}")
-    idx = [0, cap, 0]
+    idx = [0, byte_len(item) if isinstance(item, str) else len(item), 0]
     for i, index in enumerate(indexes):
         idx[i] = _index_arg(unbox(index), cap)
     if idx[0] > idx[1]:
@@ -232,7 +239,9 @@ def _slice(item: Any, *indexes: Any) -> Any:
         raise FuncError(f"invalid slice index: {idx[1]} > {idx[2]}")
     if isinstance(item, str):
         return from_bytes(to_bytes(item)[idx[0] : idx[1]])
-    return item[idx[0] : idx[1]]
+    if not isinstance(item, GoSlice):
+        item = GoSlice.decoded(item)
+    return item.window(idx[0], idx[1], idx[2] if len(indexes) == 3 else cap)
 
 
 def _len(item: Any) -> GoInt:
@@ -245,7 +254,8 @@ def _len(item: Any) -> GoInt:
     if isinstance(item, (list, dict)):
         return GoInt(len(item))
     if item is NO_VALUE:
-        raise FuncError("len of type <invalid>")
+        # Go's reflect panics asking an invalid value for its type
+        raise FuncError("reflect: call of reflect.Value.Type on zero Value")
     raise FuncError(f"len of type {type_name(item)}")
 
 
@@ -277,7 +287,15 @@ def _html(*args: Any) -> str:
 def _js(*args: Any) -> str:
     s = _eval_args(args)
     out = []
-    special = {"\\": "\\\\", "'": "\\'", '"': '\\"', "<": "\\u003C", ">": "\\u003E", "&": "\\u0026", "=": "\\u003D"}
+    special = {
+        "\\": "\\\\",
+        "'": "\\'",
+        '"': '\\"',
+        "<": "\\u003C",
+        ">": "\\u003E",
+        "&": "\\u0026",
+        "=": "\\u003D",
+    }
     for ch in s:
         code = ord(ch)
         if ch in special:
@@ -332,7 +350,7 @@ def format_partition(dev: str, partition: int) -> str:
     return dev
 
 
-V, A, S, I = ParamType.VALUE, ParamType.ANY, ParamType.STRING, ParamType.INT
+V, A, S, N = ParamType.VALUE, ParamType.ANY, ParamType.STRING, ParamType.INT
 
 
 def _and_or(*_: Any) -> Any:  # evaluated lazily by the executor
@@ -370,6 +388,6 @@ TINKERBELL_FUNCS: dict[str, Func] = {
         Func("contains", (S, S), False, _contains, builtin=False),
         Func("hasPrefix", (S, S), False, _has_prefix, builtin=False),
         Func("hasSuffix", (S, S), False, _has_suffix, builtin=False),
-        Func("formatPartition", (S, I), False, format_partition, builtin=False),
+        Func("formatPartition", (S, N), False, format_partition, builtin=False),
     )
 }

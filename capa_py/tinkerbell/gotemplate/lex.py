@@ -109,7 +109,7 @@ _ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t
 
 
 def _quote_rune(ch: str, quote: str, ascii_only: bool) -> str:
-    if ch == quote or ch == "\\":
+    if ch in (quote, "\\"):
         return "\\" + ch
     code = ord(ch)
     if 0xD800 <= code <= 0xDFFF:  # a byte that is not UTF-8 (kept as a surrogate escape)
@@ -286,7 +286,7 @@ class _Lexer:
             self.pos += len(self.text) - self.pos - len(self.text[self.pos :].lstrip(SPACE_CHARS))
             self.start = self.pos
 
-    def lex_inside_action(self) -> bool:  # noqa: C901 - one branch per character class, as in Go
+    def lex_inside_action(self) -> bool:
         while True:
             delim, _ = self.at_right_delim()
             if delim:
@@ -354,7 +354,8 @@ class _Lexer:
         while is_space(self.peek()):
             self.next()
             num += 1
-        if _has_right_trim_marker(self.text, self.pos - 1) and self.text.startswith(RIGHT_DELIM, self.pos + 1):
+        at_trim = _has_right_trim_marker(self.text, self.pos - 1)
+        if at_trim and self.text.startswith(RIGHT_DELIM, self.pos + 1):
             self.backup()
             if num == 1:
                 return True

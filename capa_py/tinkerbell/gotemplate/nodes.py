@@ -4,7 +4,6 @@ quote nodes: ``executing "action" at <index .l 5>``), and carries its position f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 from capa_py.tinkerbell.gotemplate.lex import go_quote
 
@@ -115,12 +114,26 @@ class NumberNode:
     is_int: bool = False
     is_uint: bool = False
     is_float: bool = False
+    is_complex: bool = False
     int64: int = 0
     uint64: int = 0
     float64: float = 0.0
+    complex128: complex = 0j
 
     def __str__(self) -> str:
         return self.text
+
+    def simplify_complex(self) -> None:
+        """A complex constant with no imaginary part is also a float (and maybe an integer)."""
+        self.is_float = self.complex128.imag == 0
+        if self.is_float:
+            self.float64 = self.complex128.real
+            self.is_int = self.float64.is_integer() and -(2**63) <= self.float64 < 2**63
+            if self.is_int:
+                self.int64 = int(self.float64)
+            self.is_uint = self.float64.is_integer() and 0 <= self.float64 < 2**64
+            if self.is_uint:
+                self.uint64 = int(self.float64)
 
 
 @dataclass(eq=False)
@@ -243,28 +256,19 @@ class ElseNode:
         return "{{else}}"
 
 
-Operand = Union[
-    BoolNode,
-    ChainNode,
-    DotNode,
-    FieldNode,
-    IdentifierNode,
-    NilNode,
-    NumberNode,
-    PipeNode,
-    StringNode,
-    VariableNode,
-]
-Node = Union[
-    ActionNode,
-    BranchNode,
-    BreakNode,
-    CommentNode,
-    ContinueNode,
-    ListNode,
-    TemplateNode,
-    TextNode,
-]
+Operand = (
+    BoolNode
+    | ChainNode
+    | DotNode
+    | FieldNode
+    | IdentifierNode
+    | NilNode
+    | NumberNode
+    | PipeNode
+    | StringNode
+    | VariableNode
+)
+Node = ActionNode | BranchNode | BreakNode | CommentNode | ContinueNode | ListNode | TemplateNode | TextNode
 
 
 def is_empty_tree(node: Node | ElseNode | EndNode | None) -> bool:

@@ -121,7 +121,8 @@ class _TreeParser:
     # -- errors ---------------------------------------------------------------------------------
     def errorf(self, message: str) -> TemplateError:
         line = self.s.error_line()
-        return TemplateError(f"template: {self.parse_name}:{line}: {message}", name=self.parse_name, line=line)
+        text = f"template: {self.parse_name}:{line}: {message}"
+        return TemplateError(text, name=self.parse_name, line=line)
 
     def unexpected(self, item: Item, context: str) -> TemplateError:
         if item.typ is T.ERROR:
@@ -238,7 +239,7 @@ class _TreeParser:
             raise self.errorf("{{" + word + "}} outside {{range}}")
         return BreakNode(item.pos, item.line) if word == "break" else ContinueNode(item.pos, item.line)
 
-    def pipeline(self, context: str, end: T) -> PipeNode:  # noqa: C901 - Go's declaration grammar
+    def pipeline(self, context: str, end: T) -> PipeNode:
         first = self.s.peek_non_space()
         pipe = PipeNode(first.pos, first.line)
         while True:  # declarations
@@ -380,7 +381,7 @@ class _TreeParser:
             return chain
         return node
 
-    def term(self) -> Operand | None:  # noqa: C901 - one branch per operand kind
+    def term(self) -> Operand | None:
         item = self.s.next_non_space()
         typ = item.typ
         if typ is T.IDENTIFIER:
@@ -412,6 +413,14 @@ class _TreeParser:
         self.s.backup()
         return None
 
+    def complex_constant(self, text: str) -> complex:
+        parts = _split_complex(text) if text.endswith("i") else None
+        if parts is not None:
+            real, imag = parse_float(parts[0]), parse_float(parts[1])
+            if real is not None and imag is not None:
+                return complex(real, imag)
+        raise self.errorf(f"illegal number syntax: {go_quote(text)}")
+
     def use_var(self, item: Item) -> VariableNode:
         node = VariableNode(item.pos, item.val.split("."))
         if node.ident[0] in self.vars:
@@ -433,8 +442,16 @@ class _TreeParser:
             node.int64 = node.uint64 = code
             node.float64 = float(code)
             return node
-        if item.typ is T.COMPLEX or (text.endswith("i") and parse_float(text[:-1]) is not None):
-            raise self.errorf(f"complex constant {text} is not supported")
+        if item.typ is T.COMPLEX:
+            node.complex128 = self.complex_constant(text)
+            node.is_complex = True
+            node.simplify_complex()
+            return node
+        if text.endswith("i") and (imag := parse_float(text[:-1])) is not None:
+            node.complex128 = complex(0, imag)
+            node.is_complex = True
+            node.simplify_complex()
+            return node
         value = parse_int_base0(text)
         if value is not None and not text.startswith(("+", "-")) and 0 <= value <= UINT64_MAX:
             node.is_uint, node.uint64 = True, value
@@ -459,6 +476,14 @@ class _TreeParser:
         if not (node.is_int or node.is_uint or node.is_float):
             raise self.errorf(f"illegal number syntax: {go_quote(text)}")
         return node
+
+
+def _split_complex(text: str) -> tuple[str, str] | None:
+    """``real`` and ``±imag`` of a ``real±imagi`` constant (the sign after the real part's digits)."""
+    for k in range(len(text) - 2, 0, -1):
+        if text[k] in "+-" and text[k - 1] not in "eEpP":
+            return text[:k], text[k:-1]
+    return None
 
 
 def parse(name: str, text: str, funcs: Collection[str]) -> dict[str, Tree]:

@@ -234,7 +234,7 @@ class _Printer:
             return
         self.print_value(arg, verb, 0)
 
-    def print_value(self, value: Any, verb: str, depth: int) -> None:  # noqa: C901 - one branch per kind
+    def print_value(self, value: Any, verb: str, depth: int) -> None:
         f = self.f
         if isinstance(value, bool):
             if verb in "tv":
@@ -252,6 +252,17 @@ class _Printer:
                 self.fmt_float(value, verb, 6)
             elif verb == "F":
                 self.fmt_float(value, "f", 6)
+            else:
+                self.bad_verb(value, verb)
+        elif isinstance(value, complex):
+            if verb in "vbgGxXfFeE":
+                old_plus = f.plus
+                self.buf.append("(")
+                self.print_value(value.real, verb, depth)
+                f.plus = True
+                self.print_value(value.imag, verb, depth)
+                self.buf.append("i)")
+                f.plus = old_plus
             else:
                 self.bad_verb(value, verb)
         elif isinstance(value, str):
@@ -327,7 +338,7 @@ class _Printer:
             self.bad_verb(value, verb)
 
     # -- Printf -----------------------------------------------------------------------------------
-    def do_printf(self, fmt: str, args: list[Any]) -> None:  # noqa: C901 - Go's state machine
+    def do_printf(self, fmt: str, args: list[Any]) -> None:
         end = len(fmt)
         arg_num = 0
         after_index = False
@@ -509,7 +520,7 @@ def _rune_char(u: int) -> str:
 def _can_backquote(s: str) -> bool:
     for ch in s:
         code = ord(ch)
-        if ch == "`" or ch == "\ufeff" or 0xD800 <= code <= 0xDFFF:
+        if ch in ("`", "\ufeff") or 0xD800 <= code <= 0xDFFF:
             return False
         if (code < 0x20 and ch != "\t") or code == 0x7F:
             return False
@@ -529,10 +540,7 @@ def _sharp_float(num: str, verb: str, prec: int) -> str:
         c = num[i]
         if c == ".":
             has_point = True
-        elif c in "pP":
-            tail, body = num[i:], num[:i]
-            break
-        elif c in "eE" and verb not in "xX":
+        elif c in "pP" or (c in "eE" and verb not in "xX"):
             tail, body = num[i:], num[:i]
             break
         else:
@@ -552,7 +560,7 @@ def _sharp_float(num: str, verb: str, prec: int) -> str:
 # -- strconv.FormatFloat ------------------------------------------------------------------------------
 def _digits_of(d: Decimal) -> tuple[str, int]:
     """Significant digits (no leading or trailing zeros) and the decimal point position of ``d`` > 0."""
-    sign, digit_tuple, exponent = d.as_tuple()
+    _, digit_tuple, exponent = d.as_tuple()
     assert isinstance(exponent, int)
     s = "".join(str(x) for x in digit_tuple).lstrip("0")
     if not s:
@@ -607,14 +615,13 @@ def _fmt_efg(neg: bool, s: str, dp: int, prec: int, fmt: str, shortest: bool) ->
         if not shortest and prec == 0:
             prec = 1
         eprec = prec
-        if eprec > nd and nd >= dp:
+        if eprec > nd >= dp:
             eprec = nd
         if shortest:
             eprec = 6
         exp = dp - 1
         if exp < -4 or exp >= eprec:
-            if prec > nd:
-                prec = nd
+            prec = min(prec, nd)
             prec -= 1
             fmt = "e" if fmt == "g" else "E"
         else:

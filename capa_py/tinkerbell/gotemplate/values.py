@@ -54,6 +54,64 @@ class _Missing:
 MISSING: Final = _Missing()
 
 
+class GoSlice(list[Any]):
+    """A Go ``[]interface {}``: a window onto a backing array that may extend past its length.
+
+    ``slice`` may reach past a slice's length up to its capacity (Go's ``s[1:4]`` of a 3-element slice with
+    capacity 4 is valid and shows the array's fourth element), so a slice keeps its backing array, its
+    offset into it and its capacity. Decoded JSON arrays get the capacity Go's ``append`` growth gives them.
+    """
+
+    backing: list[Any]
+    offset: int
+    cap: int
+
+    @classmethod
+    def decoded(cls, items: list[Any]) -> GoSlice:
+        out = cls(items)
+        out.cap = _append_capacity(len(items))
+        out.backing = [*items, *([None] * (out.cap - len(items)))]
+        out.offset = 0
+        return out
+
+    def window(self, low: int, high: int, cap: int) -> GoSlice:
+        """``s[low:high:cap]``, indexes relative to this slice (``high`` and ``cap`` up to ``self.cap``)."""
+        start = self.offset + low
+        out = GoSlice(self.backing[start : self.offset + high])
+        out.backing = self.backing
+        out.offset = start
+        out.cap = cap - low
+        return out
+
+
+def _append_capacity(n: int) -> int:
+    """The capacity of a ``[]interface {}`` built by appending ``n`` elements one at a time (as encoding/json
+    decodes an array): doubling up to 256 elements, then Go's gentler growth rounded to allocation sizes."""
+    cap = 0
+    while cap < n:
+        if cap == 0:
+            cap = 1
+        elif cap < 256:
+            cap *= 2
+        else:
+            cap += (cap + 3 * 256) // 4
+            cap = _round_to_size_class(cap * 16) // 16
+    return cap
+
+
+def _round_to_size_class(size: int) -> int:
+    if size > 32768:
+        return -(-size // 8192) * 8192
+    classes = (
+        4096, 4864, 5376, 6144, 6528, 6784, 6912, 8192, 9472, 9728, 10240, 10880, 12288, 13568, 14336,
+        16384, 18432, 19072, 20480, 21760, 24576, 27264, 28672, 32768,
+    )
+    for c in classes:
+        if size <= c:
+            return c
+    return size
+
+
 @dataclass(frozen=True, slots=True)
 class Boxed:
     """A value held in an ``interface {}`` (from a map or a slice); ``value`` None is a nil interface."""
@@ -81,6 +139,8 @@ def concrete_type_name(value: Any) -> str:
         return "int64"
     if isinstance(value, float):
         return "float64"
+    if isinstance(value, complex):
+        return "complex128"
     if isinstance(value, str):
         return "string"
     if isinstance(value, list):

@@ -1,8 +1,9 @@
 // Command gorender renders Go text/template cases the way Tinkerbell's workflow controller does, so the
 // Python renderer can be compared with Go itself. It reads JSON lines on stdin, each
-// {"name": "...", "template": "...", "data": {...}}, and writes one JSON line per case: {"output": "..."}
-// or {"error": "..."}. Numbers in data decode as Kubernetes' apimachinery decodes them: whole numbers
-// become int64, all others float64.
+// {"name": "...", "template": "...", "data": {...}}, and answers each at once with one JSON line:
+// {"output": "..."}, {"outputBytes": "<base64>"} when the output is not valid UTF-8, or {"error": "..."}.
+// Numbers in data decode as Kubernetes' apimachinery decodes them: whole numbers become int64, all others
+// float64.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"text/template"
+	"unicode/utf8"
 )
 
 type renderCase struct {
@@ -22,8 +24,9 @@ type renderCase struct {
 }
 
 type renderResult struct {
-	Output *string `json:"output,omitempty"`
-	Error  *string `json:"error,omitempty"`
+	Output      *string `json:"output,omitempty"`
+	OutputBytes []byte  `json:"outputBytes,omitempty"`
+	Error       *string `json:"error,omitempty"`
 }
 
 // The functions Tinkerbell registers for workflow templates, with the same signatures.
@@ -117,10 +120,16 @@ func main() {
 		if err != nil {
 			msg := err.Error()
 			res.Error = &msg
-		} else {
+		} else if utf8.ValidString(text) {
 			res.Output = &text
+		} else {
+			res.OutputBytes = []byte(text)
 		}
 		if err := enc.Encode(res); err != nil {
+			fmt.Fprintln(os.Stderr, "write:", err)
+			os.Exit(2)
+		}
+		if err := out.Flush(); err != nil {
 			fmt.Fprintln(os.Stderr, "write:", err)
 			os.Exit(2)
 		}

@@ -1,0 +1,38 @@
+"""The renderer against Go itself: a fixed corpus and generated templates must render byte for byte as
+Go's text/template does, and fail where Go fails, with Go's error message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from capa_py.tinkerbell import TemplateError, render_text
+from tests.tinkerbell.go_oracle import GoRenderer, GoResult
+from tests.tinkerbell.render_corpus import CASES
+
+
+def python_result(template: str, data: dict[str, Any]) -> GoResult:
+    try:
+        out = render_text(template, data)
+    except TemplateError as exc:
+        return GoResult(None, str(exc))
+    return GoResult(out.encode("utf-8", "surrogateescape"), None)
+
+
+def assert_same(template: str, data: dict[str, Any], go: GoResult, py: GoResult) -> None:
+    if go.error is not None:
+        assert py.error is not None, f"Go failed with {go.error!r} but Python rendered {py.output!r}"
+        assert py.error == go.error, "error messages differ"
+    else:
+        assert py.error is None, f"Go rendered {go.output!r} but Python failed with {py.error!r}"
+        assert py.output == go.output
+
+
+@pytest.mark.parametrize(
+    ("template", "data"),
+    CASES,
+    ids=[f"{i:03d}-{t[:40]}" for i, (t, _) in enumerate(CASES)],
+)
+def test_corpus_case_renders_as_go_does(go_renderer: GoRenderer, template: str, data: dict[str, Any]) -> None:
+    assert_same(template, data, go_renderer.render(template, data), python_result(template, data))
