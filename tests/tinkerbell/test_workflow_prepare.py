@@ -19,6 +19,7 @@ from capa_py.api.tinkerbell import (
     Template,
     TemplateSpec,
 )
+from capa_py.tinkerbell import render_text
 from capa_py.tinkerbell.prepare import (
     RenderFailed,
     hardware_data,
@@ -26,6 +27,7 @@ from capa_py.tinkerbell.prepare import (
     render_workflow_actions,
     rendering_data,
 )
+from tests.tinkerbell.go_oracle import GoRenderer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell"
 
@@ -234,3 +236,39 @@ def test_the_example_template_renders_for_the_example_hardware() -> None:
     assert grow.env["CMD_LINE"] == "growpart /dev/nvme0n1 1 && resize2fs /dev/nvme0n1p1"
     assert cloud_init.env["DEST_DISK"] == "/dev/nvme0n1p1", "the action's env wins"
     assert reboot.volumes == ["/dev:/dev", "/var/run/docker.sock:/var/run/docker.sock"]
+
+
+def _fields(tpl: Template) -> list[tuple[str, str]]:
+    """Every templated string of a Template, by its path."""
+    found = [(f"spec.env.{k}", v) for k, v in tpl.spec.env.items()]
+    found += [(f"spec.volumes[{i}]", v) for i, v in enumerate(tpl.spec.volumes)]
+    for i, action in enumerate(tpl.spec.actions):
+        field = f"spec.actions[{i}]"
+        found += [(f"{field}.name", action.name), (f"{field}.image", action.image)]
+        if action.command is not None:
+            found.append((f"{field}.command", action.command))
+        found += [(f"{field}.args[{j}]", a) for j, a in enumerate(action.args)]
+        found += [(f"{field}.env.{k}", v) for k, v in action.env.items()]
+        found += [(f"{field}.volumes[{j}]", v) for j, v in enumerate(action.volumes)]
+        if action.network_namespace is not None:
+            found.append((f"{field}.networkNamespace", action.network_namespace))
+    return found
+
+
+def test_the_example_renders_field_by_field_as_go_does(go_renderer: GoRenderer) -> None:
+    objects = {o.KIND: o for o in load_manifests(sorted(EXAMPLES.glob("*.yaml")))}
+    tpl, hw = objects["Template"], objects["Hardware"]
+    assert isinstance(tpl, Template)
+    assert isinstance(hw, Hardware)
+    data = rendering_data(objects["Workflow"].spec.template_data, hw)  # type: ignore[attr-defined]
+    for field, text in _fields(tpl):
+        go = go_renderer.render(text, data, name=field)
+        assert go.error is None, f"{field}: Go failed: {go.error}"
+        assert go.output is not None
+        assert render_text(text, data, name=field) == go.output.decode(), field
+    # And where it fails, it fails with Go's message after the field's path.
+    without = {k: v for k, v in data.items() if k != "device_1"}
+    go = go_renderer.render(tpl.spec.actions[1].env["CMD_LINE"], without, name="spec.actions[1].env.CMD_LINE")
+    with pytest.raises(RenderFailed) as caught:
+        render_workflow_actions(tpl, hw, {})
+    assert str(caught.value) == f"spec.actions[1].env.CMD_LINE: {go.error}"
