@@ -1,5 +1,6 @@
 """The workflow controller inside ``capa controller`` (controller mode, a real process): it prepares the
-example workflow with no AWS involved, reports its reconciles as metrics like the AWS controllers, and a
+example workflow with no AWS involved (a watch filter, which scopes Cluster API objects, does not hide
+Tinkerbell ones), reports its reconciles as metrics like the AWS controllers, and a
 deletion cancels the workflow and lets it go."""
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ def test_capa_controller_prepares_and_cancels_a_workflow(tmp_path: Path, closed_
     with SQLiteStore(state) as store:
         applied = apply_objects(store, load_manifests(sorted(EXAMPLES.glob("*.yaml"))))
     workflow = next(a.object for a in applied if isinstance(a.object, Workflow))
-    controller = ControllerProcess(state, closed_endpoint, "--workflow-scheduling-timeout", "2m")
+    # A watch filter scopes Cluster API objects only: Tinkerbell objects carry no such label.
+    controller = ControllerProcess(
+        state, closed_endpoint, "--workflow-scheduling-timeout", "2m", "--watch-filter", "team-a"
+    )
     try:
         controller.line("controllers running: ")
 
