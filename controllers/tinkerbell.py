@@ -17,6 +17,9 @@ longer than its ``timeout`` (0 or unset: the controller's default) fails it and 
 ``CancelTimeout``. Time comes from an injectable clock; a reconcile asks to be requeued when the nearest
 deadline is due, never sleeps.
 
+Both are ctrlkit graphs (:class:`Preparation`, :class:`Supervision`; ``capa ctrlkit graph
+controllers.tinkerbell:preparation_graph`` and ``…:supervision_graph`` draw them).
+
 Deletion cancels: ``Pending`` (or unprepared) → ``Canceled`` at once; ``Scheduled``/``Running`` →
 ``Cancelling`` (the gRPC server tells the agent). The finalizer is removed once the workflow is in an end
 state (``Succeeded``, ``Failed``, ``Canceled``), whether deleted or not, so a deleted workflow goes away
@@ -44,7 +47,7 @@ from capa_py.api.tinkerbell import (
     WorkflowSpec,
 )
 from capa_py.ctrlkit.action import Action, Context, wrap_action
-from capa_py.ctrlkit.combinators import Join, Sequential
+from capa_py.ctrlkit.combinators import If, Join, Sequential
 from capa_py.ctrlkit.result import Result, exit_workflow, ignore_exit, no_requeue, requeue_after
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
@@ -339,32 +342,64 @@ class WorkflowController:
         if workflow is None:
             return no_requeue()
         now = self.clock()
-        if workflow.being_deleted:
-            return self._reconcile_delete(workflow, now)
-        state = workflow.status.state
-        if preparable(workflow):
+        if workflow.being_deleted and WORKFLOW_FINALIZER not in workflow.metadata.finalizers:
+            return no_requeue()  # nothing of ours holds it: it is going
+        if not workflow.being_deleted and preparable(workflow):
             preparation = Preparation(self, workflow, now)
             result = preparation.run()
             settle(self, key, preparation.workflow)
             if preparation.workflow.status.state in END_STATES:
                 remove_finalizer(self.store, preparation.workflow, WORKFLOW_FINALIZER)
             return result
-        if state in END_STATES:
-            # Ended by the server (an action's outcome): Ready says so too, then the workflow is let go.
-            workflow = patch_status(self.store, workflow, _ready_from_state)
-            remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
-            return no_requeue()
-        return self._supervise(workflow, now)
+        supervision = Supervision(self, workflow, now)
+        result = supervision.run()
+        settle(self, key, supervision.workflow)
+        return result
 
-    def _supervise(self, workflow: Workflow, now: datetime) -> Result:
-        limits = deadlines(workflow, self.timeouts)
+
+class Supervision:
+    """One supervision pass, as ctrlkit actions: a deletion cancels, a passed deadline fails (or forces
+    Canceled), and an ended workflow is let go."""
+
+    def __init__(self, controller: WorkflowController, workflow: Workflow, now: datetime) -> None:
+        self.controller = controller
+        self.store = controller.store
+        self.workflow = workflow
+        self.now = now
+
+    def deleted(self, ctx: Context) -> bool:
+        return self.workflow.being_deleted
+
+    def cancel_on_deletion(self, ctx: Context) -> Result | None:
+        workflow = self.workflow
+        if workflow.status.state in END_STATES or workflow.status.state == "Cancelling":
+            return None
+        before_state = workflow.status.state or "not yet prepared"
+        now = self.now
+
+        def cancel(w: Workflow) -> None:
+            states.cancel_requested(w, now)
+            reason = w.status.reason or states.REASON_CANCELED
+            set_condition(w.status, READY, False, reason, w.status.message, "Info")
+
+        self.workflow = patch_status(self.store, workflow, cancel)
+        if self.workflow.status.state == "Cancelling":
+            self.controller.recorder.normal(
+                self.workflow, EVENT_CANCELLING, f"deleted while {before_state}; asking the agent to stop"
+            )
+        _log.info("workflow cancelled", workflow=workflow.ref(), state=self.workflow.status.state)
+        return None
+
+    def enforce_deadlines(self, ctx: Context) -> Result | None:
+        workflow = self.workflow
+        limits = deadlines(workflow, self.controller.timeouts)
         if not limits:
-            return no_requeue()
+            return None
         due = min(limits, key=lambda d: d.at)
-        if due.at > now:
-            return requeue_after(max((due.at - now).total_seconds(), 0.001))
-
+        if due.at > self.now:
+            return requeue_after(max((due.at - self.now).total_seconds(), 0.001))
         expected = workflow.status.state
+        now = self.now
 
         def trip(w: Workflow) -> None:
             if w.status.state != expected:
@@ -376,50 +411,42 @@ class WorkflowController:
                 states.failed(w, now, due.reason, due.message)
             set_condition(w.status, READY, False, due.reason, due.message, "Error")
 
-        workflow = patch_status(self.store, workflow, trip)
-        self.recorder.warning(workflow, due.reason, due.message)
+        self.workflow = patch_status(self.store, workflow, trip)
+        self.controller.recorder.warning(self.workflow, due.reason, due.message)
         _log.info(
-            "workflow timed out", workflow=workflow.ref(), reason=due.reason, state=workflow.status.state
+            "workflow timed out", workflow=workflow.ref(), reason=due.reason, state=self.workflow.status.state
         )
-        if workflow.status.state in END_STATES:
-            self._ended(workflow)
-        return no_requeue()
+        return None
 
-    def _reconcile_delete(self, workflow: Workflow, now: datetime) -> Result:
-        if WORKFLOW_FINALIZER not in workflow.metadata.finalizers:
-            return no_requeue()
-        if workflow.status.state not in END_STATES and workflow.status.state != "Cancelling":
-            before_state = workflow.status.state
-
-            def cancel(w: Workflow) -> None:
-                states.cancel_requested(w, now)
-                reason = w.status.reason or states.REASON_CANCELED
-                set_condition(w.status, READY, False, reason, w.status.message, "Info")
-
-            workflow = patch_status(self.store, workflow, cancel)
-            if workflow.status.state == "Cancelling":
-                self.recorder.normal(
-                    workflow, EVENT_CANCELLING, f"deleted while {before_state}; asking the agent to stop"
-                )
-            _log.info("workflow cancelled", workflow=workflow.ref(), state=workflow.status.state)
-        if workflow.status.state in END_STATES:
-            self._ended(workflow)
-            return no_requeue()
-        return self._supervise(workflow, now)
-
-    def _ended(self, workflow: Workflow) -> None:
-        """An end state reached: a deleted workflow's last word is an Event (it outlives the object)."""
+    def let_ended_go(self, ctx: Context) -> Result | None:
+        """An end state reached (here, or by the server): Ready says how it ended, a deleted workflow's last
+        word is an Event (it outlives the object), and the finalizer goes."""
+        workflow = self.workflow
         status = workflow.status
+        if status.state not in END_STATES:
+            return None
+        workflow = patch_status(self.store, workflow, _ready_from_state)
         if workflow.being_deleted and status.state == "Canceled":
             quiet = status.reason in (None, states.REASON_CANCELED)
             summary = "Canceled" if quiet else f"Canceled ({status.reason})"
-            self.recorder.event(
+            self.controller.recorder.event(
                 workflow,
                 "Normal" if quiet else "Warning",
                 EVENT_CANCELED,
                 f"{summary}: {status.message}" if status.message else summary,
             )
-        remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
+        self.workflow = remove_finalizer(self.store, workflow, WORKFLOW_FINALIZER)
+        return None
+
+    def workflow_graph(self) -> Action:
+        return Sequential(
+            If(self.deleted, wrap_action("CancelOnDeletion", self.cancel_on_deletion)),
+            wrap_action("EnforceDeadlines", self.enforce_deadlines),
+            wrap_action("LetEndedGo", self.let_ended_go),
+        )
+
+    def run(self) -> Result:
+        return self.workflow_graph().run(Context())
 
 
 def _ready_from_state(workflow: Workflow) -> None:
@@ -477,6 +504,22 @@ def preparation_graph() -> Action:
     return Preparation(controller, workflow, utcnow()).workflow_graph()
 
 
+def supervision_graph() -> Action:
+    """The supervision's ctrlkit graph (``capa ctrlkit graph controllers.tinkerbell:supervision_graph``)."""
+    from typing import cast
+
+    nowhere = cast(ObjectStore, None)
+    workflow = Workflow(
+        metadata=ObjectMeta(name="example"),
+        spec=WorkflowSpec(
+            hardware_ref=LocalObjectReference(name="example"),
+            template_ref=LocalObjectReference(name="example"),
+        ),
+    )
+    controller = WorkflowController(nowhere, EventRecorder(nowhere))
+    return Supervision(controller, workflow, utcnow()).workflow_graph()
+
+
 def tinkerbell_controllers(
     store: ObjectStore,
     events: EventRecorder | None = None,
@@ -496,10 +539,12 @@ __all__ = [
     "TEMPLATE_NOT_FOUND",
     "Deadline",
     "Preparation",
+    "Supervision",
     "WorkflowController",
     "WorkflowTimeouts",
     "deadlines",
     "preparation_graph",
+    "supervision_graph",
     "supervision_view",
     "tinkerbell_controllers",
 ]

@@ -514,8 +514,7 @@ def test_a_timeout_does_not_fail_a_workflow_the_server_moved_on_meanwhile(world:
     world.schedule()
     world.clock.advance(60)
     race_before_next_status_write(world, lambda: world.start("stream"))
-    with pytest.raises(Conflict):
-        world.reconcile()
+    assert isinstance(world.reconcile().error, Conflict), "retried with back-off, as any conflict"
     wf = world.workflow()
     assert wf.status.state == "Running", "the scheduling deadline no longer applies"
     assert world.reconcile().requeue_after == pytest.approx(30.0), "the action's deadline does"
@@ -590,3 +589,13 @@ def test_a_render_failure_is_final_until_the_spec_is_edited(world: World) -> Non
     assert (wf.status.state, wf.status.reason) == ("Pending", None)
     assert wf.status.actions["stream"].rendered.args == ["/dev/sdc"]
     assert WORKFLOW_FINALIZER in wf.metadata.finalizers
+
+
+def test_the_supervision_graph_cancels_then_enforces_deadlines_then_lets_go() -> None:
+    from capa_py.ctrlkit import to_mermaid
+    from controllers.tinkerbell import supervision_graph
+
+    drawn = to_mermaid(supervision_graph())
+    order = [name for name in ("CancelOnDeletion", "EnforceDeadlines", "LetEndedGo") if name in drawn]
+    assert order == ["CancelOnDeletion", "EnforceDeadlines", "LetEndedGo"]
+    assert drawn.index("CancelOnDeletion") < drawn.index("EnforceDeadlines") < drawn.index("LetEndedGo")
