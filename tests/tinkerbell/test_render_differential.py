@@ -6,10 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from capa_py.tinkerbell import TemplateError, render_text
 from tests.tinkerbell.go_oracle import GoRenderer, GoResult
 from tests.tinkerbell.render_corpus import CASES
+from tests.tinkerbell.template_strategies import template_cases
 
 
 def python_result(template: str, data: dict[str, Any]) -> GoResult:
@@ -35,4 +37,19 @@ def assert_same(template: str, data: dict[str, Any], go: GoResult, py: GoResult)
     ids=[f"{i:03d}-{t[:40]}" for i, (t, _) in enumerate(CASES)],
 )
 def test_corpus_case_renders_as_go_does(go_renderer: GoRenderer, template: str, data: dict[str, Any]) -> None:
+    assert_same(template, data, go_renderer.render(template, data), python_result(template, data))
+
+
+@settings(
+    max_examples=400,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(case=template_cases())
+def test_generated_templates_render_as_go_does(
+    go_renderer: GoRenderer, case: tuple[str, dict[str, Any]]
+) -> None:
+    template, data = case
     assert_same(template, data, go_renderer.render(template, data), python_result(template, data))
