@@ -250,3 +250,17 @@ def templates(draw: st.DrawFn) -> str:
 @st.composite
 def template_cases(draw: st.DrawFn) -> tuple[str, dict[str, Any]]:
     return draw(templates()), draw(template_data)
+
+
+SOUP_PIECES = (
+    "{{", "}}", "{{- ", " -}}", "{{/*", "*/}}", "(", ")", "|", "$x", "$", ".a", ".b", ".", ":=", "=", ",",
+    '"s"', "`r`", "'c'", "1", "-1", "1.5", "0x1", "1i", "if", "else", "end", "range", "with", "define",
+    "template", "block", "break", "continue", "nil", "true", "index", "len", "printf", '"%d"', " ", "\n",
+    "é", "x", "nope", "and", "or",
+)
+# Fragments of template syntax in any order: mostly malformed, to compare the lexer's and parser's errors
+token_soup = st.lists(
+    st.one_of(st.sampled_from(SOUP_PIECES), st.text("{}()|$.:=-\"`'/*ab1 \n,é\\", max_size=3)),
+    max_size=14,
+).map("".join)
+SOUP_DATA: dict[str, Any] = {"a": {"b": [1, "x", None]}, "s": "str", "n": 2, "x": 1.5}
