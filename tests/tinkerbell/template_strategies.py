@@ -175,7 +175,11 @@ class _Builder:
         keyword = self.draw(st.sampled_from(["if", "with", "range"]))
         self.scopes.append([])
         head = self.pipeline(1)
-        if keyword == "range" and self.draw(st.booleans()):
+        if keyword == "range" and self.draw(st.integers(0, 4)) == 0:
+            # assignment to variables already declared (Go sets index and element in place)
+            names = self.draw(st.lists(st.sampled_from(self.variables()), min_size=1, max_size=2))
+            head = ", ".join(names) + " = " + head
+        elif keyword == "range" and self.draw(st.booleans()):
             index, elem = self.new_variable(), self.new_variable()
             if self.draw(st.booleans()):
                 head = f"{index}, {elem} := {head}"
