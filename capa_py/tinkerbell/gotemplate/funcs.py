@@ -304,8 +304,10 @@ def _js(*args: Any) -> str:
             out.append(f"\\u00{code:02X}")
         elif code < 0x80:
             out.append(ch)
-        elif 0xDC80 <= code <= 0xDCFF or not is_print(ch):
-            out.append("\\uFFFD" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04X}")
+        elif 0xDC80 <= code <= 0xDCFF:
+            out.append(ch)  # a byte that is not UTF-8 decodes as U+FFFD, printable: Go copies the byte
+        elif not is_print(ch):
+            out.append(f"\\u{code:04X}")
         else:
             out.append(ch)
     return "".join(out)
