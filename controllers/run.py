@@ -45,6 +45,17 @@ def readiness(obj: KubeObject | None) -> Readiness:
     current = observed is None or obj.metadata.generation is None or observed >= obj.metadata.generation
     if own_failure and current and (getattr(status, "failure_reason", None) or phase == "Failed"):
         return "failed"
+    if obj.KIND == "Workflow":
+        # Settled once prepared (or failed): running it is an agent's business, not the apply's.
+        state = getattr(status, "state", None)
+        if state is None or not current:
+            return "pending"
+        if state == "Failed":
+            return "failed"
+        conditions = getattr(status, "conditions", None) or []
+        prepared = next((c for c in conditions if c.type == "Prepared"), None)
+        # A prepared workflow whose hardware or template has gone since waits for it again.
+        return "pending" if prepared is not None and prepared.status != "True" else "ready"
     if obj.KIND == "Cluster":
         return "ready" if phase == "Provisioned" else "pending"
     if obj.KIND == "Machine":
@@ -186,7 +197,8 @@ def converge(
             if all(s == "gone" for s in states):
                 return True
         else:
-            seen = [key in manager.reconciled_keys for key in keys]
+            # A kind no controller reconciles (a Template, a Hardware) is settled once stored.
+            seen = [key in manager.reconciled_keys or key.kind not in manager.controllers for key in keys]
             if any(s == "failed" and fresh for s, fresh in zip(states, seen, strict=True)):
                 return True
             deleting = any(o is not None and o.being_deleted for o in last)

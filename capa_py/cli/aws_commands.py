@@ -46,6 +46,7 @@ from capa_py.cli.durations import parse_duration
 from capa_py.cli.lease import NoWaitForLockOption, store_lease
 from capa_py.cli.output import format_table, render_json
 from capa_py.cli.progress import ProgressView
+from capa_py.cli.tink_cmd import report_workflow_outcomes
 from capa_py.cluster_names import name_clashes
 from capa_py.operations import apply_objects, being_deleted, delete_objects
 from capa_py.store.errors import Invalid, NotFound, StoreError
@@ -77,6 +78,10 @@ def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> Non
                     f"error: {obj.ref()}: {status.failure_reason}: {status.failure_message}",
                     markup=False,
                     highlight=False,
+                )
+            elif getattr(status, "state", None) == "Failed":  # a Tinkerbell Workflow
+                stderr.print(
+                    f"error: {obj.ref()}: {status.reason}: {status.message}", markup=False, highlight=False
                 )
     elif result.blocked:
         for ref, blocked in result.blocked.items():
@@ -162,9 +167,11 @@ def register(app: typer.Typer) -> None:
                         else "(apply with --wait to wait for the deletion, then create them again)"
                     )
                 )
+            from controllers import embedded_controllers, needs_aws
+
             aws = (
                 aws_context(ctx, aws_endpoint, region or region_of(objects), profile, endpoint_profile)
-                if wait and not elsewhere
+                if wait and not elsewhere and needs_aws(objects)
                 else None
             )
 
@@ -174,8 +181,6 @@ def register(app: typer.Typer) -> None:
                     return _observe(
                         store, targets, goal, max(deadline - time.monotonic(), 0.0), output == "table"
                     )
-                assert aws is not None
-                from controllers import aws_controllers
                 from controllers.run import converge
 
                 left = max(deadline - time.monotonic(), 0.0)
@@ -185,7 +190,7 @@ def register(app: typer.Typer) -> None:
                 ):
                     result = converge(
                         store,
-                        aws_controllers(store, aws.pool, aws.engine),
+                        embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
                         targets,
                         goal=goal,
                         timeout=max(deadline - time.monotonic(), 0.0),
@@ -293,9 +298,11 @@ def register(app: typer.Typer) -> None:
         else:
             raise typer.BadParameter("give -f FILE or KIND NAME")
         elsewhere = wait and globals_of(ctx).remote and not in_process
+        from controllers import embedded_controllers, needs_aws
+
         with globals_of(ctx).store() as store:
             aws = None
-            if wait and not elsewhere:
+            if wait and not elsewhere and needs_aws(objects):
                 aws = aws_context(
                     ctx, aws_endpoint, region or region_of(objects, store), profile, endpoint_profile
                 )
@@ -321,9 +328,8 @@ def register(app: typer.Typer) -> None:
                     left = ", ".join(r for r, s in result.states.items() if s != "gone")
                     stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
                     raise typer.Exit(EXIT_FAILED)
+                report_workflow_outcomes(store, targets)
                 return
-            assert aws is not None
-            from controllers import aws_controllers
             from controllers.run import converge
 
             with (
@@ -332,13 +338,14 @@ def register(app: typer.Typer) -> None:
             ):
                 result = converge(
                     store,
-                    aws_controllers(store, aws.pool, aws.engine),
+                    embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
                     targets,
                     goal="gone",
                     timeout=seconds,
                     on_tick=lease.guard(view.update),
                 )
                 view.show_blocked(result.blocked)
+            report_workflow_outcomes(store, targets)
         _print_calls(result.calls)
         if not result.converged:
             left = ", ".join(r for r, s in result.states.items() if s != "gone")

@@ -10,6 +10,10 @@ renew stops reconciling before another process could take the Lease over, and ex
 With ``--webhook-cert-dir`` it also serves the validating admission webhooks (:mod:`capa_py.webhooks`) over
 HTTPS on ``--webhook-bind-address``, whether or not it leads (the API server calls any replica behind the
 webhook Service), until it stops. The certificate is checked before anything else starts.
+
+The Tinkerbell workflow supervisor's limits are ``--workflow-scheduling-timeout`` (5m),
+``--workflow-cancel-timeout`` (5m) and ``--workflow-action-timeout`` (1h, for actions without a timeout of
+their own).
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.coordination import Lease
 from capa_py.api.core import Secret
+from capa_py.api.tinkerbell import TINKERBELL_KINDS
 from capa_py.aws.session import ClientPool
 from capa_py.cli.common import (
     EXIT_FAILED,
@@ -63,6 +68,9 @@ from capa_py.store.errors import Invalid, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore
 from capa_py.store.selectors import LabelSelector
 from capa_py.webhooks import CertificateReloader, RunningWebhook, WebhookConfigError, start_in_thread
+
+if TYPE_CHECKING:
+    from controllers.tinkerbell import WorkflowTimeouts
 
 _log = get_logger("cli.controller")
 
@@ -127,6 +135,24 @@ class _LostLeaseDeadline:
         stderr.print("error: lost the store lease; reconciles did not stop in time", markup=False)
         sys.stderr.flush()
         os._exit(EXIT_FAILED)
+
+
+def workflow_timeouts(scheduling: str, cancel: str, action: str) -> WorkflowTimeouts:
+    """The supervisor's timeouts from the ``--workflow-*-timeout`` flags; ValueError naming a bad one."""
+    from controllers.tinkerbell import WorkflowTimeouts
+
+    seconds: dict[str, float] = {}
+    for flag, text in (("scheduling", scheduling), ("cancel", cancel), ("action", action)):
+        try:
+            value = parse_duration(text)
+        except ValueError as exc:
+            raise ValueError(f"--workflow-{flag}-timeout: {exc}") from exc
+        if value <= 0:
+            raise ValueError(f"--workflow-{flag}-timeout must be positive")
+        seconds[flag] = value
+    return WorkflowTimeouts(
+        scheduling=seconds["scheduling"], cancel=seconds["cancel"], action=seconds["action"]
+    )
 
 
 def _announce(line: str) -> None:
@@ -249,6 +275,29 @@ def controller(
         str,
         typer.Option("--webhook-bind-address", help="Webhook address (with --webhook-cert-dir); 0 off."),
     ] = "127.0.0.1:9443",
+    workflow_scheduling_timeout: Annotated[
+        str,
+        typer.Option(
+            "--workflow-scheduling-timeout",
+            help="A Tinkerbell Workflow Scheduled this long without an action starting fails "
+            "(SchedulingTimeout).",
+        ),
+    ] = "5m",
+    workflow_cancel_timeout: Annotated[
+        str,
+        typer.Option(
+            "--workflow-cancel-timeout",
+            help="A deleted Workflow Cancelling this long is marked Canceled without the agent "
+            "(CancelTimeout).",
+        ),
+    ] = "5m",
+    workflow_action_timeout: Annotated[
+        str,
+        typer.Option(
+            "--workflow-action-timeout",
+            help="How long a Workflow action without a timeout of its own may run (Timeout).",
+        ),
+    ] = "1h",
 ) -> None:
     """Run every controller against the store until SIGTERM or SIGINT."""
     if core_controllers not in ("auto", "on", "off"):
@@ -266,6 +315,9 @@ def controller(
         resync = parse_duration(sync_period)
         grace = parse_duration(graceful_shutdown_timeout)
         timing = lease_timing(lease_duration, renew_deadline, retry_period) if leader_elect else None
+        timeouts = workflow_timeouts(
+            workflow_scheduling_timeout, workflow_cancel_timeout, workflow_action_timeout
+        )
     except ValueError as exc:
         fail(str(exc), EXIT_INVALID)
     selector = None
@@ -290,7 +342,7 @@ def controller(
                 label_selector=selector,
                 concurrency=counts,
                 sync_period=resync,
-                unfiltered_kinds=(Secret,),
+                unfiltered_kinds=(Secret, *TINKERBELL_KINDS),
             ),
             core_controllers_enabled(store, core_controllers),
             metrics_address,
@@ -298,6 +350,7 @@ def controller(
             grace,
             timing,
             webhooks,
+            timeouts,
         )
     finally:
         store.close()
@@ -315,11 +368,12 @@ def _run(
     grace: float,
     timing: LeaseTiming | None,
     webhooks: WebhookOptions | None = None,
+    timeouts: WorkflowTimeouts | None = None,
 ) -> int:
-    from controllers import aws_controllers
+    from controllers import embedded_controllers
 
     def build(cache: ObjectStore) -> Sequence[Controller]:
-        built = aws_controllers(cache, pool, engine)
+        built = embedded_controllers(cache, pool, engine, workflow_timeouts=timeouts)
         return [c for c in built if core or c.name not in CORE_CONTROLLERS]
 
     metrics = ControllerMetrics()

@@ -142,7 +142,15 @@ def get(
 
 
 def _mount_subcommands() -> None:
-    from capa_py.cli import audit_cmd, aws_commands, controller_cmd, ctrlkit_cmd, manifests_cmd, serve_cmd
+    from capa_py.cli import (
+        audit_cmd,
+        aws_commands,
+        controller_cmd,
+        ctrlkit_cmd,
+        manifests_cmd,
+        serve_cmd,
+        tink_cmd,
+    )
 
     aws_commands.register(app)
     audit_cmd.register(app)
@@ -150,6 +158,7 @@ def _mount_subcommands() -> None:
     serve_cmd.register(app)
     controller_cmd.register(app)
     app.add_typer(ctrlkit_cmd.app, name="ctrlkit", help="The ctrlkit DSL code generator and workflow graphs.")
+    app.add_typer(tink_cmd.app, name="tink", help="Tinkerbell helpers: render a template for a hardware.")
 
 
 _mount_subcommands()

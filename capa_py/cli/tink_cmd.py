@@ -1,0 +1,103 @@
+"""``capa tink``: Tinkerbell helpers that need no controller.
+
+``capa tink render -f template.yaml --hardware hardware.yaml [--data KEY=VALUE]...`` renders a Template
+for a Hardware exactly as the workflow controller prepares a Workflow (:mod:`capa_py.tinkerbell.prepare`)
+and prints the actions that would run, in order, with the template-level env and volumes merged in. A
+template that does not render prints the field and Go's error (with its position) and exits 2.
+
+:func:`report_workflow_outcomes` is what ``capa delete --wait`` prints of the Workflows it deleted: the
+state each ended in, read from the Events the controller recorded (the objects themselves are gone).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from capa_py.api.meta import KubeObject
+from capa_py.api.tinkerbell import Hardware, Template, Workflow
+from capa_py.cli.common import EXIT_INVALID, fail, load_files, stdout
+from capa_py.cli.output import render_json, render_yaml
+from capa_py.store.protocol import ObjectStore
+
+app = typer.Typer(help="Tinkerbell helpers: render a template for a hardware.", no_args_is_help=True)
+
+
+def _one(path: Path, kind: type[KubeObject], option: str) -> Any:
+    objects = load_files([path])
+    found = [o for o in objects if isinstance(o, kind)]
+    if len(found) != 1:
+        kinds = ", ".join(o.KIND for o in objects) or "nothing"
+        fail(f"{option} {path}: expected exactly one {kind.KIND}, found {kinds}", EXIT_INVALID)
+    return found[0]
+
+
+def parse_data(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` pairs (split at the first ``=``); ValueError naming the bad one."""
+    data: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--data {item!r}: expected KEY=VALUE")
+        data[key] = value
+    return data
+
+
+@app.command("render")
+def render(
+    template_file: Annotated[
+        Path, typer.Option("-f", "--filename", help="The Template manifest (YAML or JSON).", metavar="FILE")
+    ],
+    hardware_file: Annotated[
+        Path, typer.Option("--hardware", help="The Hardware manifest to render for.", metavar="FILE")
+    ],
+    data: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--data",
+            help="A templateData entry, KEY=VALUE (repeatable). Values are strings, as if the Workflow's "
+            "spec.templateData held them quoted; 'Hardware' is reserved.",
+            metavar="KEY=VALUE",
+        ),
+    ] = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="yaml or json.")] = "yaml",
+) -> None:
+    """Print the actions a Template renders to for a Hardware (exit 2 with the error if it does not)."""
+    from capa_py.tinkerbell.prepare import RenderFailed, render_workflow_actions
+
+    if output not in ("yaml", "json"):
+        raise typer.BadParameter("must be yaml or json", param_hint="-o/--output")
+    try:
+        template_data = parse_data(data or [])
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    template: Template = _one(template_file, Template, "-f")
+    hardware: Hardware = _one(hardware_file, Hardware, "--hardware")
+    try:
+        actions = render_workflow_actions(template, hardware, template_data)
+    except RenderFailed as exc:
+        fail(f"{template_file}: {exc}", EXIT_INVALID)
+    document = {"actions": [a.model_dump(by_alias=True, exclude_none=True, mode="json") for a in actions]}
+    sys.stdout.write(render_json(document) + "\n" if output == "json" else render_yaml(document))
+
+
+def report_workflow_outcomes(store: ObjectStore, targets: Sequence[KubeObject]) -> None:
+    """For each deleted Workflow among ``targets`` that is gone, print how it ended (its last Event)."""
+    from capa_py.runtime.events import events_for
+    from capa_py.store.helpers import get_or_none
+
+    for target in targets:
+        if not isinstance(target, Workflow):
+            continue
+        if get_or_none(store, Workflow, target.name, target.metadata.namespace) is not None:
+            continue
+        ended = [e for e in events_for(store, target) if e.reason == "Canceled"]
+        if ended:
+            stdout.print(f"workflow/{target.name} {ended[-1].message}", markup=False, highlight=False)
+
+
+__all__ = ["app", "parse_data", "report_workflow_outcomes"]
