@@ -465,7 +465,7 @@ def preparable(workflow: Workflow) -> bool:
     """Whether the workflow is (re)prepared: it is new, ``Pending`` and not started, or failed to render
     a spec it no longer has (its spec was edited since: it never ran, so the new spec is rendered)."""
     status = workflow.status
-    if status.state is None or (status.state == "Pending" and not _started(workflow)):
+    if status.state is None or (status.state == "Pending" and not workflow.started):
         return True
     return (
         status.state == "Failed"
@@ -479,12 +479,6 @@ def _still_preparable(workflow: Workflow) -> None:
     after a conflict sees the fresh copy): Conflict otherwise, and the next reconcile looks again."""
     if not preparable(workflow):
         raise Conflict(f"{workflow.ref()} became {workflow.status.state} while being prepared")
-
-
-def _started(workflow: Workflow) -> bool:
-    return workflow.status.started_at is not None or any(
-        a.state != "Pending" for a in workflow.status.actions.values()
-    )
 
 
 def preparation_graph() -> Action:

@@ -33,6 +33,8 @@ from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
 
 TINKERBELL_API_VERSION = "tinkerbell.org/v1alpha2"
 WORKFLOW_FINALIZER = "workflow.tinkerbell.org"
+RENDER_FAILED = "RenderFailed"
+"""The reason of a workflow whose template failed to render."""
 
 WorkflowState = Literal["Pending", "Scheduled", "Running", "Succeeded", "Failed", "Cancelling", "Canceled"]
 ActionState = Literal["Pending", "Running", "Succeeded", "Failed", "Canceled"]
@@ -224,8 +226,16 @@ class Workflow(KubeObject):
 
     @property
     def started(self) -> bool:
-        """Whether the workflow has left Pending (or recorded a start): from then on its spec is fixed."""
-        return self.status.state not in (None, "Pending") or self.status.started_at is not None
+        """Whether the workflow may have reached an agent: from then on its spec is fixed.
+
+        A workflow still Pending with no action begun has not, nor has one that failed to render (it was
+        never offered to an agent: fixing its spec prepares it again)."""
+        status = self.status
+        if status.started_at is not None or any(a.state != "Pending" for a in status.actions.values()):
+            return True
+        if status.state in (None, "Pending"):
+            return False
+        return not (status.state == "Failed" and status.reason == RENDER_FAILED)
 
     def semantic_issues(self) -> list[FieldIssue]:
         # A workflow being deleted only loses its finalizer: a rule added since it was stored must not

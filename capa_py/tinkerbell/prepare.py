@@ -24,10 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.api.tinkerbell import Action, Hardware, Template
+from capa_py.api.tinkerbell import RENDER_FAILED, Action, Hardware, Template
 
 HARDWARE_KEY = "Hardware"
-RENDER_FAILED = "RenderFailed"
 
 
 class RenderFailed(Exception):

@@ -483,7 +483,11 @@ def test_a_started_workflows_spec_is_immutable(status: dict[str, Any]) -> None:
     assert _workflow(status).immutable_issues(old) == [], "an update leaving the spec alone is allowed"
 
 
-@pytest.mark.parametrize("status", [None, {}, {"state": "Pending"}], ids=["new", "empty status", "Pending"])
+@pytest.mark.parametrize(
+    "status",
+    [None, {}, {"state": "Pending"}, {"state": "Failed", "reason": "RenderFailed"}],
+    ids=["new", "empty status", "Pending", "failed to render"],
+)
 def test_a_workflow_not_started_may_change_its_spec(status: dict[str, Any] | None) -> None:
     old = _workflow(status)
     assert _workflow(status, timeout=7200).immutable_issues(old) == []
