@@ -742,3 +742,6 @@ CASES += [
         '{{.s | print | print .n}}',
     )
 ]
+
+# Go cuts long items in messages at 10 runes once they are longer than 10 bytes.
+CASES += [("{{'c'indexifaéé}}", {}), ("{{'c'indexifab}}", {}), ("{{'c'indexifabc}}", {})]

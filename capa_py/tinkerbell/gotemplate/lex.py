@@ -91,7 +91,7 @@ class Item:
             return self.val
         if self.typ in _KEYWORD_TYPES:
             return f"<{self.val}>"
-        if len(self.val) > 10:
+        if len(self.val.encode("utf-8", "surrogateescape")) > 10:  # Go: longer than 10 bytes, cut at 10 runes
             return go_quote(self.val[:10]) + "..."
         return go_quote(self.val)
 
