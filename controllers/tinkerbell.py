@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from capa_py.api.conditions import READY, set_condition
 from capa_py.api.meta import KubeObject, ObjectMeta, utcnow
@@ -72,6 +72,8 @@ DEFAULT_ACTION_TIMEOUT = 3600.0
 
 Clock = Callable[[], datetime]
 _log = get_logger("controller.workflow")
+
+_Ref = TypeVar("_Ref", Hardware, Template)
 
 
 @dataclass(frozen=True)
@@ -185,24 +187,25 @@ class Preparation:
         return None
 
     def resolve_hardware(self, ctx: Context) -> Result | None:
-        ref = self.workflow.spec.hardware_ref
-        namespace = _ref_namespace(ref, self.workflow)
-        self.hardware = get_or_none(self.store, Hardware, ref.name, namespace)
-        if self.hardware is None:
-            self.missing.append(
-                (HARDWARE_NOT_FOUND, f"hardware {namespace}/{ref.name} (spec.hardwareRef) does not exist")
-            )
+        self.hardware = self._resolve(
+            Hardware, self.workflow.spec.hardware_ref, "hardwareRef", HARDWARE_NOT_FOUND
+        )
         return None
 
     def resolve_template(self, ctx: Context) -> Result | None:
-        ref = self.workflow.spec.template_ref
-        namespace = _ref_namespace(ref, self.workflow)
-        self.template = get_or_none(self.store, Template, ref.name, namespace)
-        if self.template is None:
-            self.missing.append(
-                (TEMPLATE_NOT_FOUND, f"template {namespace}/{ref.name} (spec.templateRef) does not exist")
-            )
+        self.template = self._resolve(
+            Template, self.workflow.spec.template_ref, "templateRef", TEMPLATE_NOT_FOUND
+        )
         return None
+
+    def _resolve(self, kind: type[_Ref], ref: LocalObjectReference, field: str, reason: str) -> _Ref | None:
+        """The object ``spec.<field>`` names, or None with ``reason`` recorded as missing."""
+        namespace = _ref_namespace(ref, self.workflow)
+        found = get_or_none(self.store, kind, ref.name, namespace)
+        if found is None:
+            what = f"{kind.KIND.lower()} {namespace}/{ref.name} (spec.{field}) does not exist"
+            self.missing.append((reason, what))
+        return found
 
     def wait_for_references(self, ctx: Context) -> Result | None:
         if not self.missing:

@@ -316,13 +316,13 @@ class _Lexer:
             elif ch == "|":
                 self.emit(T.PIPE)
             elif ch == '"':
-                ok = self.lex_quote()
+                ok = self.lex_quoted('"', T.STRING, "quoted string")
             elif ch == "`":
                 ok = self.lex_raw_quote()
             elif ch == "$":
                 ok = self.lex_variable()
             elif ch == "'":
-                ok = self.lex_char()
+                ok = self.lex_quoted("'", T.CHAR_CONSTANT, "character constant")
             elif ch == "." and self.peek() != "" and not "0" <= self.peek() <= "9":
                 ok = self.lex_field_or_variable(T.FIELD)
             elif ch in "+-." or "0" <= ch <= "9":
@@ -401,21 +401,6 @@ class _Lexer:
         self.emit(typ)
         return True
 
-    def lex_char(self) -> bool:
-        while True:
-            ch = self.next()
-            if ch == "\\":
-                ch = self.next()
-                if ch not in ("", "\n"):
-                    continue
-            if ch in ("", "\n"):
-                self.error("unterminated character constant")
-                return False
-            if ch == "'":
-                break
-        self.emit(T.CHAR_CONSTANT)
-        return True
-
     def lex_number(self) -> bool:
         if not self.scan_number():
             self.error(f"bad number syntax: {go_quote(self.text[self.start : self.pos])}")
@@ -454,7 +439,9 @@ class _Lexer:
             return False
         return True
 
-    def lex_quote(self) -> bool:
+    def lex_quoted(self, quote: str, token: T, what: str) -> bool:
+        """A character constant or an interpreted string: up to the closing ``quote``, escapes skipped;
+        a line end or the end of the text first is Go's ``unterminated <what>``."""
         while True:
             ch = self.next()
             if ch == "\\":
@@ -462,11 +449,11 @@ class _Lexer:
                 if ch not in ("", "\n"):
                     continue
             if ch in ("", "\n"):
-                self.error("unterminated quoted string")
+                self.error(f"unterminated {what}")
                 return False
-            if ch == '"':
+            if ch == quote:
                 break
-        self.emit(T.STRING)
+        self.emit(token)
         return True
 
     def lex_raw_quote(self) -> bool:
