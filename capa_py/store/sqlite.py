@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
+
 from capa_py.api.meta import KubeObject, utcnow, validate_dns_subdomain
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
@@ -67,8 +69,27 @@ CREATE INDEX IF NOT EXISTS events_kind ON events (api_version, kind, seq);
 CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 STORE_UID_KEY = "uid"
+BUSY_SECONDS = 60.0
+"""How long a connection waits for another process's lock before giving up."""
 
 _log = get_logger("store.sqlite")
+
+
+def _locked(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and "database is locked" in str(exc)
+
+
+@retry(
+    retry=retry_if_exception(_locked),
+    wait=wait_random_exponential(multiplier=0.01, max=0.5),
+    stop=stop_after_delay(BUSY_SECONDS),
+    reraise=True,
+)
+def _enter_wal(conn: sqlite3.Connection) -> None:
+    """Switch the database to write-ahead logging. SQLite answers a journal-mode change it cannot make at
+    once with "database is locked" without waiting for the busy timeout (another process is creating or
+    switching the same new file), so the switch is retried for as long as a write would wait."""
+    conn.execute("PRAGMA journal_mode=WAL")
 
 
 def _open_failure(exc: BaseException) -> str:
@@ -152,11 +173,15 @@ class SQLiteStore:
             # mode=rw opens an existing database only: a store opened without creating stays absent.
             target = self.path if self._creates else f"{self.path.resolve().as_uri()}?mode=rw"
             conn = sqlite3.connect(
-                target, timeout=60.0, isolation_level=None, check_same_thread=False, uri=not self._creates
+                target,
+                timeout=BUSY_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
+                uri=not self._creates,
             )
-            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
+            _enter_wal(conn)
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=60000")
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)

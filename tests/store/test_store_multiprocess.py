@@ -79,6 +79,13 @@ def increment_counter(path: str, times: int, barrier: Any) -> None:
             retry_on_conflict(store, current, bump, attempts=10_000)
 
 
+def open_fresh_stores(paths: list[str], barrier: Any) -> None:
+    """Open each new store at the same moment as the other workers (a round per path)."""
+    for path in paths:
+        barrier.wait(SAFETY_TIMEOUT)
+        SQLiteStore(path).close()
+
+
 # -- the tests -----------------------------------------------------------------------------------------
 
 
@@ -164,3 +171,20 @@ def test_concurrent_read_modify_write_loops_lose_no_increment(
     assert counter == str(processes * increments), (
         f"{processes} processes x {increments} increments must give {processes * increments}, got {counter}"
     )
+
+
+def test_processes_creating_the_same_new_store_at_once_all_open_it(
+    tmp_path: Path, spawn: SpawnContext
+) -> None:
+    # Two `capa apply` on a state file that does not exist yet: each creates it and switches it to WAL.
+    # SQLite refuses a journal-mode switch it cannot make at once ("database is locked") without waiting
+    # for the busy timeout; before the switch was retried, about one open in twenty failed here.
+    processes, rounds = 4, 40
+    paths = [str(tmp_path / f"round-{n}" / "state.db") for n in range(rounds)]
+    barrier = spawn.Barrier(processes)
+
+    run_workers(spawn, open_fresh_stores, [(paths, barrier)] * processes)
+
+    for path in paths:
+        with SQLiteStore(path, create=False) as store:
+            assert list(store.list(Cluster)) == []
