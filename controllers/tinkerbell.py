@@ -484,9 +484,9 @@ def _still_preparable(workflow: Workflow) -> None:
         raise Conflict(f"{workflow.ref()} became {workflow.status.state} while being prepared")
 
 
-def preparation_graph() -> Action:
-    """The preparation's ctrlkit graph, for ``capa ctrlkit graph controllers.tinkerbell:preparation_graph``
-    (built as a reconcile builds it, over a store that is never touched)."""
+def _drawable(phase: type[Preparation] | type[Supervision]) -> Action:
+    """A phase's ctrlkit graph built as a reconcile builds it, over an example workflow and a store that
+    is never touched."""
     from typing import cast
 
     nowhere = cast(ObjectStore, None)
@@ -498,23 +498,17 @@ def preparation_graph() -> Action:
         ),
     )
     controller = WorkflowController(nowhere, EventRecorder(nowhere))
-    return Preparation(controller, workflow, utcnow()).workflow_graph()
+    return phase(controller, workflow, utcnow()).workflow_graph()
+
+
+def preparation_graph() -> Action:
+    """The preparation's ctrlkit graph (``capa ctrlkit graph controllers.tinkerbell:preparation_graph``)."""
+    return _drawable(Preparation)
 
 
 def supervision_graph() -> Action:
     """The supervision's ctrlkit graph (``capa ctrlkit graph controllers.tinkerbell:supervision_graph``)."""
-    from typing import cast
-
-    nowhere = cast(ObjectStore, None)
-    workflow = Workflow(
-        metadata=ObjectMeta(name="example"),
-        spec=WorkflowSpec(
-            hardware_ref=LocalObjectReference(name="example"),
-            template_ref=LocalObjectReference(name="example"),
-        ),
-    )
-    controller = WorkflowController(nowhere, EventRecorder(nowhere))
-    return Supervision(controller, workflow, utcnow()).workflow_graph()
+    return _drawable(Supervision)
 
 
 def tinkerbell_controllers(

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from capa_py.api.tinkerbell import END_STATES, ActionStatus, Workflow, WorkflowState
+from capa_py.api.tinkerbell import END_STATES, ActionState, ActionStatus, Workflow, WorkflowState
 
 REASON_UNKNOWN = "Unknown"
 REASON_TIMEOUT = "Timeout"
@@ -163,13 +163,7 @@ def failed(workflow: Workflow, now: datetime, reason: str, message: str) -> None
     """Fail the workflow (the supervisor's timeouts); a running action fails with it."""
     if workflow.status.state in END_STATES:
         raise TransitionError(f"workflow {workflow.ref()} already ended ({workflow.status.state})")
-    current = running_action(workflow)
-    if current is not None:
-        name, action = current
-        action.state = "Failed"
-        action.reason = reason
-        action.message = message
-        workflow.status.current_action = name
+    _end_running_action(workflow, "Failed", reason, message)
     set_state(workflow, "Failed", now, reason, message)
 
 
@@ -196,14 +190,19 @@ def cancelled(
     """A cancelling workflow stopped (the agent confirmed, or the supervisor gave up waiting — with a
     failure reason): Canceled, and its running action Canceled."""
     _require(workflow, {"Cancelling"}, "completing a cancellation")
+    _end_running_action(workflow, "Canceled", reason, message)
+    set_state(workflow, "Canceled", now, reason, message)
+
+
+def _end_running_action(workflow: Workflow, state: ActionState, reason: str, message: str) -> None:
+    """The running action, if any, ends with the workflow (and stays its current action)."""
     current = running_action(workflow)
     if current is not None:
         name, action = current
-        action.state = "Canceled"
+        action.state = state
         action.reason = reason
         action.message = message
         workflow.status.current_action = name
-    set_state(workflow, "Canceled", now, reason, message)
 
 
 __all__ = [
