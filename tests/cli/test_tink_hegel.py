@@ -9,12 +9,15 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from capa_py.store import SQLiteStore
+from capa_py.store.kube import KubeStore
 from tests.cli.cli_support import Cli
+from tests.cli.test_cli_kube_store import kubeconfig  # noqa: F401
 from tests.cli.test_controller_cmd import SAFETY_TIMEOUT, ControllerProcess
 from tests.e2e.e2e_support import capa_env
 from tests.tinkerbell.test_hegel import USERDATA, call, hardware
@@ -28,11 +31,10 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture
-def hegel_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """``capa --state S tink hegel --port 0 --trusted-proxies 127.0.0.7`` and the URL it serves."""
-    state = tmp_path / "state.db"
-    argv = [sys.executable, "-m", "capa_py.cli", "--state", str(state), "tink", "hegel", "--port", "0"]
+@contextmanager
+def hegel_process(tmp_path: Path, *store_args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """``capa STORE-ARGS tink hegel --port 0 --trusted-proxies 127.0.0.7`` and the URL it serves."""
+    argv = [sys.executable, "-m", "capa_py.cli", *store_args, "tink", "hegel", "--port", "0"]
     proc = subprocess.Popen(
         [*argv, "--trusted-proxies", "127.0.0.7"],
         stdout=subprocess.PIPE,
@@ -55,10 +57,16 @@ def hegel_process(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]
             proc.stdout.close()
 
 
+@pytest.fixture
+def sqlite_hegel(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    with hegel_process(tmp_path, "--state", str(tmp_path / "state.db")) as started:
+        yield started
+
+
 def test_capa_tink_hegel_serves_the_store_until_sigterm(
-    tmp_path: Path, hegel_process: tuple[subprocess.Popen[str], str]
+    tmp_path: Path, sqlite_hegel: tuple[subprocess.Popen[str], str]
 ) -> None:
-    proc, url = hegel_process
+    proc, url = sqlite_hegel
     with SQLiteStore(tmp_path / "state.db") as store:
         store.create(hardware("machine1", "127.0.0.2", hostname="node-1", userdata=USERDATA))
     assert call(f"{url}/2009-04-04/meta-data/instance-id", "127.0.0.2")[:2] == (200, b"machine1")
@@ -113,3 +121,15 @@ def test_capa_controller_serves_no_hegel_by_default(tmp_path: Path, closed_endpo
         assert controller.wait() == 0, str(controller)
     finally:
         controller.close()
+
+
+def test_capa_tink_hegel_serves_the_api_server_store(tmp_path: Path, kubeconfig: Path) -> None:  # noqa: F811
+    with KubeStore.from_kubeconfig(kubeconfig) as store:
+        machine = hardware("kube-machine", "127.0.0.12", hostname="kube-node")
+        machine.metadata.namespace = "hegel-kube"
+        store.create(machine)
+    with hegel_process(tmp_path, "--kubeconfig", str(kubeconfig)) as (proc, url):
+        assert call(f"{url}/2009-04-04/meta-data/hostname", "127.0.0.12")[:2] == (200, b"kube-node")
+        assert call(f"{url}/2009-04-04/meta-data/instance-id", "127.0.0.12")[:2] == (200, b"kube-machine")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(SAFETY_TIMEOUT) == 0

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import aiohttp
 import pytest
 import structlog
+import yaml
 
 from capa_py.api.tinkerbell import Hardware
+from capa_py.cli.serve_cmd import kubeconfig
 from capa_py.logging import configure_logging
 from capa_py.store import SQLiteStore
+from capa_py.store.kube import KubeStore
 from capa_py.tinkerbell.hegel import (
     RunningHegel,
     caller_address,
@@ -203,3 +207,18 @@ def test_userdata_and_vendordata_never_reach_the_logs(
     assert "s3cr3t-userdata-value" not in logged
     assert VENDORDATA not in logged
     assert "127.0.0.2" not in "".join(access)
+
+
+def test_a_store_that_cannot_be_read_is_a_503_not_a_500(tmp_path: Path) -> None:
+    """An API server that does not answer (a loopback port nothing listens on)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = tmp_path / "kubeconfig"
+    config.write_text(yaml.safe_dump(kubeconfig(f"http://127.0.0.1:{port}")))
+    with KubeStore.from_kubeconfig(config) as store:
+        running = start_in_thread(store, "127.0.0.1", 0)
+        try:
+            assert call(f"{running.url}/2009-04-04/meta-data/instance-id", "127.0.0.2")[0] == 503
+        finally:
+            running.stop()
