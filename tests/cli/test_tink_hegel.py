@@ -133,3 +133,30 @@ def test_capa_tink_hegel_serves_the_api_server_store(tmp_path: Path, kubeconfig:
         assert call(f"{url}/2009-04-04/meta-data/instance-id", "127.0.0.12")[:2] == (200, b"kube-machine")
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(SAFETY_TIMEOUT) == 0
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        (["tink", "hegel", "--port", "70000"], "--port must be between 0 and 65535"),
+        (["controller", "--hegel-port", "-1"], "--hegel-port must be between 0 and 65535"),
+    ],
+)
+def test_a_port_out_of_range_is_refused_with_exit_2(cli: Cli, command: list[str], message: str) -> None:
+    result = cli(*command)
+    assert result.exit_code == 2, result
+    assert message in result.stderr
+
+
+def test_capa_controller_exits_1_when_the_hegel_port_is_taken(tmp_path: Path, closed_endpoint: str) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        controller = ControllerProcess(tmp_path / "state.db", closed_endpoint, "--hegel-port", str(port))
+        try:
+            assert controller.wait() == 1, str(controller)
+            assert f"cannot serve hegel on 127.0.0.1:{port}" in controller.stderr()
+            assert not controller.has_line("controllers running: ")
+        finally:
+            controller.close()
