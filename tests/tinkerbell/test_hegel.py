@@ -14,7 +14,7 @@ import pytest
 import structlog
 import yaml
 
-from capa_py.api.tinkerbell import Hardware
+from capa_py.api.tinkerbell import Hardware, NetworkInterface
 from capa_py.cli.serve_cmd import kubeconfig
 from capa_py.logging import configure_logging
 from capa_py.store import SQLiteStore
@@ -222,3 +222,18 @@ def test_a_store_that_cannot_be_read_is_a_503_not_a_500(tmp_path: Path) -> None:
             assert call(f"{running.url}/2009-04-04/meta-data/instance-id", "127.0.0.2")[0] == 503
         finally:
             running.stop()
+
+
+def test_the_interface_called_from_gives_hostname_and_local_ipv4(
+    store: SQLiteStore, hegel: RunningHegel
+) -> None:
+    machine = hardware("two-nics", "127.0.0.10", hostname="nic-a")
+    machine.spec.network_interfaces["02:00:00:00:01:0b"] = NetworkInterface.model_validate(
+        {"dhcp": {"ip": "127.0.0.11", "netmask": "255.0.0.0", "hostname": "nic-b"}}
+    )
+    store.create(machine)
+    base = f"{hegel.url}/2009-04-04/meta-data"
+    assert call(f"{base}/hostname", "127.0.0.11")[:2] == (200, b"nic-b")
+    assert call(f"{base}/local-ipv4", "127.0.0.11")[:2] == (200, b"127.0.0.11")
+    assert call(f"{base}/hostname", "127.0.0.10")[:2] == (200, b"nic-a")
+    assert call(f"{base}/instance-id", "127.0.0.11")[:2] == (200, b"two-nics")
