@@ -14,6 +14,10 @@ webhook Service), until it stops. The certificate is checked before anything els
 The Tinkerbell workflow supervisor's limits are ``--workflow-scheduling-timeout`` (5m),
 ``--workflow-cancel-timeout`` (5m) and ``--workflow-action-timeout`` (1h, for actions without a timeout of
 their own).
+
+With ``--hegel-port PORT`` (0, the default, serves none) it also serves the Tinkerbell Hegel metadata
+endpoints (:mod:`capa_py.tinkerbell.hegel`) on ``--hegel-bind`` (127.0.0.1), believing ``X-Forwarded-For``
+from ``--trusted-proxies`` only, whether or not it leads (Hegel only reads), until it stops.
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ from capa_py.store.selectors import LabelSelector
 from capa_py.webhooks import CertificateReloader, RunningWebhook, WebhookConfigError, start_in_thread
 
 if TYPE_CHECKING:
+    from capa_py.tinkerbell.hegel import IPNetwork, RunningHegel
     from controllers.tinkerbell import WorkflowTimeouts
 
 _log = get_logger("cli.controller")
@@ -190,6 +195,41 @@ def webhook_options(cert_dir: Path | None, bind_address: str) -> WebhookOptions 
     return WebhookOptions(cert_dir, address)
 
 
+@dataclass(frozen=True)
+class HegelOptions:
+    """Where Hegel is served from, and whose X-Forwarded-For it believes."""
+
+    bind: str
+    port: int
+    trusted: tuple[IPNetwork, ...]
+
+
+def hegel_options(port: int, bind: str, trusted_proxies: str | None) -> HegelOptions | None:
+    """Hegel's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
+    from capa_py.tinkerbell.hegel import parse_trusted_proxies
+
+    if not 0 <= port <= 65535:
+        fail(f"--hegel-port must be between 0 and 65535, not {port}", EXIT_INVALID)
+    try:
+        trusted = parse_trusted_proxies(trusted_proxies)
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    return HegelOptions(bind, port, trusted) if port else None
+
+
+def _start_hegel(store: ObjectStore, options: HegelOptions | None) -> RunningHegel | None:
+    if options is None:
+        return None
+    from capa_py.tinkerbell.hegel import start_in_thread as start_hegel
+
+    try:
+        running = start_hegel(store, options.bind, options.port, options.trusted)
+    except OSError as exc:
+        fail(f"cannot serve hegel on {options.bind}:{options.port}: {exc.strerror or exc}")
+    _announce(f"hegel: {running.url}")
+    return running
+
+
 def _start_webhooks(options: WebhookOptions | None) -> RunningWebhook | None:
     if options is None:
         return None
@@ -298,6 +338,21 @@ def controller(
             help="How long a Workflow action without a timeout of its own may run (Timeout).",
         ),
     ] = "1h",
+    hegel_port: Annotated[
+        int,
+        typer.Option("--hegel-port", help="Serve Tinkerbell Hegel metadata on this port; 0 (default) off."),
+    ] = 0,
+    hegel_bind: Annotated[
+        str, typer.Option("--hegel-bind", help="Address Hegel listens on (with --hegel-port).")
+    ] = "127.0.0.1",
+    trusted_proxies: Annotated[
+        str | None,
+        typer.Option(
+            "--trusted-proxies",
+            help="CIDR[,CIDR...] of proxies whose X-Forwarded-For Hegel believes.",
+            metavar="CIDR[,CIDR...]",
+        ),
+    ] = None,
 ) -> None:
     """Run every controller against the store until SIGTERM or SIGINT."""
     if core_controllers not in ("auto", "on", "off"):
@@ -329,6 +384,7 @@ def controller(
             fail(f"--watch-filter: {exc}", EXIT_INVALID)
     metrics_address, probe_address = _addresses(metrics_bind_address, health_probe_bind_address)
     webhooks = webhook_options(webhook_cert_dir, webhook_bind_address)
+    hegel = hegel_options(hegel_port, hegel_bind, trusted_proxies)
 
     aws = aws_context(ctx, endpoint, region, profile, traits)
     store = globals_of(ctx).store()
@@ -351,6 +407,7 @@ def controller(
             timing,
             webhooks,
             timeouts,
+            hegel,
         )
     finally:
         store.close()
@@ -369,6 +426,7 @@ def _run(
     timing: LeaseTiming | None,
     webhooks: WebhookOptions | None = None,
     timeouts: WorkflowTimeouts | None = None,
+    hegel: HegelOptions | None = None,
 ) -> int:
     from controllers import embedded_controllers
 
@@ -389,9 +447,15 @@ def _run(
         _announce(f"metrics: {endpoints.metrics_url}/metrics")
     if endpoints.probe_url:
         _announce(f"health probes: {endpoints.probe_url}/healthz {endpoints.probe_url}/readyz")
+    webhook: RunningWebhook | None = None
     try:
         webhook = _start_webhooks(webhooks)
+        hegel_server = _start_hegel(store, hegel)
     except typer.Exit:
+        if hegel_server is not None:
+            hegel_server.stop()
+        if webhook is not None:
+            webhook.stop()
         endpoints.stop()
         metrics.close()
         raise
@@ -450,6 +514,8 @@ def _run(
         if deadline is not None:
             deadline.cancel()
         process.stop_informers()
+        if hegel_server is not None:
+            hegel_server.stop()
         if webhook is not None:
             webhook.stop()
         endpoints.stop()

@@ -158,7 +158,11 @@ def _mount_subcommands() -> None:
     serve_cmd.register(app)
     controller_cmd.register(app)
     app.add_typer(ctrlkit_cmd.app, name="ctrlkit", help="The ctrlkit DSL code generator and workflow graphs.")
-    app.add_typer(tink_cmd.app, name="tink", help="Tinkerbell helpers: render a template for a hardware.")
+    app.add_typer(
+        tink_cmd.app,
+        name="tink",
+        help="Tinkerbell helpers: render a template for a hardware, serve Hegel metadata.",
+    )
 
 
 _mount_subcommands()

@@ -7,11 +7,17 @@ template that does not render prints the field and Go's error (with its position
 
 :func:`report_workflow_outcomes` is what ``capa delete --wait`` prints of the Workflows it deleted: the
 state each ended in, read from the Events the controller recorded (the objects themselves are gone).
+
+``capa tink hegel [--bind 127.0.0.1] [--port 50061] [--trusted-proxies CIDR[,CIDR...]]`` serves the
+Hegel metadata endpoints (:mod:`capa_py.tinkerbell.hegel`) over the selected store until SIGTERM or SIGINT;
+port 0 picks a free port. It prints ``hegel: URL`` once it serves.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,11 +26,18 @@ import typer
 
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
-from capa_py.cli.common import EXIT_INVALID, fail, load_files, stdout
+from capa_py.cli.common import EXIT_INVALID, fail, globals_of, load_files, stdout
 from capa_py.cli.output import render_json, render_yaml
 from capa_py.store.protocol import ObjectStore
 
-app = typer.Typer(help="Tinkerbell helpers: render a template for a hardware.", no_args_is_help=True)
+app = typer.Typer(
+    help="Tinkerbell helpers: render a template for a hardware, serve Hegel metadata.", no_args_is_help=True
+)
+
+TRUSTED_PROXIES_HELP = (
+    "CIDR[,CIDR...] of proxies whose X-Forwarded-For is believed (the right-most untrusted address is "
+    "the caller); from anyone else the header is ignored."
+)
 
 
 def _one(path: Path, kind: type[KubeObject], option: str) -> Any:
@@ -83,6 +96,45 @@ def render(
         fail(f"{template_file}: {exc}", EXIT_INVALID)
     document = {"actions": [a.model_dump(by_alias=True, exclude_none=True, mode="json") for a in actions]}
     sys.stdout.write(render_json(document) + "\n" if output == "json" else render_yaml(document))
+
+
+@app.command("hegel")
+def hegel(
+    ctx: typer.Context,
+    bind: Annotated[str, typer.Option("--bind", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on; 0 picks a free one.")] = 50061,
+    trusted_proxies: Annotated[
+        str | None, typer.Option("--trusted-proxies", help=TRUSTED_PROXIES_HELP, metavar="CIDR[,CIDR...]")
+    ] = None,
+) -> None:
+    """Serve Hegel instance metadata (instance-id, hostname, local-ipv4, user-data) until interrupted."""
+    from capa_py.tinkerbell.hegel import parse_trusted_proxies, start_in_thread
+
+    if not 0 <= port <= 65535:
+        fail(f"--port must be between 0 and 65535, not {port}", EXIT_INVALID)
+    try:
+        trusted = parse_trusted_proxies(trusted_proxies)
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    store = globals_of(ctx).store()
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            running = start_in_thread(store, bind, port, trusted)
+        except OSError as exc:
+            fail(f"cannot serve on {bind}:{port}: {exc.strerror or exc}")
+        print(f"hegel: {running.url}", flush=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            running.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        store.close()
+    print("stopped", flush=True)
 
 
 def report_workflow_outcomes(store: ObjectStore, targets: Sequence[KubeObject]) -> None:
