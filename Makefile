@@ -42,6 +42,7 @@ bench: setup
 	$(BIN)/python benchmarks/scale.py $(SCALE_BENCH_ARGS)
 	$(BIN)/python benchmarks/delays.py $(DELAY_BENCH_ARGS)
 	$(BIN)/python benchmarks/controller.py $(CONTROLLER_BENCH_ARGS)
+	$(BIN)/python benchmarks/hegel.py
 
 # LocalStack runs without Docker only on Python 3.13: found on PATH or through pyenv, or named here.
 LOCALSTACK_PYTHON ?=
