@@ -30,7 +30,7 @@ from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.resources import Target, admit
 from capa_py.apiserver.status import ApiError
 from capa_py.logging import get_logger
-from capa_py.runtime.background import BackgroundLoop, Ready, start_loop_thread
+from capa_py.runtime.background import Ready, RunningServer, start_loop_thread
 
 _log = get_logger("webhooks")
 
@@ -171,16 +171,8 @@ class CertificateReloader:
         return True
 
 
-class RunningWebhook:
+class RunningWebhook(RunningServer):
     """The webhook server on its own event loop in a background thread."""
-
-    def __init__(self, url: str, port: int, handle: BackgroundLoop) -> None:
-        self.url = url
-        self.port = port
-        self._handle = handle
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._handle.stop(timeout)
 
 
 def start_in_thread(

@@ -206,14 +206,9 @@ class HegelOptions:
 
 def hegel_options(port: int, bind: str, trusted_proxies: str | None) -> HegelOptions | None:
     """Hegel's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
-    from capa_py.tinkerbell.hegel import parse_trusted_proxies
+    from capa_py.cli.tink_cmd import checked_hegel_flags
 
-    if not 0 <= port <= 65535:
-        fail(f"--hegel-port must be between 0 and 65535, not {port}", EXIT_INVALID)
-    try:
-        trusted = parse_trusted_proxies(trusted_proxies)
-    except ValueError as exc:
-        fail(str(exc), EXIT_INVALID)
+    trusted = checked_hegel_flags("--hegel-port", port, trusted_proxies)
     return HegelOptions(bind, port, trusted) if port else None
 
 

@@ -20,7 +20,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -29,6 +29,9 @@ from capa_py.api.tinkerbell import Hardware, Template, Workflow
 from capa_py.cli.common import EXIT_INVALID, fail, globals_of, load_files, stdout
 from capa_py.cli.output import render_json, render_yaml
 from capa_py.store.protocol import ObjectStore
+
+if TYPE_CHECKING:
+    from capa_py.tinkerbell.hegel import IPNetwork
 
 app = typer.Typer(
     help="Tinkerbell helpers: render a template for a hardware, serve Hegel metadata.", no_args_is_help=True
@@ -58,6 +61,18 @@ def parse_data(items: Sequence[str]) -> dict[str, str]:
             raise ValueError(f"--data {item!r}: expected KEY=VALUE")
         data[key] = value
     return data
+
+
+def checked_hegel_flags(port_flag: str, port: int, trusted_proxies: str | None) -> tuple[IPNetwork, ...]:
+    """The trusted proxies Hegel's flags give; exits 2 naming the flag that is wrong."""
+    from capa_py.tinkerbell.hegel import parse_trusted_proxies
+
+    if not 0 <= port <= 65535:
+        fail(f"{port_flag} must be between 0 and 65535, not {port}", EXIT_INVALID)
+    try:
+        return parse_trusted_proxies(trusted_proxies)
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
 
 
 @app.command("render")
@@ -108,14 +123,9 @@ def hegel(
     ] = None,
 ) -> None:
     """Serve Hegel instance metadata (instance-id, hostname, local-ipv4, user-data) until interrupted."""
-    from capa_py.tinkerbell.hegel import parse_trusted_proxies, start_in_thread
+    from capa_py.tinkerbell.hegel import start_in_thread
 
-    if not 0 <= port <= 65535:
-        fail(f"--port must be between 0 and 65535, not {port}", EXIT_INVALID)
-    try:
-        trusted = parse_trusted_proxies(trusted_proxies)
-    except ValueError as exc:
-        fail(str(exc), EXIT_INVALID)
+    trusted = checked_hegel_flags("--port", port, trusted_proxies)
     store = globals_of(ctx).store()
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}

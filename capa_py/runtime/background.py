@@ -37,6 +37,18 @@ class BackgroundLoop:
         return not self._thread.is_alive()
 
 
+class RunningServer:
+    """A server started by :func:`start_loop_thread`: where it listens, and how to stop it."""
+
+    def __init__(self, url: str, port: int, handle: BackgroundLoop) -> None:
+        self.url = url
+        self.port = port
+        self._handle = handle
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._handle.stop(timeout)
+
+
 def start_loop_thread(
     server: Callable[[asyncio.Event, Ready], Awaitable[None]], name: str
 ) -> tuple[dict[str, Any], BackgroundLoop]:

@@ -29,7 +29,7 @@ from aiohttp import web
 
 from capa_py.api.tinkerbell import Hardware
 from capa_py.logging import get_logger
-from capa_py.runtime.background import BackgroundLoop, Ready, start_loop_thread
+from capa_py.runtime.background import Ready, RunningServer, start_loop_thread
 from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
 
@@ -207,16 +207,8 @@ def build_app(store: ObjectStore, trusted: Sequence[IPNetwork] = ()) -> web.Appl
     return app
 
 
-class RunningHegel:
+class RunningHegel(RunningServer):
     """Hegel on its own event loop in a background thread."""
-
-    def __init__(self, url: str, port: int, handle: BackgroundLoop) -> None:
-        self.url = url
-        self.port = port
-        self._handle = handle
-
-    def stop(self, timeout: float = 30.0) -> None:
-        self._handle.stop(timeout)
 
 
 def start_in_thread(
