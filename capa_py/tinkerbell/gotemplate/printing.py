@@ -186,9 +186,7 @@ class _Printer:
         if f.prec_present:
             prec = f.prec
         num = format_float(v, verb, prec)
-        if num[0] in "-+":
-            pass
-        else:
+        if num[0] not in "-+":
             num = "+" + num
         if f.space and num[0] == "+" and not f.plus:
             num = " " + num[1:]
