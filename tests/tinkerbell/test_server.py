@@ -1,0 +1,110 @@
+"""The workflow server over a real SQLite store, with the generated client: what is dispatched to whom,
+in which order, and the rendered actions a StartWorkflow carries."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+from tests.tinkerbell.server_world import World, hardware, template
+
+MAC = "aa:bb:cc:dd:ee:01"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path)
+    w.apply(hardware("hw1", MAC), template())
+    yield w
+    w.close()
+
+
+def test_a_prepared_workflow_is_sent_with_its_rendered_actions_and_becomes_scheduled(world: World) -> None:
+    world.submit("wf", "hw1")
+    agent = world.connect("hw1")
+    sent = agent.started()
+    assert sent.workflow_id == "default/wf"
+    assert [a.id for a in sent.actions] == ["a", "b"]
+    first, second = sent.actions
+    assert (first.name, first.image, first.cmd) == ("a", "quay.io/tinkerbell/a:v1", "/bin/sh")
+    assert list(first.args) == ["-c", "echo hello a"], "args are the rendered ones"
+    assert dict(first.env) == {"SECRET": "s3cr3t-value", "ACTION": "a"}, (
+        "the template's env under the action's"
+    )
+    assert list(first.volumes) == ["/tmp:/tmp", "/dev:/dev"]
+    assert first.HasField("ns")
+    assert first.ns.network == "host"
+    assert not first.ns.HasField("pid")
+    assert not second.HasField("cmd"), "an action without a command has no cmd"
+    assert not second.HasField("ns")
+    assert world.wait_state("wf", "Scheduled").status.state == "Scheduled"
+
+
+def test_workflows_are_dispatched_in_creation_order_one_at_a_time(world: World) -> None:
+    world.submit("wf-z", "hw1")
+    # Creation timestamps have whole seconds: the next one must be a later second to tell the order.
+    time.sleep(1.05 - (time.time() % 1.0))
+    world.submit("wf-a", "hw1")
+    world.submit("wf-b", "hw1")
+    agent = world.connect("hw1")
+    assert agent.started().workflow_id == "default/wf-z", "the oldest first, although its name sorts last"
+    world.wait_state("wf-z", "Scheduled")
+    world.started("wf-z", "a")
+    assert (world.state("wf-a"), world.state("wf-b")) == ("Pending", "Pending"), "one at a time per agent"
+    world.succeeded("wf-z", "a")
+    world.run_to_success("wf-z", ("b",))
+    assert world.state("wf-z") == "Succeeded"
+    assert agent.started().workflow_id == "default/wf-a", "same second: the name decides"
+    assert world.state("wf-b") == "Pending"
+    world.run_to_success("wf-a")
+    assert agent.started().workflow_id == "default/wf-b"
+
+
+def test_a_workflow_applied_while_the_agent_waits_is_sent_at_once(world: World) -> None:
+    agent = world.connect("hw1")
+    world.submit("wf", "hw1")
+    assert agent.started().workflow_id == "default/wf"
+
+
+@pytest.mark.parametrize("agent_id", ["AA:BB:CC:DD:EE:01", "aa-bb-cc-dd-ee-01", "aabb.ccdd.ee01", "HW1"])
+def test_an_agent_is_known_by_its_hardware_name_or_any_mac_in_any_notation(
+    world: World, agent_id: str
+) -> None:
+    world.submit("wf", "hw1")
+    assert world.connect(agent_id).started().workflow_id == "default/wf"
+
+
+def test_an_agent_whose_hardware_does_not_exist_yet_is_served_once_it_appears(world: World) -> None:
+    agent = world.connect("11:22:33:44:55:66")
+    world.apply(hardware("late", "11:22:33:44:55:66"))
+    world.submit("wf", "late")
+    assert agent.started().workflow_id == "default/wf"
+
+
+def test_an_unprepared_workflow_or_another_hardwares_is_not_sent(world: World) -> None:
+    world.apply(hardware("hw2", "aa:bb:cc:dd:ee:02"))
+    world.submit("other", "hw2")
+    from tests.tinkerbell.server_world import workflow
+
+    world.apply(workflow("raw", "hw1"))  # never prepared: no rendered actions, no Prepared condition
+    agent = world.connect("hw1")
+    world.submit("mine", "hw1")
+    assert agent.started().workflow_id == "default/mine"
+    assert world.state("other") == "Pending"
+    assert world.get("raw").status.state is None
+
+
+def test_an_id_matching_hardware_in_two_namespaces_is_refused_naming_both(world: World) -> None:
+    world.apply(hardware("hw1", "aa:bb:cc:dd:ee:09", namespace="lab"))
+    error = world.connect("hw1").ended()
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "default/hw1" in (error.details() or "")
+    assert "lab/hw1" in (error.details() or "")
+
+
+def test_an_empty_agent_id_is_invalid(world: World) -> None:
+    assert world.connect("").ended().code() == grpc.StatusCode.INVALID_ARGUMENT
