@@ -403,8 +403,9 @@ class Dispatcher:
             current = by_key.get(key)
             state = current.status.state if current is not None else None
             if current is None or state in END_STATES or state == "Pending":
-                if key in session.started and state != "Pending":
-                    # Ended without this agent saying so (the supervisor, or a deletion): stop it there.
+                if state != "Pending":
+                    # Ended without this agent saying so (the supervisor's timeouts, or gone): make sure
+                    # the agent stops, even if it was told to before (a forced Canceled).
                     self._send_stop(session, key, "ended without the agent's report")
                 session.started.discard(key)
                 session.stopped.discard(key)
@@ -629,7 +630,13 @@ class Dispatcher:
             self.metrics.rejected()
             _log.info("workflow rejected; held back", workflow=workflow_id(key), seconds=delay)
 
-    # -- introspection for tests and metrics --------------------------------------------------------
+    # -- introspection ------------------------------------------------------------------------------
+    def known_state(self, key: WorkflowKey) -> str | None:
+        """The state of a workflow as this server last saw it (None when unknown)."""
+        with self._lock:
+            known = self._workflows.get(key)
+        return known.status.state if known is not None else None
+
     def held_back_until(self, key: WorkflowKey) -> datetime | None:
         with self._lock:
             entry = self._rejections.get(key)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from prometheus_client import CollectorRegistry
 
 from capa_py.api.meta import ObjectMeta
 from capa_py.api.tinkerbell import (
@@ -144,14 +145,26 @@ class Agent:
 
 
 class World:
-    def __init__(self, path: Path, backoff: Backoff | None = None, tls: TLSFiles | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        backoff: Backoff | None = None,
+        tls: TLSFiles | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.store = SQLiteStore(path / "state.db")
         self.clock = FakeClock()
         self.controller = WorkflowController(
             self.store, EventRecorder(self.store), WorkflowTimeouts(scheduling=60, cancel=30), self.clock
         )
         self.server: RunningWorkflowServer = start_in_thread(
-            self.store, "127.0.0.1", 0, tls=tls, backoff=backoff or Backoff(10, 300), clock=self.clock
+            self.store,
+            "127.0.0.1",
+            0,
+            tls=tls,
+            backoff=backoff or Backoff(10, 300),
+            clock=self.clock,
+            registry=registry,
         )
         self.channel = self._channel(tls)
         self.stub = pb_grpc.WorkflowServiceStub(self.channel)
@@ -200,6 +213,13 @@ class World:
             if current.status.state == state:
                 return current
             assert time.monotonic() < deadline, f"{name} stayed {current.status.state}, expected {state}"
+            time.sleep(0.02)
+
+    def server_sees(self, name: str, state: str) -> None:
+        """Wait until the server's watch has delivered the workflow's state."""
+        deadline = time.monotonic() + WAIT
+        while self.server.dispatcher.known_state(("default", name)) != state:
+            assert time.monotonic() < deadline, f"the server never saw {name} {state}"
             time.sleep(0.02)
 
     # -- agents -------------------------------------------------------------------------------------
