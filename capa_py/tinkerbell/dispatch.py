@@ -41,7 +41,7 @@ from capa_py.api.tinkerbell import END_STATES, Hardware, Workflow
 from capa_py.api.tinkerbell_checks import normalise_mac
 from capa_py.logging import get_logger
 from capa_py.runtime.informer import Informer
-from capa_py.store.errors import Conflict, NotFound
+from capa_py.store.errors import Conflict, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from capa_py.tinkerbell import states
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
@@ -378,7 +378,14 @@ class Dispatcher:
             return self._hardware_locks.setdefault(hardware, threading.Lock())
 
     def evaluate(self, hardware: HardwareKey) -> None:
-        """Send the hardware's agent what it should have now (start, stop or nothing)."""
+        """Send the hardware's agent what it should have now (start, stop or nothing). A store that
+        cannot be written is logged: the next change of the hardware's workflows looks again."""
+        try:
+            self._evaluate(hardware)
+        except StoreError as exc:
+            _log.warning("cannot dispatch: the store failed", hardware="/".join(hardware), error=str(exc))
+
+    def _evaluate(self, hardware: HardwareKey) -> None:
         with self._hardware_lock(hardware):
             for _ in range(WRITE_ATTEMPTS):
                 session = self._session_for(hardware)
@@ -435,8 +442,8 @@ class Dispatcher:
                 continue
             written = self._write(scheduled)
             session.started.add(key)
-            session.outbox.send(start_command(written))
             self.metrics.dispatched()
+            session.outbox.send(start_command(written))
             _log.info(
                 "workflow dispatched",
                 workflow=workflow_id(key),
@@ -447,8 +454,8 @@ class Dispatcher:
 
     def _send_stop(self, session: Session, key: WorkflowKey, why: str) -> None:
         session.stopped.add(key)
-        session.outbox.send(stop_command(key))
         self.metrics.stopped()
+        session.outbox.send(stop_command(key))
         _log.info("workflow stop sent", workflow=workflow_id(key), agent=session.agent_id, why=why)
 
     @staticmethod

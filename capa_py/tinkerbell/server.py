@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from capa_py.logging import get_logger
 from capa_py.runtime.background import Ready, RunningServer, start_loop_thread
+from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
 from capa_py.tinkerbell.dispatch import Backoff, Clock, Dispatcher, Refused, wall_clock
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
@@ -183,6 +184,11 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
             await asyncio.to_thread(self.dispatcher.publish, request.event)
         except Refused as exc:
             await context.abort(exc.code, exc.message)
+        except StoreError as exc:
+            _log.warning(
+                "cannot apply an event: the store failed", workflow=request.event.workflow_id, error=str(exc)
+            )
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"the store failed: {exc}")
         return pb.PublishEventResponse()
 
 

@@ -108,3 +108,30 @@ def test_an_id_matching_hardware_in_two_namespaces_is_refused_naming_both(world:
 
 def test_an_empty_agent_id_is_invalid(world: World) -> None:
     assert world.connect("").ended().code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def test_a_workflow_another_server_scheduled_meanwhile_is_not_scheduled_again(tmp_path: Path) -> None:
+    """Two servers on one store: the one whose view is stale conflicts on its write, re-reads and finds
+    the workflow Scheduled, so it never moves it to Scheduled a second time."""
+    from prometheus_client import CollectorRegistry
+
+    from capa_py.store.sqlite import SQLiteStore
+    from capa_py.tinkerbell import states
+
+    registry = CollectorRegistry()
+    w = World(tmp_path, registry=registry)
+    try:
+        w.apply(hardware("hw1", MAC), template())
+        w.submit("wf", "hw1")
+        w.server_sees("wf", "Pending")
+        # The other server's write, through a store handle of its own.
+        with SQLiteStore(tmp_path / "state.db") as other:
+            pending = other.get(type(w.get("wf")), "wf", "default")
+            states.scheduled(pending, w.clock.now)
+            scheduled = other.update_status(pending)
+        agent = w.connect("hw1")
+        assert agent.started().workflow_id == "default/wf", "the agent gets its Scheduled workflow"
+        assert w.get("wf").metadata.resource_version == scheduled.metadata.resource_version, "not rewritten"
+        assert registry.get_sample_value("tink_server_dispatches_total") == 0
+    finally:
+        w.close()
