@@ -610,13 +610,20 @@ class Dispatcher:
             states.action_succeeded(workflow, action, now)
         elif kind == "action_failed":
             failed = event.action_failed
-            states.action_failed(
-                workflow,
-                action,
-                now,
-                failed.failure_reason if failed.HasField("failure_reason") else None,
-                failed.failure_message if failed.HasField("failure_message") else None,
-            )
+            reason = failed.failure_reason if failed.HasField("failure_reason") else None
+            message = failed.failure_message if failed.HasField("failure_message") else None
+            if (
+                workflow.status.state == "Cancelling"
+                and reason == states.REASON_CANCELED
+                and workflow.status.actions[action].state != "Running"
+            ):
+                # The agent stopped between actions and names the one it did not start: still the
+                # acknowledgement of the stop.
+                states.cancelled(
+                    workflow, now, states.REASON_CANCELED, message or "the agent stopped the workflow"
+                )
+                return
+            states.action_failed(workflow, action, now, reason, message)
         else:
             rejection = event.workflow_rejected
             reason = rejection.failure_reason if rejection.HasField("failure_reason") else None

@@ -14,7 +14,8 @@ be checked: any client may report any workflow's events.
 
 Acknowledging a StopWorkflow (as the protobuf's header says): ``ActionFailed`` with reason ``Canceled``
 for the running action, or ``WorkflowRejected`` with reason ``Canceled`` when none runs; either moves the
-Cancelling workflow to Canceled.
+Cancelling workflow to Canceled (so does ``ActionFailed`` reason ``Canceled`` naming the next action, which
+the agent did not start).
 
 The server runs on its own asyncio loop in a background thread (:func:`start_in_thread`); the
 ``grpc.health.v1`` service answers SERVING while it runs. TLS is used when a certificate and key are

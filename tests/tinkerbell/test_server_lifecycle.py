@@ -208,3 +208,45 @@ def test_tls_files_that_do_not_load_are_named(tmp_path: Path) -> None:
     write_certificate(other)
     with pytest.raises(ValueError, match="does not match"):
         check_tls(tmp_path / "tls.crt", other / "tls.key")
+
+
+def test_a_stop_acknowledged_for_the_action_not_yet_started_cancels(world: World) -> None:
+    agent = dispatched(world)
+    world.started("wf", "a")
+    world.succeeded("wf", "a")
+    delete_and_supervise(world)
+    assert agent.stopped() == "default/wf"
+    world.failed("wf", "b", "Canceled", "stopped before b")
+    status = world.get("wf").status
+    assert (status.state, status.reason, status.message) == ("Canceled", "Canceled", "stopped before b")
+    assert status.actions["b"].state == "Pending", "b never ran"
+
+
+def test_an_action_failing_for_another_reason_while_cancelling_still_cancels(world: World) -> None:
+    dispatched(world)
+    world.started("wf", "a")
+    delete_and_supervise(world)
+    world.failed("wf", "a", "Crashed")
+    assert world.state("wf") == "Canceled"
+    with pytest.raises(grpc.RpcError) as raised:
+        world.failed("wf", "b", "Canceled")
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION, "nothing to acknowledge any more"
+
+
+def test_hardware_that_makes_a_connected_agent_ambiguous_ends_its_stream(world: World) -> None:
+    agent = world.connect("hw1")
+    world.apply(hardware("hw1", "aa:bb:cc:dd:ee:07", namespace="lab"))
+    error = agent.ended()
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "lab/hw1" in (error.details() or "")
+
+
+def test_env_values_are_never_logged(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.submit("wf", "hw1")
+    sent = world.connect("hw1").started()
+    assert sent.actions[0].env["SECRET"] == "s3cr3t-value", "the agent gets the value"
+    world.wait_state("wf", "Scheduled")
+    world.run_to_success("wf")
+    logged = capsys.readouterr().out
+    assert "workflow dispatched" in logged, "the server's log lines are captured"
+    assert "s3cr3t-value" not in logged
