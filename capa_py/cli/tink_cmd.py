@@ -20,6 +20,8 @@ it serves.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import signal
 import sys
 import threading
@@ -85,6 +87,19 @@ def checked_hegel_flags(port_flag: str, port: int, trusted_proxies: str | None) 
         fail(str(exc), EXIT_INVALID)
 
 
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def _listen_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return _HOST_NAME.fullmatch(text) is not None
+    return True
+
+
 @dataclass(frozen=True)
 class WorkflowServerOptions:
     """Where the workflow server listens, with which certificate, and how it holds rejections back."""
@@ -112,8 +127,8 @@ def checked_server_flags(
 
     if not 0 <= port <= 65535:
         fail(f"{prefix}port must be between 0 and 65535, not {port}", EXIT_INVALID)
-    if not bind.strip():
-        fail(f"{prefix}bind: an address is required", EXIT_INVALID)
+    if not _listen_address(bind):
+        fail(f"{prefix}bind: {bind!r} is not an IP address or a host name", EXIT_INVALID)
     seconds: dict[str, float] = {}
     for flag, text in (("rejection-backoff", backoff), ("rejection-backoff-max", backoff_max)):
         try:

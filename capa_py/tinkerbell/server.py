@@ -48,6 +48,17 @@ _log = get_logger("tinkerbell.server")
 
 DEFAULT_PORT = 42113
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["WorkflowService"].full_name
+SERVER_OPTIONS: list[tuple[str, Any]] = [
+    # A port another socket holds is an error, not a shared port.
+    ("grpc.so_reuseport", 0),
+    # Command streams are idle for long stretches: ping agents so a vanished one is noticed (its stream
+    # ends, its hardware may be served to its next connection), and let agents ping every 10s themselves.
+    ("grpc.keepalive_time_ms", 60_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+    ("grpc.http2.max_ping_strikes", 0),
+]
 
 
 class ServerMetrics:
@@ -227,7 +238,7 @@ def start_in_thread(
     dispatcher.start()
 
     async def serve(stopping: asyncio.Event, ready: Ready) -> None:
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(options=SERVER_OPTIONS)
         pb_grpc.add_WorkflowServiceServicer_to_server(WorkflowService(dispatcher), server)
         checks = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(checks, server)

@@ -116,6 +116,8 @@ def test_capa_tink_server_serves_the_api_server_store(tmp_path: Path, kubeconfig
     ("command", "message"),
     [
         (["tink", "server", "--port", "70000"], "--port must be between 0 and 65535"),
+        (["tink", "server", "--bind", "not an address"], "--bind: 'not an address' is not an IP address"),
+        (["controller", "--tink-server-bind", "-x"], "--tink-server-bind: '-x' is not an IP address"),
         (["tink", "server", "--rejection-backoff", "soon"], "--rejection-backoff: not a duration"),
         (["tink", "server", "--rejection-backoff", "0s"], "--rejection-backoff must be positive"),
         (
