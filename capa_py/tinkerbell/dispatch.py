@@ -219,7 +219,9 @@ class Dispatcher:
         self._hardware_locks: dict[HardwareKey, threading.Lock] = {}
         self._workflows: dict[WorkflowKey, Workflow] = {}
         self._by_hardware: dict[HardwareKey, set[WorkflowKey]] = {}
-        self._hardware: dict[HardwareKey, Hardware] = {}
+        self._hardware_ids: dict[HardwareKey, frozenset[str]] = {}
+        """The agent ids each Hardware answers to: its name and its MACs (normalised)."""
+        self._by_agent_id: dict[str, set[HardwareKey]] = {}
         self._sessions: list[Session] = []
         self._rejections: dict[WorkflowKey, tuple[int, datetime]] = {}
         self._timer = threading.Condition()
@@ -294,11 +296,7 @@ class Dispatcher:
 
     def _resolve(self, key: str) -> HardwareKey | None:
         """The Hardware an agent key names (with the lock held); Refused when two do."""
-        found = sorted(
-            hw_key
-            for hw_key, hardware in self._hardware.items()
-            if hardware.metadata.name.lower() == key or key in hardware.spec.network_interfaces
-        )
+        found = sorted(self._by_agent_id.get(key, ()))
         if len(found) > 1:
             names = " and ".join(f"hardware {ns}/{name}" for ns, name in found)
             raise Refused(grpc.StatusCode.FAILED_PRECONDITION, f"agent id {key!r} matches {names}")
@@ -348,12 +346,22 @@ class Dispatcher:
         hardware = event.object
         assert isinstance(hardware, Hardware)
         changed: list[HardwareKey] = []
+        hw_key = key_of(hardware)
         with self._lock:
-            if event.type == "DELETED":
-                self._hardware.pop(key_of(hardware), None)
-            else:
-                self._hardware[key_of(hardware)] = hardware
+            before = self._hardware_ids.pop(hw_key, frozenset())
+            for agent_id in before:
+                self._by_agent_id.get(agent_id, set()).discard(hw_key)
+            after: frozenset[str] = frozenset()
+            if event.type != "DELETED":
+                after = frozenset({hardware.metadata.name.lower(), *hardware.spec.network_interfaces})
+                self._hardware_ids[hw_key] = after
+                for agent_id in after:
+                    self._by_agent_id.setdefault(agent_id, set()).add(hw_key)
+            if before == after:
+                return  # the ids it answers to did not change: no agent's binding did
             for session in list(self._sessions):
+                if session.key not in before | after and session.hardware != hw_key:
+                    continue
                 try:
                     bound = self._resolve(session.key)
                 except Refused as exc:
@@ -369,8 +377,8 @@ class Dispatcher:
                             self._end(other, grpc.StatusCode.ABORTED, "another stream serves this hardware")
                     changed.append(bound)
                     _log.info("agent bound to hardware", agent=session.agent_id, hardware="/".join(bound))
-        for key in changed:
-            self.evaluate(key)
+        for bound_key in changed:
+            self.evaluate(bound_key)
 
     # -- dispatching --------------------------------------------------------------------------------
     def _hardware_lock(self, hardware: HardwareKey) -> threading.Lock:
