@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workflows", type=int, default=10, help="workflows per agent")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     args = parser.parse_args(argv)
+    if args.agents < 1 or args.agents > 65536:
+        parser.error("--agents must be between 1 and 65536")
+    if args.workflows < 1:
+        parser.error("--workflows must be at least 1")
     configure_logging("console", 0)  # warnings only: no log line per event
     figures = measure(args.agents, args.workflows)
     print(f"tink server: {figures['agents']} agents, {figures['workflows']} workflows of 2 actions")
