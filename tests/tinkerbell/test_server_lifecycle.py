@@ -250,3 +250,28 @@ def test_env_values_are_never_logged(world: World, capsys: pytest.CaptureFixture
     logged = capsys.readouterr().out
     assert "workflow dispatched" in logged, "the server's log lines are captured"
     assert "s3cr3t-value" not in logged
+
+
+def test_an_agent_whose_hardware_is_deleted_waits_and_is_served_when_it_is_back(world: World) -> None:
+    from capa_py.api.tinkerbell import Hardware
+
+    agent = world.connect("hw1")
+    world.store.delete(Hardware, "hw1", "default")
+    deadline = time.monotonic() + WAIT
+    while any(s.hardware is not None for s in world.server.dispatcher.sessions()):
+        assert time.monotonic() < deadline, "the agent stayed bound to a deleted hardware"
+        time.sleep(0.02)
+    world.apply(hardware("hw1", MAC))
+    world.submit("wf", "hw1")
+    assert agent.started().workflow_id == "default/wf"
+
+
+def test_stopping_the_server_ends_open_streams(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    try:
+        w.apply(hardware("hw1", MAC), template())
+        agent = w.connect("hw1")
+        w.server.stop()
+        assert agent.ended().code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+    finally:
+        w.close()
