@@ -291,6 +291,7 @@ class Dispatcher:
         """End a session's stream (with the lock held)."""
         if session in self._sessions:
             self._sessions.remove(session)
+            self.metrics.agents(len(self._sessions))
         _log.info("agent stream ended", agent=session.agent_id, code=code.name, reason=message)
         session.outbox.abort(code, message)
 

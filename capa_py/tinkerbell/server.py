@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,6 +218,18 @@ class RunningWorkflowServer(RunningServer):
         self.dispatcher.stop()
 
 
+def _check_free(bind: str, port: int) -> None:
+    """OSError (with the system's reason) when ``bind:port`` cannot be listened on; gRPC's own failure
+    says less. Port 0 always can."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        # As gRPC binds: a port whose old connections linger in TIME_WAIT is free.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((bind.strip("[]"), port))
+
+
 def _address(bind: str, port: int) -> str:
     host = f"[{bind}]" if ":" in bind and not bind.startswith("[") else bind
     return f"{host}:{port}"
@@ -235,7 +248,11 @@ def start_in_thread(
     address cannot be bound). Metrics go to ``registry`` (a private one when None)."""
     metrics = ServerMetrics(registry if registry is not None else CollectorRegistry())
     dispatcher = Dispatcher(store, backoff, clock, metrics)
-    dispatcher.start()
+    try:
+        dispatcher.start()
+    except BaseException:
+        dispatcher.stop()
+        raise
 
     async def serve(stopping: asyncio.Event, ready: Ready) -> None:
         server = grpc.aio.server(options=SERVER_OPTIONS)
@@ -243,6 +260,7 @@ def start_in_thread(
         checks = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(checks, server)
         address = _address(bind, port)
+        _check_free(bind, port)
         try:
             bound = (
                 server.add_secure_port(address, tls.credentials())
