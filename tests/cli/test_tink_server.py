@@ -168,7 +168,7 @@ def test_a_taken_port_exits_1(tmp_path: Path) -> None:
             check=False,
         )  # fmt: skip
     assert result.returncode == 1, result
-    assert f"cannot serve on 127.0.0.1:{port}" in result.stderr
+    assert f"cannot serve on 127.0.0.1:{port}: Address already in use" in result.stderr
 
 
 def test_capa_controller_serves_the_workflow_service_and_its_metrics(

@@ -135,3 +135,42 @@ def test_a_workflow_another_server_scheduled_meanwhile_is_not_scheduled_again(tm
         assert registry.get_sample_value("tink_server_dispatches_total") == 0
     finally:
         w.close()
+
+
+def test_many_agents_at_once_each_get_their_own_workflows_once_and_in_order(tmp_path: Path) -> None:
+    import threading
+
+    from prometheus_client import CollectorRegistry
+
+    registry = CollectorRegistry()
+    w = World(tmp_path, registry=registry)
+    agents, per_agent = 6, 4
+    try:
+        w.apply(template(), *(hardware(f"m{i}", f"02:00:00:00:00:{i:02x}") for i in range(agents)))
+        for number in range(per_agent):
+            for i in range(agents):
+                w.submit(f"m{i}-{number}", f"m{i}")
+        received: dict[int, list[str]] = {i: [] for i in range(agents)}
+        streams = [w.connect(f"m{i}") for i in range(agents)]
+
+        def run(i: int) -> None:
+            for _ in range(per_agent):
+                sent = streams[i].started()
+                received[i].append(sent.workflow_id)
+                name = sent.workflow_id.split("/")[1]
+                for action in sent.actions:
+                    w.started(name, action.id)
+                    w.succeeded(name, action.id)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(agents)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        for i in range(agents):
+            assert received[i] == [f"default/m{i}-{n}" for n in range(per_agent)], f"agent m{i}"
+            assert streams[i].nothing_queued(), f"agent m{i} got more than its workflows"
+        assert registry.get_sample_value("tink_server_dispatches_total") == agents * per_agent
+        assert {wf.status.state for wf in w.store.list(type(w.get("m0-0")))} == {"Succeeded"}
+    finally:
+        w.close()
