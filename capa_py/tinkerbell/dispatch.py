@@ -225,6 +225,7 @@ class Dispatcher:
         self._sessions: list[Session] = []
         self._rejections: dict[WorkflowKey, tuple[int, datetime]] = {}
         self._timer = threading.Condition()
+        self._woken = False
         self._stop = threading.Event()
         self._informers = [Informer(store, Hardware), Informer(store, Workflow)]
         self._informers[0].add_handler(self._on_hardware)
@@ -253,6 +254,7 @@ class Dispatcher:
     def wake(self) -> None:
         """Look again at the back-offs now (the clock moved, or a back-off was recorded)."""
         with self._timer:
+            self._woken = True
             self._timer.notify_all()
 
     # -- sessions -----------------------------------------------------------------------------------
@@ -532,7 +534,9 @@ class Dispatcher:
                     return
                 # Real seconds until the next back-off ends by this clock; a clock that jumps calls wake().
                 timeout = min(((min(waiting) - now).total_seconds() if waiting else 3600.0), 3600.0)
-                self._timer.wait(max(timeout, 0.01))
+                if not self._woken:  # a wake() while this pass looked must not be lost
+                    self._timer.wait(max(timeout, 0.01))
+                self._woken = False
 
     # -- events -------------------------------------------------------------------------------------
     def publish(self, event: pb.Event) -> None:
