@@ -174,3 +174,32 @@ def test_a_held_back_workflow_lets_the_next_one_go_first(world: World) -> None:
     world.submit("wf-next", "hw1")
     world.rejected("wf", "Busy")
     assert agent.started().workflow_id == "default/wf-next"
+
+
+def test_with_the_wall_clock_a_rejected_workflow_is_offered_again_when_its_back_off_ends(
+    world: World,
+) -> None:
+    """The production path: no one wakes the timer, the back-off (a twentieth of a second) just ends."""
+    from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
+    from capa_py.tinkerbell.server import start_in_thread
+    from tests.tinkerbell.server_world import Agent
+
+    world.submit("wf", "hw1")
+    server = start_in_thread(world.store, "127.0.0.1", 0, backoff=Backoff(0.05, 0.1))
+    channel = grpc.insecure_channel(server.address)
+    try:
+        stub = pb_grpc.WorkflowServiceStub(channel)
+        agent = Agent(stub, "hw1")
+        for _ in range(3):
+            assert agent.started().workflow_id == "default/wf"
+            world.wait_state("wf", "Scheduled")
+            stub.PublishEvent(
+                pb.PublishEventRequest(
+                    event=pb.Event(workflow_id="default/wf", workflow_rejected=pb.Event.WorkflowRejected())
+                )
+            )
+        assert agent.started().workflow_id == "default/wf"
+        agent.close()
+    finally:
+        channel.close()
+        server.stop()
