@@ -23,7 +23,8 @@ With ``--tink-server-port PORT`` (0, the default, serves none) it also serves th
 service (:mod:`capa_py.tinkerbell.server`) on ``--tink-server-bind`` (127.0.0.1), with the
 ``--tink-server-tls-cert/-key`` and ``--tink-server-rejection-backoff[-max]`` flags of ``capa tink server``,
 whether or not it leads (agents may connect to any replica; every status write it makes is optimistic, so
-two replicas never dispatch one workflow twice). Its metrics are on the metrics endpoint.
+two replicas never dispatch one workflow twice). It serves the workflows of every namespace, whatever
+``--namespace`` says. Its metrics are on the metrics endpoint.
 """
 
 from __future__ import annotations
