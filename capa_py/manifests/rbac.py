@@ -23,7 +23,7 @@ from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import OSIE, Hardware, Template, Workflow
-from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine, TinkerbellMachineTemplate
+from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
 
 NAMESPACE = "capa-system"
 SERVICE_ACCOUNT = "capa-controller-manager"
@@ -95,7 +95,6 @@ TINKERBELL_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
     (TinkerbellMachine, "", (*_WATCHED, "update", "delete")),
     (TinkerbellMachine, "status", ("update",)),
     (TinkerbellMachine, "finalizers", ("update",)),
-    (TinkerbellMachineTemplate, "", _WATCHED),
 )
 """What the Tinkerbell workflow controller and the bare-metal provider's controllers request (the RBAC
 test's recording covers the AWS side; the provider's tests record theirs)."""

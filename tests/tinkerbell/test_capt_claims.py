@@ -94,7 +94,7 @@ def test_machines_racing_in_threads_over_fewer_hardware_never_share_one(tmp_path
             start.wait()
             for _ in range(3):  # a pass that lost a race asks to be requeued: the next one selects again
                 controller.reconcile(ObjectKey("TinkerbellMachine", NS, name))
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             failures.append(exc)
         finally:
             store.close()
