@@ -46,6 +46,15 @@ def aws_controllers(
     ]
 
 
+def _stored(obj: KubeObject, store: ObjectStore | None) -> KubeObject:
+    if store is None:
+        return obj
+    from capa_py.store.helpers import get_or_none
+
+    found = get_or_none(store, type(obj), obj.metadata.name, obj.metadata.namespace)
+    return found if found is not None else obj
+
+
 def _bare_metal(obj: KubeObject) -> bool:
     """A Cluster or Machine whose infrastructure is a Tinkerbell kind."""
     ref = getattr(getattr(obj, "spec", None), "infrastructure_ref", None)
@@ -53,10 +62,12 @@ def _bare_metal(obj: KubeObject) -> bool:
     return isinstance(obj, Cluster | Machine) and ref is not None and ref.kind in kinds
 
 
-def needs_aws(objects: Iterable[KubeObject]) -> bool:
+def needs_aws(objects: Iterable[KubeObject], store: ObjectStore | None = None) -> bool:
     """Whether reconciling ``objects`` may need AWS: anything may but Tinkerbell objects, the bare-metal
-    provider's, Clusters and Machines pointing at them, and the bootstrap Secrets of those Machines."""
-    given = list(objects)
+    provider's, Clusters and Machines pointing at them, and the bootstrap Secrets of those Machines.
+    With a ``store``, an object named by kind and name only (``capa delete machine NAME``) is judged by
+    its stored copy."""
+    given = [_stored(o, store) for o in objects]
     bare_secrets = {
         (o.metadata.namespace, o.spec.bootstrap.data_secret_name)
         for o in given
