@@ -28,6 +28,9 @@ are there, runs a ctrlkit graph (``capa ctrlkit graph controllers.tinkerbell_cap
 Deletion: the Workflow is deleted and waited for (its finalizer holds it until it is cancelled), then the
 Template; the Hardware is released (ownership labels removed, user-data cleared); then the finalizer goes.
 Every step reads what exists before it writes, so a restart between any two writes resumes where it was.
+
+Kubernetes Events on the TinkerbellMachine: ``HardwareClaimed``, ``NoHardwareAvailable`` (Warning),
+``WorkflowFailed`` (Warning), ``Provisioned``, ``HardwareReleased``.
 """
 
 from __future__ import annotations
@@ -86,6 +89,9 @@ HARDWARE_READY = "HardwareReady"
 WORKFLOW_READY = "WorkflowReady"
 NO_HARDWARE = "NoHardwareAvailable"
 WORKFLOW_FAILED = "WorkflowFailed"
+EVENT_CLAIMED = "HardwareClaimed"
+EVENT_PROVISIONED = "Provisioned"
+EVENT_RELEASED = "HardwareReleased"
 MAX_CLAIM_ATTEMPTS = 10
 """Conflicts in one reconcile before the claim is left to the next (each conflict is another machine
 having claimed, or changed, the Hardware selected)."""
@@ -208,10 +214,13 @@ def provider_id(namespace: str, hardware: str) -> str:
 class MachineCreate:
     """One create pass over one TinkerbellMachine, as ctrlkit actions (see the module docstring)."""
 
-    def __init__(self, store: ObjectStore, obj: TinkerbellMachine, bootstrap: str) -> None:
+    def __init__(
+        self, store: ObjectStore, obj: TinkerbellMachine, bootstrap: str, events: EventRecorder
+    ) -> None:
         self.store = store
         self.obj = obj
         self.bootstrap = bootstrap
+        self.events = events
         self.hardware: Hardware | None = None
         self.workflow: Workflow | None = None
 
@@ -257,6 +266,7 @@ class MachineCreate:
             if claimed is not None:
                 self.hardware = claimed
                 _log.info("hardware claimed", machine=self.obj.ref(), hardware=claimed.name)
+                self.events.normal(self.obj, EVENT_CLAIMED, f"claimed hardware {claimed.name}")
                 return None
         return requeue_after(1.0)
 
@@ -285,7 +295,10 @@ class MachineCreate:
             set_condition(o.status, HARDWARE_READY, False, NO_HARDWARE, message, "Warning")
             set_condition(o.status, READY, False, NO_HARDWARE, message, "Warning")
 
+        before = self.obj
         self._status(apply)
+        if self.obj is not before:
+            self.events.warning(self.obj, NO_HARDWARE, message)
         # A Hardware event (a new one, a label change, a release) wakes the machine: nothing to poll.
         return exit_workflow(NO_HARDWARE)
 
@@ -385,7 +398,10 @@ class MachineCreate:
                 set_condition(o.status, WORKFLOW_READY, False, reason, message, "Error")
                 set_condition(o.status, READY, False, WORKFLOW_FAILED, message, "Error")
 
+            before = self.obj
             self._status(failed)
+            if self.obj is not before:
+                self.events.warning(self.obj, WORKFLOW_FAILED, message)
             return exit_workflow(WORKFLOW_FAILED)
         hardware = self.hardware.name if self.hardware is not None else ""
         message = f"workflow {self.workflow.name} is {state} on hardware {hardware}"
@@ -423,7 +439,10 @@ class MachineCreate:
             set_condition(o.status, WORKFLOW_READY, True)
             set_condition(o.status, READY, True)
 
+        before = self.obj
         self._status(ready)
+        if self.obj is not before:
+            self.events.normal(self.obj, EVENT_PROVISIONED, f"provisioned on hardware {self.hardware.name}")
         return None
 
     def workflow_graph(self) -> Action:
@@ -444,9 +463,10 @@ class MachineCreate:
 class MachineDelete:
     """One delete pass: Workflow (waited for), Template, the Hardware released, the finalizer."""
 
-    def __init__(self, store: ObjectStore, obj: TinkerbellMachine) -> None:
+    def __init__(self, store: ObjectStore, obj: TinkerbellMachine, events: EventRecorder) -> None:
         self.store = store
         self.obj = obj
+        self.events = events
 
     @property
     def namespace(self) -> str:
@@ -493,6 +513,7 @@ class MachineDelete:
             with contextlib.suppress(NotFound):
                 retry_on_conflict(self.store, hardware, release)
             _log.info("hardware released", machine=self.obj.ref(), hardware=hardware.name)
+            self.events.normal(self.obj, EVENT_RELEASED, f"released hardware {hardware.name}")
         return None
 
     def _mine(self, obj: KubeObject) -> bool:
@@ -577,7 +598,7 @@ class TinkerbellMachineController:
         if obj.being_deleted:
             if TINKERBELL_MACHINE_FINALIZER not in obj.metadata.finalizers:
                 return no_requeue()
-            return MachineDelete(self.store, obj).run()
+            return MachineDelete(self.store, obj, self.events).run()
         owner = next((r for r in obj.metadata.owner_references if r.kind == "Machine"), None)
         machine = get_or_none(self.store, Machine, owner.name, obj.namespace) if owner else None
         cluster = (
@@ -609,7 +630,7 @@ class TinkerbellMachineController:
                 obj, "WaitingForBootstrapData", f"secret {secret_name}: {BOOTSTRAP_KEY!r} is not UTF-8 text"
             )
         obj = add_finalizer(self.store, obj, TINKERBELL_MACHINE_FINALIZER)
-        create = MachineCreate(self.store, obj, bootstrap)
+        create = MachineCreate(self.store, obj, bootstrap, self.events)
         result = create.run()
         settle(self, key, create.obj)
         return result
@@ -626,14 +647,14 @@ def machine_create_graph() -> Action:
     """The create graph (``capa ctrlkit graph controllers.tinkerbell_capi:machine_create_graph``)."""
     nowhere = cast(ObjectStore, None)
     obj = TinkerbellMachine(metadata=ObjectMeta(name="example"), spec=TinkerbellMachineSpec())
-    return MachineCreate(nowhere, obj, "").workflow_graph()
+    return MachineCreate(nowhere, obj, "", EventRecorder(nowhere)).workflow_graph()
 
 
 def machine_delete_graph() -> Action:
     """The delete graph (``capa ctrlkit graph controllers.tinkerbell_capi:machine_delete_graph``)."""
     nowhere = cast(ObjectStore, None)
     obj = TinkerbellMachine(metadata=ObjectMeta(name="example"), spec=TinkerbellMachineSpec())
-    return MachineDelete(nowhere, obj).workflow_graph()
+    return MachineDelete(nowhere, obj, EventRecorder(nowhere)).workflow_graph()
 
 
 def tinkerbell_capi_controllers(

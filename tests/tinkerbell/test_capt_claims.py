@@ -22,6 +22,7 @@ from capa_py.api.meta import KubeObject  # noqa: E402
 from capa_py.api.tinkerbell import Hardware, Template, Workflow  # noqa: E402
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine  # noqa: E402
 from capa_py.operations import apply_objects  # noqa: E402
+from capa_py.runtime.events import EventRecorder  # noqa: E402
 from capa_py.runtime.manager import Manager  # noqa: E402
 from capa_py.runtime.queue import ObjectKey  # noqa: E402
 from capa_py.store.errors import Conflict  # noqa: E402
@@ -151,7 +152,9 @@ def test_a_machine_that_loses_a_claim_selects_another_hardware(tmp_path: Path) -
     store = SQLiteStore(path)
     other = TinkerbellMachineController(store)
     racing = Interleaving(store, lambda: other.reconcile(ObjectKey("TinkerbellMachine", NS, "m2")))
-    TinkerbellMachineController(racing).reconcile(ObjectKey("TinkerbellMachine", NS, "m1"))  # type: ignore[arg-type]
+    TinkerbellMachineController(racing, EventRecorder(store)).reconcile(
+        ObjectKey("TinkerbellMachine", NS, "m1")
+    )  # type: ignore[arg-type]
     assert racing.conflicts == 1, "m1's claim of hw-0 was refused: m2 had claimed it"
     assert _owners(store) == {"hw-0": "m2", "hw-1": "m1"}
     assert store.get(TinkerbellMachine, "m1", NS).spec.hardware_name == "hw-1"
@@ -202,7 +205,8 @@ class Crashing:
 def _reconcile_until_crash(crashing: Crashing) -> None:
     """One reconcile of m1 that dies at the crash (a step's exception ends the pass either way: raised,
     or returned as the reconcile's error)."""
-    controller = TinkerbellMachineController(crashing)  # type: ignore[arg-type]
+    # Events go to the store itself: they are not the state a restart resumes from.
+    controller = TinkerbellMachineController(crashing, EventRecorder(crashing.inner))  # type: ignore[arg-type]
     try:
         result = controller.reconcile(ObjectKey("TinkerbellMachine", NS, "m1"))
     except Crash:

@@ -280,3 +280,19 @@ def test_an_invalid_object_exits_2_naming_the_field_and_stores_nothing(
     plural = {"TinkerbellMachine": "tinkerbellmachines"}.get(document["kind"], document["kind"].lower() + "s")
     listed = cli("get", plural, "-A")
     assert "bad" not in listed.stdout
+
+
+def test_apply_stops_waiting_when_no_hardware_can_be_had(cli: Cli, tmp_path: Path) -> None:  # noqa: F811
+    """Only a person can add Hardware: the wait ends at once, saying so, rather than at its timeout."""
+    documents = [
+        d
+        for d in yaml.safe_load_all(EXAMPLE.read_text())
+        if d["kind"] != "Hardware" and d["metadata"]["name"] in ("lab", "lab-cp-0", "lab-cp-0-bootstrap")
+    ]
+    path = tmp_path / "no-hardware.yaml"
+    path.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    result = cli("apply", "-f", str(path), "--timeout", "600s")
+    assert result.exit_code != 0, str(result)
+    assert "every object not ready is blocked on something that will not change by itself" in result.stderr
+    assert "TinkerbellMachine default/lab-cp-0: NoHardwareAvailable" in result.stderr, str(result)
+    assert "no free hardware in namespace default matches spec.hardwareAffinity.required" in result.stderr

@@ -33,6 +33,7 @@ from capa_py.api.tinkerbell_capi import (  # noqa: E402
     WeightedHardwareAffinityTerm,
 )
 from capa_py.operations import apply_objects  # noqa: E402
+from capa_py.runtime.events import events_for  # noqa: E402
 from capa_py.store.helpers import get_or_none  # noqa: E402
 from capa_py.store.sqlite import SQLiteStore  # noqa: E402
 from capa_py.tinkerbell.hegel import start_in_thread  # noqa: E402
@@ -133,6 +134,10 @@ def test_a_machine_is_provisioned_on_hardware_and_cluster_api_sees_it(store: SQL
         6443,
     )
     assert store.get(TinkerbellCluster, "bm", NS).status.ready
+    assert [(e.type, e.reason, e.message) for e in events_for(store, tm)] == [
+        ("Normal", "HardwareClaimed", "claimed hardware hw-a"),
+        ("Normal", "Provisioned", "provisioned on hardware hw-a"),
+    ]
 
 
 def test_hegel_serves_the_bootstrap_data_to_the_claimed_hardware(store: SQLiteStore) -> None:
@@ -236,8 +241,10 @@ def test_deleting_a_machine_deletes_its_workflow_and_frees_its_hardware(store: S
         run_workflow(store, "m1")
         ctl.wait_for(lambda: _tm(store, "m1").status.ready, "m1 ready")
         assert _tm(store, "m2").spec.hardware_name is None
+        m1 = _tm(store, "m1")
         store.delete(Machine, "m1", NS)
         ctl.wait_for(lambda: get_or_none(store, Machine, "m1", NS) is None, "m1 gone")
+        assert "HardwareReleased" in [e.reason for e in events_for(store, m1)], "the events outlive it"
         assert get_or_none(store, TinkerbellMachine, "m1", NS) is None
         assert get_or_none(store, Workflow, "m1", NS) is None
         assert get_or_none(store, Template, "m1", NS) is None
@@ -289,6 +296,8 @@ def test_a_failed_workflow_is_the_machines_error_and_is_not_retried(store: SQLit
     assert condition is not None
     assert (condition.status, condition.reason) == ("False", "ExitCode")
     assert store.get(Machine, "m1", NS).status.failure_reason == "WorkflowFailed"
+    warnings = [(e.reason, e.message) for e in events_for(store, tm) if e.type == "Warning"]
+    assert warnings == [("WorkflowFailed", "workflow m1 failed: exit status 1")]
     # A reconcile of the failed machine writes nothing and asks for no retry.
     from capa_py.runtime.queue import ObjectKey
     from controllers.tinkerbell_capi import TinkerbellMachineController
