@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from capa_py.api.cluster import APIEndpoint, Bootstrap, Cluster, ClusterSpec, Machine, MachineSpec
 from capa_py.api.core import Secret
@@ -178,3 +179,21 @@ def running(store: ObjectStore) -> Iterator[Running]:
 
 def store_path(tmp_path: Path) -> Path:
     return tmp_path / "state.db"
+
+
+def reconcile_machine(path: Path, name: str, start: Any, passes: int = 3) -> None:
+    """A TinkerbellMachine controller of its own (its own connection to the store at ``path``) reconciling
+    machine ``name`` ``passes`` times once ``start`` (a barrier) lets every racer go. A pass that lost a
+    race for a Hardware asks to be requeued: the next one selects again."""
+    from capa_py.runtime.queue import ObjectKey
+    from capa_py.store.sqlite import SQLiteStore
+    from controllers.tinkerbell_capi import TinkerbellMachineController
+
+    store = SQLiteStore(path)
+    try:
+        controller = TinkerbellMachineController(store)
+        start.wait(WAIT)
+        for _ in range(passes):
+            controller.reconcile(ObjectKey("TinkerbellMachine", NS, name))
+    finally:
+        store.close()

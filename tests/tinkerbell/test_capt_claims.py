@@ -6,6 +6,7 @@ Workflows are driven by hand through capa_py.tinkerbell.states, as the gRPC serv
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 import threading
 from pathlib import Path
@@ -38,6 +39,7 @@ from tests.tinkerbell.capt_world import (  # noqa: E402
     machine_objects,
     owner_of,
     prepared,
+    reconcile_machine,
     run_workflow,
     running,
 )
@@ -81,31 +83,43 @@ def _owners(store: SQLiteStore) -> dict[str, str | None]:
     return {h.name: owner_of(h) for h in store.list(Hardware, namespace=NS)}
 
 
-def test_machines_racing_in_threads_over_fewer_hardware_never_share_one(tmp_path: Path) -> None:
-    path = tmp_path / "state.db"
-    machines = [f"m{i}" for i in range(6)]
-    _setup(path, machines, hardware_count=3)
+def _race_in_threads(path: Path, machines: list[str]) -> None:
     start = threading.Barrier(len(machines))
     failures: list[BaseException] = []
 
-    def machine_controller(name: str) -> None:
-        store = SQLiteStore(path)  # one connection per thread: concurrent writers on one database file
-        controller = TinkerbellMachineController(store)
+    def racer(name: str) -> None:
         try:
-            start.wait()
-            for _ in range(3):  # a pass that lost a race asks to be requeued: the next one selects again
-                controller.reconcile(ObjectKey("TinkerbellMachine", NS, name))
+            reconcile_machine(path, name, start)
         except BaseException as exc:
             failures.append(exc)
-        finally:
-            store.close()
 
-    threads = [threading.Thread(target=machine_controller, args=(m,)) for m in machines]
+    threads = [threading.Thread(target=racer, args=(m,)) for m in machines]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=WAIT)
     assert not failures, failures
+
+
+def _race_in_processes(path: Path, machines: list[str]) -> None:
+    context = multiprocessing.get_context("spawn")
+    start = context.Barrier(len(machines))
+    processes = [context.Process(target=reconcile_machine, args=(path, m, start)) for m in machines]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=WAIT * 2)
+    assert [p.exitcode for p in processes] == [0] * len(machines)
+
+
+@pytest.mark.parametrize("racers", ["threads", "processes"])
+def test_machines_racing_over_fewer_hardware_never_share_one(tmp_path: Path, racers: str) -> None:
+    """Six machine controllers, each with its own connection to one SQLite file, start together and race
+    for three Hardware."""
+    path = tmp_path / "state.db"
+    machines = [f"m{i}" for i in range(6)]
+    _setup(path, machines, hardware_count=3)
+    (_race_in_threads if racers == "threads" else _race_in_processes)(path, machines)
     store = SQLiteStore(path)
     owners = _owners(store)
     assert None not in owners.values(), f"every hardware is claimed: {owners}"
