@@ -322,3 +322,29 @@ def test_the_default_template_images_a_disk_from_the_tinkerbell_hub(store: SQLit
     assert all(a.rendered.image.startswith("quay.io/tinkerbell/actions/") for _, a in actions)
     assert actions[0][1].rendered.env["DEST_DISK"] == "/dev/sda"
     assert actions[1][1].rendered.env["CONTENTS"].endswith("['http://127.0.0.1:50061']}")
+
+
+def test_a_machine_whose_hardware_is_deleted_says_so_and_takes_no_other(store: SQLiteStore) -> None:
+    apply_objects(
+        store,
+        [
+            *cluster_objects(),
+            *machine_objects("m1"),
+            hardware("hw-a", "127.0.0.21"),
+            hardware("hw-b", "127.0.0.22"),
+        ],
+    )
+    with running(store) as ctl:
+        ctl.wait_for(lambda: prepared(store, "m1"), "workflow prepared")
+        store.delete(Hardware, "hw-a", NS)
+
+        def lost() -> bool:
+            condition = get_condition(_tm(store, "m1").status, "HardwareReady")
+            return condition is not None and condition.reason == "HardwareLost"
+
+        ctl.wait_for(lost, "the machine reports its hardware gone")
+    condition = get_condition(_tm(store, "m1").status, "HardwareReady")
+    assert condition is not None
+    assert condition.message == "hardware default/hw-a (spec.hardwareName) is gone"
+    assert _tm(store, "m1").spec.hardware_name == "hw-a"
+    assert owner_of(_hw(store, "hw-b")) is None, "a provisioned machine never moves to other hardware"
