@@ -536,14 +536,24 @@ class MachineDelete:
 
 
 # -- TinkerbellMachine -----------------------------------------------------------------------------------
+def workflow_view(workflow: Workflow) -> object:
+    """What of a Workflow its machine reacts to: its state and owners."""
+    return (workflow.status.state, tuple(r.uid for r in workflow.metadata.owner_references))
+
+
 class TinkerbellMachineController:
     name = "tinkerbellmachine"
     kind = TinkerbellMachine
     watched_kinds: tuple[type[KubeObject], ...] = (Machine, TinkerbellCluster, Secret, Hardware, Workflow)
+    # Status writes of these wake machines: the TinkerbellCluster becoming ready, a Workflow's state (the
+    # gRPC server writes only status).
+    status_kinds: tuple[type[KubeObject], ...] = (TinkerbellCluster, Workflow)
 
     def __init__(self, store: ObjectStore, events: EventRecorder | None = None) -> None:
         self.store = store
         self.events = events if events is not None else EventRecorder(store)
+        # Of a Workflow, only its state and its owners matter here (not every action's progress).
+        self.views = {"Workflow": workflow_view}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -556,14 +566,19 @@ class TinkerbellMachineController:
                 else []
             )
         if isinstance(obj, TinkerbellCluster):
-            cluster = obj.metadata.labels.get(CLUSTER_NAME_LABEL)
-            if not cluster:
-                return []
+            # The machines of the Clusters naming it (whether or not Cluster API core has labelled anything
+            # yet).
+            clusters = {
+                c.name
+                for c in self.store.list(Cluster, namespace=namespace)
+                if (infra := c.spec.infrastructure_ref) is not None
+                and infra.kind == obj.KIND
+                and infra.name == obj.name
+            }
             return [
-                ObjectKey(self.kind.KIND, namespace, m.name)
-                for m in self.store.list(
-                    TinkerbellMachine, namespace=namespace, label_selector=f"{CLUSTER_NAME_LABEL}={cluster}"
-                )
+                ObjectKey(self.kind.KIND, namespace, m.spec.infrastructure_ref.name or "")
+                for m in self.store.list(Machine, namespace=namespace)
+                if m.spec.cluster_name in clusters and m.spec.infrastructure_ref.kind == self.kind.KIND
             ]
         if isinstance(obj, Secret):
             return [

@@ -348,3 +348,48 @@ def test_a_machine_whose_hardware_is_deleted_says_so_and_takes_no_other(store: S
     assert condition.message == "hardware default/hw-a (spec.hardwareName) is gone"
     assert _tm(store, "m1").spec.hardware_name == "hw-a"
     assert owner_of(_hw(store, "hw-b")) is None, "a provisioned machine never moves to other hardware"
+
+
+def test_status_writes_alone_wake_the_machine(store: SQLiteStore) -> None:
+    """The TinkerbellCluster becoming ready and the Workflow's state are status writes (the gRPC server
+    writes nothing else): each wakes the machine. Cluster API core adopts the objects first; then only the
+    machine controller runs, so nothing else writes in between."""
+    import threading
+
+    from capa_py.runtime.manager import Manager
+    from capa_py.store.helpers import retry_on_conflict
+    from controllers.core import ClusterController, MachineController
+    from controllers.tinkerbell_capi import TinkerbellMachineController
+    from tests.tinkerbell.capt_world import Running
+
+    apply_objects(store, [*cluster_objects(), *machine_objects("m1"), hardware("hw-a", "127.0.0.21")])
+    core = Manager(
+        store,
+        [ClusterController(store, (TinkerbellCluster,)), MachineController(store, (TinkerbellMachine,))],
+    )
+
+    def adopted() -> bool:
+        return any(r.kind == "Machine" for r in _tm(store, "m1").metadata.owner_references)
+
+    assert core.run(until=adopted, timeout=60)
+    manager = Manager(store, [TinkerbellMachineController(store)], workers=1)
+    stop = threading.Event()
+    thread = threading.Thread(target=lambda: manager.run(stop=stop), daemon=True)
+    thread.start()
+    waiter = Running(store)  # only its wait_for is used: the manager above does the work
+    try:
+
+        def waiting_for_cluster() -> bool:
+            condition = get_condition(_tm(store, "m1").status, "Ready")
+            return condition is not None and condition.reason == "WaitingForClusterInfrastructure"
+
+        waiter.wait_for(waiting_for_cluster, "the machine waits for the TinkerbellCluster")
+        cluster = store.get(TinkerbellCluster, "bm", NS)
+        retry_on_conflict(store, cluster, lambda c: setattr(c.status, "ready", True), status=True)
+        waiter.wait_for(lambda: get_or_none(store, Workflow, "m1", NS) is not None, "the workflow is made")
+        workflow = store.get(Workflow, "m1", NS)
+        retry_on_conflict(store, workflow, lambda w: setattr(w.status, "state", "Succeeded"), status=True)
+        waiter.wait_for(lambda: _tm(store, "m1").status.ready, "the machine is ready")
+    finally:
+        stop.set()
+        thread.join(timeout=60)
