@@ -1,8 +1,10 @@
-"""The controllers: Cluster API core (Cluster, Machine), the AWS infrastructure (AWSCluster, AWSMachine)
-and Tinkerbell (Workflow).
+"""The controllers: Cluster API core (Cluster, Machine), the AWS infrastructure (AWSCluster, AWSMachine),
+Tinkerbell (Workflow) and the bare-metal infrastructure (TinkerbellCluster, TinkerbellMachine).
 
 :func:`embedded_controllers` builds the set ``capa apply`` runs in-process and a management-cluster
-deployment runs for good: :func:`aws_controllers` (when AWS is at hand) and the Tinkerbell controllers.
+deployment runs for good: :func:`aws_controllers` (when AWS is at hand), the Tinkerbell controllers and
+the bare-metal provider's, with Cluster API core's Cluster and Machine controllers taking either provider's
+kinds (a Cluster points at an AWSCluster or a TinkerbellCluster).
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import Cluster, Machine
+from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import TINKERBELL_API_VERSION
+from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS, TinkerbellCluster, TinkerbellMachine
 from capa_py.aws.session import ClientPool
 from capa_py.engine.engine import Engine
 from capa_py.runtime.events import EventRecorder
@@ -41,9 +46,42 @@ def aws_controllers(
     ]
 
 
-def needs_aws(objects: Iterable[KubeObject]) -> bool:
-    """Whether reconciling ``objects`` may need AWS: anything but Tinkerbell objects may."""
-    return any(o.API_VERSION != TINKERBELL_API_VERSION for o in objects)
+def _stored(obj: KubeObject, store: ObjectStore | None) -> KubeObject:
+    if store is None:
+        return obj
+    from capa_py.store.helpers import get_or_none
+
+    found = get_or_none(store, type(obj), obj.metadata.name, obj.metadata.namespace)
+    return found if found is not None else obj
+
+
+def _bare_metal(obj: KubeObject) -> bool:
+    """A Cluster or Machine whose infrastructure is a Tinkerbell kind."""
+    ref = getattr(getattr(obj, "spec", None), "infrastructure_ref", None)
+    kinds = {k.KIND for k in TINKERBELL_CAPI_KINDS}
+    return isinstance(obj, Cluster | Machine) and ref is not None and ref.kind in kinds
+
+
+def needs_aws(objects: Iterable[KubeObject], store: ObjectStore | None = None) -> bool:
+    """Whether reconciling ``objects`` may need AWS: anything may but Tinkerbell objects, the bare-metal
+    provider's, Clusters and Machines pointing at them, and the bootstrap Secrets of those Machines.
+    With a ``store``, an object named by kind and name only (``capa delete machine NAME``) is judged by
+    its stored copy."""
+    given = [_stored(o, store) for o in objects]
+    bare_secrets = {
+        (o.metadata.namespace, o.spec.bootstrap.data_secret_name)
+        for o in given
+        if isinstance(o, Machine) and _bare_metal(o)
+    }
+    return any(
+        not (
+            o.API_VERSION == TINKERBELL_API_VERSION
+            or isinstance(o, TINKERBELL_CAPI_KINDS)
+            or _bare_metal(o)
+            or (isinstance(o, Secret) and (o.metadata.namespace, o.name) in bare_secrets)
+        )
+        for o in given
+    )
 
 
 def embedded_controllers(
@@ -53,12 +91,22 @@ def embedded_controllers(
     events: EventRecorder | None = None,
     workflow_timeouts: WorkflowTimeouts | None = None,
 ) -> list[Controller]:
-    """The AWS controllers (only with a ``pool`` and an ``engine``) and the Tinkerbell controllers."""
+    """Cluster API core's controllers over both providers' kinds, the AWS controllers (only with a ``pool``
+    and an ``engine``), the Tinkerbell controllers and the bare-metal provider's."""
+    from controllers.core import ClusterController, MachineController
     from controllers.tinkerbell import tinkerbell_controllers
+    from controllers.tinkerbell_capi import tinkerbell_capi_controllers
 
     recorder = events if events is not None else EventRecorder(store)
-    built: list[Controller] = []
+    built: list[Controller] = [
+        ClusterController(store, infrastructure_kinds=(AWSCluster, TinkerbellCluster)),
+        MachineController(store, infrastructure_kinds=(AWSMachine, TinkerbellMachine)),
+    ]
     if pool is not None and engine is not None:
-        built += aws_controllers(store, pool, engine, recorder)
+        built += [c for c in aws_controllers(store, pool, engine, recorder) if c.name not in _CORE_NAMES]
     built += tinkerbell_controllers(store, recorder, workflow_timeouts)
+    built += tinkerbell_capi_controllers(store, recorder)
     return built
+
+
+_CORE_NAMES = frozenset({"cluster", "machine"})

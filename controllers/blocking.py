@@ -10,6 +10,7 @@ states can never get there without someone doing something, so waiting out the t
 * ``ClusterNotFound`` — a Machine names a Cluster that does not exist (the core controller's condition);
 * ``HardwareNotFound`` / ``TemplateNotFound`` — a Workflow names one that does not exist (the workflow
   controller's condition);
+* ``NoHardwareAvailable`` — no free Hardware matches a TinkerbellMachine (its controller's condition);
 * ``<Kind>NotFound`` — an object waits on another that does not exist and that nothing being applied
   creates (a Cluster's infrastructure, an AWSMachine's Cluster).
 
@@ -37,7 +38,9 @@ BEING_DELETED = "BeingDeleted"
 ENDPOINT_UNREACHABLE = "EndpointUnreachable"
 CLUSTER_NOT_FOUND = "ClusterNotFound"
 
-CONDITION_REASONS = frozenset({CLUSTER_NOT_FOUND, "HardwareNotFound", "TemplateNotFound"})
+CONDITION_REASONS = frozenset(
+    {CLUSTER_NOT_FOUND, "HardwareNotFound", "TemplateNotFound", "NoHardwareAvailable"}
+)
 """Ready-condition reasons controllers set for a state only a user can change."""
 CONNECTION_ERRORS = frozenset({"EndpointConnectionError", "ConnectTimeoutError"})
 """Error codes (:class:`~capa_py.aws.errors.AWSError` ``code``) of an endpoint that does not answer."""

@@ -9,7 +9,9 @@ objects they depend on and the objects that depend on them, following the relati
   Cluster (owner reference, or the ``cluster.x-k8s.io/cluster-name`` label);
 * a Machine depends on its Cluster (``spec.clusterName``), its infrastructure machine and its bootstrap
   Secret (``spec.bootstrap.dataSecretName``); the infrastructure machine depends on its Machine;
-* every object depends on its owners (owner references) and on the Cluster its label names.
+* every object depends on its owners (owner references) and on the Cluster its label names;
+* a TinkerbellMachine depends on the Workflow named after it, which it creates (the Workflow, once made,
+  depends on the machine that owns it).
 
 For a goal of "ready" the scope is everything that depends on a target, transitively (so a Cluster brings
 its machines, a changed Secret the machines that boot from it), together with everything those depend on
@@ -26,11 +28,21 @@ from typing import Literal
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine
 from capa_py.api.meta import KubeObject, ObjectReference
+from capa_py.api.tinkerbell import Workflow
+from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
 from capa_py.runtime.manager import key_of
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.protocol import ObjectStore
 
-RELATED_KINDS: tuple[type[KubeObject], ...] = (Cluster, Machine, AWSCluster, AWSMachine)
+RELATED_KINDS: tuple[type[KubeObject], ...] = (
+    Cluster,
+    Machine,
+    AWSCluster,
+    AWSMachine,
+    TinkerbellCluster,
+    TinkerbellMachine,
+    Workflow,
+)
 """The kinds whose objects relate targets to each other (read once, per namespace of the targets)."""
 
 
@@ -56,6 +68,8 @@ def depends_on(obj: KubeObject) -> set[ObjectKey]:
         found.add(_ref_key(obj.spec.infrastructure_ref, namespace))
         if obj.spec.bootstrap.data_secret_name:
             found.add(ObjectKey("Secret", namespace, obj.spec.bootstrap.data_secret_name))
+    elif isinstance(obj, TinkerbellMachine):
+        found.add(ObjectKey(Workflow.KIND, namespace, obj.name))
     found.discard(key_of(obj))
     return {key for key in found if key is not None}
 

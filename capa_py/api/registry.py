@@ -86,6 +86,7 @@ def default_registry() -> KindRegistry:
     from capa_py.api.coordination import Lease
     from capa_py.api.core import ConfigMap, Event, Namespace, Secret
     from capa_py.api.tinkerbell import TINKERBELL_KINDS
+    from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS
     from capa_py.api.workloads import WORKLOAD_KINDS
 
     registry = KindRegistry()
@@ -103,6 +104,7 @@ def default_registry() -> KindRegistry:
         *WORKLOAD_KINDS,
         *ADMISSION_KINDS,
         *TINKERBELL_KINDS,
+        *TINKERBELL_CAPI_KINDS,
     )
     for model in kinds:
         registry.register(model)

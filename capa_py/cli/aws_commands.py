@@ -302,7 +302,7 @@ def register(app: typer.Typer) -> None:
 
         with globals_of(ctx).store() as store:
             aws = None
-            if wait and not elsewhere and needs_aws(objects):
+            if wait and not elsewhere and needs_aws(objects, store):
                 aws = aws_context(
                     ctx, aws_endpoint, region or region_of(objects, store), profile, endpoint_profile
                 )

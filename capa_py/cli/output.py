@@ -46,6 +46,10 @@ def _endpoint(doc: dict[str, Any]) -> str:
     return f"{host}:{port}" if host else ""
 
 
+def _cluster_label(doc: dict[str, Any]) -> str:
+    return str(doc.get("metadata", {}).get("labels", {}).get("cluster.x-k8s.io/cluster-name", ""))
+
+
 COLUMNS: dict[str, list[Column]] = {
     "Cluster": [
         ("PHASE", lambda d: _path(d, "status.phase")),
@@ -79,6 +83,17 @@ COLUMNS: dict[str, list[Column]] = {
         ("OBJECT", lambda d: f"{_path(d, 'involvedObject.kind').lower()}/{_path(d, 'involvedObject.name')}"),
         ("COUNT", lambda d: _path(d, "count", "1")),
         ("MESSAGE", lambda d: _path(d, "message")),
+    ],
+    "TinkerbellCluster": [
+        ("CLUSTER", _cluster_label),
+        ("READY", lambda d: _path(d, "status.ready", "false")),
+        ("ENDPOINT", _endpoint),
+    ],
+    "TinkerbellMachine": [
+        ("CLUSTER", _cluster_label),
+        ("HARDWARE", lambda d: _path(d, "spec.hardwareName")),
+        ("PROVIDERID", lambda d: _path(d, "spec.providerID")),
+        ("READY", lambda d: _path(d, "status.ready", "false")),
     ],
     # The Tinkerbell kinds: the columns of their CRDs (capa_py.manifests.crds.PRINTER_COLUMNS).
     "Hardware": [

@@ -82,6 +82,19 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         ),
         _AGE,
     ],
+    "TinkerbellCluster": [
+        _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this TinkerbellCluster belongs"),
+        _column("Ready", ".status.ready", "TinkerbellCluster is ready"),
+        _column("Endpoint", ".spec.controlPlaneEndpoint.host", "API Endpoint", priority=1),
+        _AGE,
+    ],
+    "TinkerbellMachine": [
+        _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this TinkerbellMachine belongs"),
+        _column("Hardware", ".spec.hardwareName", "Hardware the machine was provisioned on"),
+        _column("ProviderID", ".spec.providerID", "Provider ID"),
+        _column("Ready", ".status.ready", "Machine ready status"),
+        _AGE,
+    ],
     # A Hardware's MACs and addresses are keys of a map, which no printer column's JSONPath prints
     # deterministically: the columns name what the Hardware boots and is managed by.
     "Hardware": [

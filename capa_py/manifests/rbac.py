@@ -23,6 +23,7 @@ from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import OSIE, Hardware, Template, Workflow
+from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
 
 NAMESPACE = "capa-system"
 SERVICE_ACCOUNT = "capa-controller-manager"
@@ -77,15 +78,26 @@ the SQLite store, with the core controllers on), each with the reason it is need
 TINKERBELL_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
     # The workflow controller prepares and supervises Workflows: their finalizer, their status (rendered
     # actions, state and timeouts), and the spec it never changes but must update to remove the finalizer.
-    (Workflow, "", (*_WATCHED, "update")),
+    # The TinkerbellMachine controller creates a machine's Workflow and deletes it with the machine.
+    (Workflow, "", (*_WATCHED, "create", "update", "delete")),
     (Workflow, "status", ("update",)),
     (Workflow, "finalizers", ("update",)),
-    # What a Workflow is rendered from, watched so that a workflow waiting for one resumes when it appears.
-    (Hardware, "", _WATCHED),
-    (Template, "", _WATCHED),
+    # What a Workflow is rendered from, watched so that a workflow waiting for one resumes when it appears;
+    # the TinkerbellMachine controller claims and releases Hardware (labels, user-data) and creates and
+    # deletes its machine's Template.
+    (Hardware, "", (*_WATCHED, "update")),
+    (Template, "", (*_WATCHED, "create", "delete")),
     (OSIE, "", _WATCHED),
+    # The bare-metal provider's kinds, as the AWS ones: owner references, labels, finalizers, status and
+    # the cascade from Cluster API core.
+    (TinkerbellCluster, "", (*_WATCHED, "update", "delete")),
+    (TinkerbellCluster, "status", ("update",)),
+    (TinkerbellMachine, "", (*_WATCHED, "update", "delete")),
+    (TinkerbellMachine, "status", ("update",)),
+    (TinkerbellMachine, "finalizers", ("update",)),
 )
-"""What the Tinkerbell workflow controller requests (the RBAC test's recording covers the AWS side)."""
+"""What the Tinkerbell workflow controller and the bare-metal provider's controllers request (the RBAC
+test's recording covers the AWS side; the provider's tests record theirs)."""
 
 
 def _group(model: type[KubeObject]) -> str:

@@ -188,6 +188,10 @@ def test_the_controller_may_read_what_workflows_need_and_update_workflows() -> N
     read = {"get", "list", "watch"}
     expected = {(r, v) for r in ("hardware", "templates", "osies") for v in read}
     expected |= {("workflows", v) for v in (*read, "update")}
+    # The TinkerbellMachine controller claims and releases Hardware and makes and deletes its machine's
+    # Template and Workflow.
+    expected |= {("hardware", "update"), ("templates", "create"), ("templates", "delete")}
+    expected |= {("workflows", "create"), ("workflows", "delete")}
     expected |= {("workflows/status", "update"), ("workflows/finalizers", "update")}
     assert granted == expected
 

@@ -64,6 +64,9 @@ def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one
         "OSIE",
         "Template",
         "Workflow",
+        "TinkerbellCluster",
+        "TinkerbellMachine",
+        "TinkerbellMachineTemplate",
     }
     expected = {}
     # Cluster API core's kinds are left to Cluster API's own webhooks where it is installed.
@@ -171,6 +174,9 @@ def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(
         "hardware.tinkerbell.org",
         "osies.tinkerbell.org",
         "templates.tinkerbell.org",
+        "tinkerbellclusters.infrastructure.cluster.x-k8s.io",
+        "tinkerbellmachines.infrastructure.cluster.x-k8s.io",
+        "tinkerbellmachinetemplates.infrastructure.cluster.x-k8s.io",
         "workflows.tinkerbell.org",
     ]
     full = cli("manifests", "crds", "-o", "json")
