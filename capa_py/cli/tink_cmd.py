@@ -28,6 +28,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
 from capa_py.cli.common import EXIT_INVALID, fail, globals_of, load_files, stdout
 from capa_py.cli.output import render_json, render_yaml
+from capa_py.cli.tink_agent_cmd import agent
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Tinkerbell helpers: render a template for a hardware, serve Hegel metadata.", no_args_is_help=True
 )
+app.command("agent")(agent)
 
 TRUSTED_PROXIES_HELP = (
     "CIDR[,CIDR...] of proxies whose X-Forwarded-For is believed (the right-most untrusted address is "

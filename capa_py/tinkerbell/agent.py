@@ -178,6 +178,13 @@ class Agent:
             self._channel.close()
             self._log.info("agent stopped")
 
+    @property
+    def delivering(self) -> frozenset[str]:
+        """Ids of finished workflows whose last event is still being delivered (not run again if
+        dispatched meanwhile)."""
+        with self._lock:
+            return frozenset(self._settling)
+
     def shutdown(self) -> None:
         """Stop the running action (reported ``AgentStopped``) and make :meth:`run` return."""
         self._shutdown.set()

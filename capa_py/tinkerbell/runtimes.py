@@ -208,12 +208,21 @@ class DockerRuntime:
         import docker
         from docker.errors import DockerException
 
+        host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        socket_path = host.removeprefix("unix://")
+        if host.startswith("unix://") and not os.path.exists(socket_path):
+            # Checked first: the SDK leaks its socket when the path is missing.
+            raise DockerUnavailable(f"no Docker engine answers: {socket_path} does not exist")
+        # A client pinned to an old API version connects only when asked, so it can be closed when the
+        # engine does not answer (the auto-negotiating one connects while constructed and leaks its socket).
+        probe = docker.from_env(version="1.24")
         try:
-            client = docker.from_env()
-            client.ping()
-        except DockerException as exc:
-            raise DockerUnavailable(f"no Docker engine answers: {exc}") from exc
-        return cls(client, stop_grace)
+            probe.ping()
+        except (DockerException, OSError) as exc:  # requests' connection errors are OSErrors
+            raise DockerUnavailable(f"no Docker engine answers: {_docker_message(exc)}") from exc
+        finally:
+            probe.close()
+        return cls(docker.from_env(), stop_grace)
 
     def run(self, action: Action, stop: threading.Event, timeout: float) -> Outcome:
         from docker.errors import DockerException

@@ -81,7 +81,7 @@ class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
     _queues: list[queue.Queue[workflow_pb2.GetWorkflowsResponse | None]] = field(default_factory=list)
     _holds: list[tuple[tuple[str, ...], threading.Event]] = field(default_factory=list)
 
-    def GetWorkflows(  # noqa: N802 - the generated servicer's name
+    def GetWorkflows(
         self, request: workflow_pb2.GetWorkflowsRequest, context: Any
     ) -> Iterator[workflow_pb2.GetWorkflowsResponse]:
         commands: queue.Queue[workflow_pb2.GetWorkflowsResponse | None] = queue.Queue()
@@ -98,7 +98,7 @@ class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
                 return
             yield command
 
-    def PublishEvent(  # noqa: N802 - the generated servicer's name
+    def PublishEvent(
         self, request: workflow_pb2.PublishEventRequest, context: Any
     ) -> workflow_pb2.PublishEventResponse:
         event = request.event
@@ -177,6 +177,15 @@ class ScriptedServer:
     def stop(self) -> None:
         self.service.end_streams()
         self.server.stop(grace=None).wait(SAFETY_TIMEOUT)
+
+
+def poll_until(predicate: Callable[[], bool], what: str) -> None:
+    """Poll ``predicate`` until it holds (for state nothing notifies about)."""
+    deadline = time.monotonic() + SAFETY_TIMEOUT
+    while not predicate():
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
 
 
 def wait_for_file(path: Path, content: str | None = None) -> str:

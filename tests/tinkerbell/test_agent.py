@@ -21,6 +21,7 @@ from tests.tinkerbell.scripted_server import (
     ScriptedServer,
     ScriptedService,
     action,
+    poll_until,
     start,
     stop,
     wait_all,
@@ -70,9 +71,10 @@ def agents(server: ScriptedServer) -> Iterator[list[RunningAgent]]:
 
 
 def run_agent(agents: list[RunningAgent], server: ScriptedServer, **config: object) -> RunningAgent:
+    opened = len(server.service.streams)
     agent = RunningAgent(server.address, **config)
     agents.append(agent)
-    server.service.wait_for_stream(len(server.service.streams) + 1)
+    server.service.wait_for_stream(opened + 1)
     return agent
 
 
@@ -101,7 +103,11 @@ def test_actions_run_in_order_with_their_env_and_events_in_order(
     server.service.send(
         start(
             WF,
-            sh("one", f'echo "one $GREETING $AGENT_SIDE $OVERRIDDEN" >> {out}', {"GREETING": "hello", "OVERRIDDEN": "action's"}),
+            sh(
+                "one",
+                f'echo "one $GREETING $AGENT_SIDE $OVERRIDDEN" >> {out}',
+                {"GREETING": "hello", "OVERRIDDEN": "action's"},
+            ),
             action("two", "sh", "-c", f"echo two >> {out}"),  # no cmd: args are the whole command line
         )
     )
@@ -165,6 +171,7 @@ def test_the_same_workflow_dispatched_again_keeps_running_and_is_not_restarted(
     workflow = start(WF, long_running("sleeps", tmp_path))
     server.service.send(workflow)
     server.service.wait_for_events(1)
+    wait_for_file(tmp_path / "pid")
     server.service.send(workflow)  # what a server sends again after a reconnect
     server.service.send(start("default/wf2", sh("other", "true")))
     server.service.wait_for_events(2)
@@ -247,8 +254,10 @@ def test_the_agent_reconnects_to_a_restarted_server_while_its_action_keeps_runni
 ) -> None:
     agent = run_agent(agents, server, once=True)
     go = tmp_path / "go"
-    service.send(start(WF, sh("waits", f"until [ -e {go} ]; do sleep 0.05; done"), sh("next", "true")))
-    service.wait_for_events(1)
+    waits = sh("waits", f"echo up > {tmp_path}/up; until [ -e {go} ]; do sleep 0.05; done")
+    service.send(start(WF, waits, sh("next", "true")))
+    # Running means ActionStarted was answered (an unanswered one is published again, to the next server).
+    wait_for_file(tmp_path / "up")
     server.stop()
     restarted = ScriptedServer(ScriptedService(), port=server.port)
     try:
@@ -288,7 +297,8 @@ def test_the_agent_keeps_trying_while_no_server_answers(tmp_path: Path) -> None:
 def test_events_that_fail_to_publish_are_retried_until_delivered(
     server: ScriptedServer, agents: list[RunningAgent]
 ) -> None:
-    server.service.answers = [grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNAVAILABLE]
+    codes = grpc.StatusCode
+    server.service.answers = [codes.UNAVAILABLE, codes.INTERNAL, codes.UNAVAILABLE]
     agent = run_agent(agents, server, once=True)
     server.service.send(start(WF, sh("one", "true"), sh("two", "exit 1")))
     agent.wait()
@@ -317,7 +327,7 @@ def test_an_event_the_server_refuses_is_dropped_and_the_workflow_abandoned(
 def test_a_finished_workflow_dispatched_again_before_its_last_event_landed_is_not_run_again(
     server: ScriptedServer, agents: list[RunningAgent], tmp_path: Path
 ) -> None:
-    run_agent(agents, server)
+    agent = run_agent(agents, server).agent
     runs = tmp_path / "runs"
     workflow = start(WF, sh("only", f"echo run >> {runs}"))
     released = server.service.hold(WF, "succeeded", "only")
@@ -333,6 +343,7 @@ def test_a_finished_workflow_dispatched_again_before_its_last_event_landed_is_no
     server.service.wait_until(lambda: len(server.service.events) == 4, "the last event")
     assert server.service.described()[-1] == (WF, "succeeded", "only")
     assert runs.read_text() == "run\n"
+    poll_until(lambda: not agent.delivering, "the agent to see its last event delivered")
     # Once the end was delivered, the same id is a new workflow (deleted and created again): it runs.
     server.service.send(workflow)
     server.service.wait_until(lambda: len(server.service.events) == 6, "the re-created workflow's events")

@@ -1,0 +1,134 @@
+"""``capa tink agent``: bad flags exit 2 naming the flag, a Docker runtime without an engine exits 1, and as
+a real process against a real grpcio server scripted in the test (:mod:`tests.tinkerbell.scripted_server`)
+it runs a workflow, and SIGTERM stops it with exit 0, killing the running action's process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.cli.cli_support import Cli
+from tests.e2e.e2e_support import capa_env
+from tests.tinkerbell.scripted_server import (
+    SAFETY_TIMEOUT,
+    ScriptedServer,
+    ScriptedService,
+    action,
+    start,
+    wait_for_file,
+)
+
+WF = "default/wf1"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--server", "no-port"], "--server 'no-port': expected HOST:PORT"),
+        (["--server", "127.0.0.1:70000"], "--server '127.0.0.1:70000': expected HOST:PORT"),
+        (["--action-timeout", "soon"], "--action-timeout: not a duration: 'soon'"),
+        (["--action-timeout", "0s"], "--action-timeout: must be more than zero"),
+        (["--reconnect-max", "1x"], "--reconnect-max: not a duration"),
+        (["--stop-grace", "0"], "--stop-grace: must be more than zero"),
+        (["--runtime", "vm"], "--runtime must be process or docker, not 'vm'"),
+        (["--tls-ca", "/nonexistent/ca.pem"], "--tls-ca /nonexistent/ca.pem: No such file or directory"),
+    ],
+)
+def test_a_bad_flag_exits_2_naming_it(cli: Cli, flags: list[str], message: str) -> None:
+    result = cli("tink", "agent", "--id", "machine1", *flags)
+    assert result.exit_code == 2, result
+    assert message in result.stderr, result
+
+
+def test_a_file_that_is_no_certificate_is_refused_as_tls_ca(cli: Cli, tmp_path: Path) -> None:
+    ca = tmp_path / "ca.pem"
+    ca.write_text("not a certificate\n")
+    result = cli("tink", "agent", "--id", "machine1", "--tls-ca", str(ca))
+    assert result.exit_code == 2, result
+    assert f"--tls-ca {ca}: not a PEM certificate" in result.stderr
+
+
+@pytest.mark.parametrize("flags", [[], ["--id", " "]])
+def test_an_agent_id_is_required(cli: Cli, flags: list[str]) -> None:
+    result = cli("tink", "agent", *flags)
+    assert result.exit_code == 2, result
+    assert "--id" in result.stderr
+
+
+def test_the_docker_runtime_without_an_engine_exits_1(
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    result = cli("tink", "agent", "--id", "machine1", "--runtime", "docker")
+    assert result.exit_code == 1, result
+    assert "--runtime docker: no Docker engine answers" in result.stderr
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedServer]:
+    running = ScriptedServer(ScriptedService())
+    yield running
+    running.stop()
+
+
+def agent_process(tmp_path: Path, address: str, *flags: str) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", "machine1", "--server", address]
+    return subprocess.Popen(
+        [*argv, "--reconnect-max", "0.2s", "--stop-grace", "2s", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env=capa_env(tmp_path / "home"),
+        cwd=tmp_path,
+    )
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:
+    try:
+        code = proc.wait(SAFETY_TIMEOUT)
+        assert proc.stdout is not None
+        return code, proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(SAFETY_TIMEOUT)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_capa_tink_agent_once_runs_one_workflow_and_exits_0(server: ScriptedServer, tmp_path: Path) -> None:
+    proc = agent_process(tmp_path, server.address, "--once")
+    server.service.wait_for_stream()
+    out = tmp_path / "out"
+    server.service.send(start(WF, action("one", "-c", f'echo "$WORD" > {out}', cmd="sh", env={"WORD": "hi"})))
+    code, stdout = finish(proc)
+    assert code == 0
+    assert stdout.splitlines() == [f"agent: machine1 via {server.address} (runtime process)", "stopped"]
+    assert out.read_text() == "hi\n"
+    assert server.service.described() == [(WF, "started", "one"), (WF, "succeeded", "one")]
+
+
+def test_sigterm_stops_the_running_action_and_exits_0(server: ScriptedServer, tmp_path: Path) -> None:
+    proc = agent_process(tmp_path, server.address)
+    server.service.wait_for_stream()
+    pid_file = tmp_path / "pid"
+    script = f"echo $$ > {pid_file}; exec sleep 30"
+    server.service.send(start(WF, action("sleeps", "-c", script, cmd="sh")))
+    pid = int(wait_for_file(pid_file))
+    proc.send_signal(signal.SIGTERM)
+    code, stdout = finish(proc)
+    assert code == 0
+    assert stdout.splitlines()[-1] == "stopped"
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+    assert [e[:4] for e in server.service.described()] == [
+        (WF, "started", "sleeps"),
+        (WF, "failed", "sleeps", "AgentStopped"),
+    ]
