@@ -51,6 +51,8 @@ DEFAULT_SERVER = "127.0.0.1:42113"
 DEFAULT_ACTION_TIMEOUT = 3600.0
 DEFAULT_RECONNECT_INITIAL = 0.5
 DEFAULT_RECONNECT_MAX = 30.0
+KEEPALIVE_MS = 30_000
+KEEPALIVE_TIMEOUT_MS = 10_000
 PUBLISH_DEADLINE = 10.0
 """Seconds one ``PublishEvent`` attempt may take before it counts as failed (and is retried)."""
 
@@ -132,6 +134,10 @@ class Agent:
             ("grpc.initial_reconnect_backoff_ms", max(backoff_ms, 1)),
             ("grpc.min_reconnect_backoff_ms", max(backoff_ms, 1)),
             ("grpc.max_reconnect_backoff_ms", max(int(self.config.reconnect_max * 1000), 1)),
+            # A server that vanished without closing the connection (power loss, a cut network) is noticed
+            # by keepalive pings on the command stream; the workflow server allows one every 10 s.
+            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
+            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ]
         if self.config.tls_ca is not None:
             credentials = grpc.ssl_channel_credentials(root_certificates=self.config.tls_ca)
