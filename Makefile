@@ -43,6 +43,7 @@ bench: setup
 	$(BIN)/python benchmarks/delays.py $(DELAY_BENCH_ARGS)
 	$(BIN)/python benchmarks/controller.py $(CONTROLLER_BENCH_ARGS)
 	$(BIN)/python benchmarks/hegel.py
+	$(BIN)/python benchmarks/tink_server.py
 
 # Regenerates the checked-in gRPC code of the workflow service from its protobuf
 # (tests/tinkerbell/test_proto.py fails when the checked-in code is stale).

@@ -18,6 +18,12 @@ their own).
 With ``--hegel-port PORT`` (0, the default, serves none) it also serves the Tinkerbell Hegel metadata
 endpoints (:mod:`capa_py.tinkerbell.hegel`) on ``--hegel-bind`` (127.0.0.1), believing ``X-Forwarded-For``
 from ``--trusted-proxies`` only, whether or not it leads (Hegel only reads), until it stops.
+
+With ``--tink-server-port PORT`` (0, the default, serves none) it also serves the Tinkerbell gRPC workflow
+service (:mod:`capa_py.tinkerbell.server`) on ``--tink-server-bind`` (127.0.0.1), with the
+``--tink-server-tls-cert/-key`` and ``--tink-server-rejection-backoff[-max]`` flags of ``capa tink server``,
+whether or not it leads (agents may connect to any replica; every status write it makes is optimistic, so
+two replicas never dispatch one workflow twice). Its metrics are on the metrics endpoint.
 """
 
 from __future__ import annotations
@@ -74,7 +80,9 @@ from capa_py.store.selectors import LabelSelector
 from capa_py.webhooks import CertificateReloader, RunningWebhook, WebhookConfigError, start_in_thread
 
 if TYPE_CHECKING:
+    from capa_py.cli.tink_cmd import WorkflowServerOptions
     from capa_py.tinkerbell.hegel import IPNetwork, RunningHegel
+    from capa_py.tinkerbell.server import RunningWorkflowServer
     from controllers.tinkerbell import WorkflowTimeouts
 
 _log = get_logger("cli.controller")
@@ -212,6 +220,21 @@ def hegel_options(port: int, bind: str, trusted_proxies: str | None) -> HegelOpt
     return HegelOptions(bind, port, trusted) if port else None
 
 
+def _tink_server_options(
+    port: int,
+    bind: str,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    backoff: str,
+    backoff_max: str,
+) -> WorkflowServerOptions | None:
+    """The workflow server's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
+    from capa_py.cli.tink_cmd import checked_server_flags
+
+    options = checked_server_flags("--tink-server-", bind, port, tls_cert, tls_key, backoff, backoff_max)
+    return options if port else None
+
+
 def _start_hegel(store: ObjectStore, options: HegelOptions | None) -> RunningHegel | None:
     if options is None:
         return None
@@ -222,6 +245,23 @@ def _start_hegel(store: ObjectStore, options: HegelOptions | None) -> RunningHeg
     except OSError as exc:
         fail(f"cannot serve hegel on {options.bind}:{options.port}: {exc.strerror or exc}")
     _announce(f"hegel: {running.url}")
+    return running
+
+
+def _start_tink_server(
+    store: ObjectStore, options: WorkflowServerOptions | None, metrics: ControllerMetrics
+) -> RunningWorkflowServer | None:
+    if options is None:
+        return None
+    from capa_py.tinkerbell.server import start_in_thread as start_tink_server
+
+    try:
+        running = start_tink_server(
+            store, options.bind, options.port, options.tls, options.backoff, registry=metrics.registry
+        )
+    except OSError as exc:
+        fail(f"cannot serve the tink server on {options.bind}:{options.port}: {exc.strerror or exc}")
+    _announce(f"tink server: {running.address}")
     return running
 
 
@@ -348,6 +388,32 @@ def controller(
             metavar="CIDR[,CIDR...]",
         ),
     ] = None,
+    tink_server_port: Annotated[
+        int,
+        typer.Option(
+            "--tink-server-port", help="Serve the Tinkerbell workflow service on this port; 0 (default) off."
+        ),
+    ] = 0,
+    tink_server_bind: Annotated[
+        str, typer.Option("--tink-server-bind", help="Address the workflow service listens on.")
+    ] = "127.0.0.1",
+    tink_server_tls_cert: Annotated[
+        Path | None, typer.Option("--tink-server-tls-cert", help="PEM certificate of the workflow service.")
+    ] = None,
+    tink_server_tls_key: Annotated[
+        Path | None, typer.Option("--tink-server-tls-key", help="PEM private key of the workflow service.")
+    ] = None,
+    tink_server_rejection_backoff: Annotated[
+        str,
+        typer.Option(
+            "--tink-server-rejection-backoff",
+            help="A rejected workflow is not offered again for this long, doubled per rejection.",
+        ),
+    ] = "10s",
+    tink_server_rejection_backoff_max: Annotated[
+        str,
+        typer.Option("--tink-server-rejection-backoff-max", help="The longest a rejected workflow waits."),
+    ] = "5m",
 ) -> None:
     """Run every controller against the store until SIGTERM or SIGINT."""
     if core_controllers not in ("auto", "on", "off"):
@@ -380,6 +446,14 @@ def controller(
     metrics_address, probe_address = _addresses(metrics_bind_address, health_probe_bind_address)
     webhooks = webhook_options(webhook_cert_dir, webhook_bind_address)
     hegel = hegel_options(hegel_port, hegel_bind, trusted_proxies)
+    tink_server = _tink_server_options(
+        tink_server_port,
+        tink_server_bind,
+        tink_server_tls_cert,
+        tink_server_tls_key,
+        tink_server_rejection_backoff,
+        tink_server_rejection_backoff_max,
+    )
 
     aws = aws_context(ctx, endpoint, region, profile, traits)
     store = globals_of(ctx).store()
@@ -403,6 +477,7 @@ def controller(
             webhooks,
             timeouts,
             hegel,
+            tink_server,
         )
     finally:
         store.close()
@@ -422,6 +497,7 @@ def _run(
     webhooks: WebhookOptions | None = None,
     timeouts: WorkflowTimeouts | None = None,
     hegel: HegelOptions | None = None,
+    tink_server: WorkflowServerOptions | None = None,
 ) -> int:
     from controllers import embedded_controllers
 
@@ -443,9 +519,12 @@ def _run(
     if endpoints.probe_url:
         _announce(f"health probes: {endpoints.probe_url}/healthz {endpoints.probe_url}/readyz")
     webhook: RunningWebhook | None = None
+    hegel_server: RunningHegel | None = None
+    workflow_server: RunningWorkflowServer | None = None
     try:
         webhook = _start_webhooks(webhooks)
         hegel_server = _start_hegel(store, hegel)
+        workflow_server = _start_tink_server(store, tink_server, metrics)
     except typer.Exit:
         if hegel_server is not None:
             hegel_server.stop()
@@ -509,6 +588,8 @@ def _run(
         if deadline is not None:
             deadline.cancel()
         process.stop_informers()
+        if workflow_server is not None:
+            workflow_server.stop()
         if hegel_server is not None:
             hegel_server.stop()
         if webhook is not None:

@@ -11,14 +11,22 @@ state each ended in, read from the Events the controller recorded (the objects t
 ``capa tink hegel [--bind 127.0.0.1] [--port 50061] [--trusted-proxies CIDR[,CIDR...]]`` serves the
 Hegel metadata endpoints (:mod:`capa_py.tinkerbell.hegel`) over the selected store until SIGTERM or SIGINT;
 port 0 picks a free port. It prints ``hegel: URL`` once it serves.
+
+``capa tink server [--bind 127.0.0.1] [--port 42113] [--tls-cert F --tls-key F] [--rejection-backoff 10s]
+[--rejection-backoff-max 5m]`` serves the gRPC workflow service (:mod:`capa_py.tinkerbell.server`) over the
+selected store until SIGTERM or SIGINT; port 0 picks a free port. It prints ``tink server: HOST:PORT`` once
+it serves.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -32,10 +40,14 @@ from capa_py.cli.tink_agent_cmd import agent
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
+    from capa_py.tinkerbell.dispatch import Backoff
     from capa_py.tinkerbell.hegel import IPNetwork
+    from capa_py.tinkerbell.server import TLSFiles
 
 app = typer.Typer(
-    help="Tinkerbell helpers: render a template for a hardware, serve Hegel metadata.", no_args_is_help=True
+    help="Tinkerbell helpers: render a template for a hardware, serve Hegel metadata, serve the workflow "
+    "service.",
+    no_args_is_help=True,
 )
 app.command("agent")(agent)
 
@@ -75,6 +87,67 @@ def checked_hegel_flags(port_flag: str, port: int, trusted_proxies: str | None) 
         return parse_trusted_proxies(trusted_proxies)
     except ValueError as exc:
         fail(str(exc), EXIT_INVALID)
+
+
+_HOST_NAME = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+
+
+def _listen_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return _HOST_NAME.fullmatch(text) is not None
+    return True
+
+
+@dataclass(frozen=True)
+class WorkflowServerOptions:
+    """Where the workflow server listens, with which certificate, and how it holds rejections back."""
+
+    bind: str
+    port: int
+    tls: TLSFiles | None
+    backoff: Backoff
+
+
+def checked_server_flags(
+    prefix: str,
+    bind: str,
+    port: int,
+    tls_cert: Path | None,
+    tls_key: Path | None,
+    backoff: str,
+    backoff_max: str,
+) -> WorkflowServerOptions:
+    """The workflow server's settings from its flags (named ``{prefix}port``, ``{prefix}tls-cert``, ...);
+    exits 2 naming the flag that is wrong."""
+    from capa_py.cli.durations import parse_duration
+    from capa_py.tinkerbell.dispatch import Backoff
+    from capa_py.tinkerbell.server import check_tls
+
+    if not 0 <= port <= 65535:
+        fail(f"{prefix}port must be between 0 and 65535, not {port}", EXIT_INVALID)
+    if not _listen_address(bind):
+        fail(f"{prefix}bind: {bind!r} is not an IP address or a host name", EXIT_INVALID)
+    seconds: dict[str, float] = {}
+    for flag, text in (("rejection-backoff", backoff), ("rejection-backoff-max", backoff_max)):
+        try:
+            seconds[flag] = parse_duration(text)
+        except ValueError as exc:
+            fail(f"{prefix}{flag}: {exc}", EXIT_INVALID)
+        if seconds[flag] <= 0:
+            fail(f"{prefix}{flag} must be positive", EXIT_INVALID)
+    if seconds["rejection-backoff-max"] < seconds["rejection-backoff"]:
+        fail(f"{prefix}rejection-backoff-max must not be less than {prefix}rejection-backoff", EXIT_INVALID)
+    try:
+        tls = check_tls(tls_cert, tls_key, prefix)
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    return WorkflowServerOptions(
+        bind, port, tls, Backoff(seconds["rejection-backoff"], seconds["rejection-backoff-max"])
+    )
 
 
 @app.command("render")
@@ -137,6 +210,53 @@ def hegel(
         except OSError as exc:
             fail(f"cannot serve on {bind}:{port}: {exc.strerror or exc}")
         print(f"hegel: {running.url}", flush=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            running.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        store.close()
+    print("stopped", flush=True)
+
+
+@app.command("server")
+def server(
+    ctx: typer.Context,
+    bind: Annotated[str, typer.Option("--bind", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on; 0 picks a free one.")] = 42113,
+    tls_cert: Annotated[
+        Path | None, typer.Option("--tls-cert", help="PEM certificate (with --tls-key); none: plaintext.")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key of --tls-cert.")] = None,
+    rejection_backoff: Annotated[
+        str,
+        typer.Option(
+            "--rejection-backoff",
+            help="A workflow its agent rejected is not offered again for this long, doubled per rejection.",
+        ),
+    ] = "10s",
+    rejection_backoff_max: Annotated[
+        str, typer.Option("--rejection-backoff-max", help="The longest a rejected workflow is held back.")
+    ] = "5m",
+) -> None:
+    """Serve the gRPC workflow service (GetWorkflows, PublishEvent) to Tinkerbell agents until interrupted."""
+    from capa_py.tinkerbell.server import start_in_thread
+
+    options = checked_server_flags(
+        "--", bind, port, tls_cert, tls_key, rejection_backoff, rejection_backoff_max
+    )
+    store = globals_of(ctx).store()
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            running = start_in_thread(store, options.bind, options.port, options.tls, options.backoff)
+        except OSError as exc:
+            fail(f"cannot serve on {options.bind}:{options.port}: {exc.strerror or exc}")
+        print(f"tink server: {running.address}", flush=True)
         try:
             while not stop.wait(0.5):
                 pass

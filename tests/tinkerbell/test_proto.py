@@ -17,11 +17,17 @@ def test_checked_in_code_matches_what_the_protobuf_compiles_to(tmp_path: Path) -
     bin_dir = Path(sys.executable).parent
     subprocess.run(
         [
-            sys.executable, "-m", "grpc_tools.protoc", "-I", str(ROOT),
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            "-I",
+            str(ROOT),
             f"--plugin=protoc-gen-mypy={bin_dir / 'protoc-gen-mypy'}",
             f"--plugin=protoc-gen-mypy_grpc={bin_dir / 'protoc-gen-mypy_grpc'}",
-            f"--python_out={tmp_path}", f"--grpc_python_out={tmp_path}",
-            f"--mypy_out={tmp_path}", f"--mypy_grpc_out={tmp_path}",
+            f"--python_out={tmp_path}",
+            f"--grpc_python_out={tmp_path}",
+            f"--mypy_out={tmp_path}",
+            f"--mypy_grpc_out={tmp_path}",
             str(ROOT / PROTO),
         ],
         check=True,
@@ -66,7 +72,14 @@ def test_event_and_command_field_numbers_are_the_designs() -> None:
     }
     action = workflow_pb2.Workflow.Action.DESCRIPTOR
     assert {f.name: f.number for f in action.fields} == {
-        "id": 1, "name": 2, "image": 3, "cmd": 4, "args": 5, "env": 6, "volumes": 7, "ns": 8,
+        "id": 1,
+        "name": 2,
+        "image": 3,
+        "cmd": 4,
+        "args": 5,
+        "env": 6,
+        "volumes": 7,
+        "ns": 8,
     }
     command = workflow_pb2.GetWorkflowsResponse.DESCRIPTOR
     assert {f.name: f.number for f in command.fields} == {"start_workflow": 1, "stop_workflow": 2}

@@ -306,9 +306,7 @@ class _State:
         receiver = self.eval_arg(dot, None, chain.node)
         return self.eval_field_chain(dot, receiver, chain, chain.field, args, final)
 
-    def eval_variable_node(
-        self, dot: Any, var: VariableNode, args: list[Operand] | None, final: Any
-    ) -> Any:
+    def eval_variable_node(self, dot: Any, var: VariableNode, args: list[Operand] | None, final: Any) -> Any:
         self.at(var)
         value = self.var_value(var.ident[0])
         if len(var.ident) == 1:
@@ -316,8 +314,9 @@ class _State:
             return value
         return self.eval_field_chain(dot, value, var, var.ident[1:], args, final)
 
-    def eval_field_chain(self, dot: Any, receiver: Any, node: Operand, ident: list[str],
-                         args: list[Operand] | None, final: Any) -> Any:
+    def eval_field_chain(
+        self, dot: Any, receiver: Any, node: Operand, ident: list[str], args: list[Operand] | None, final: Any
+    ) -> Any:
         for name in ident[:-1]:
             receiver = self.eval_field(name, None, MISSING, receiver)
         return self.eval_field(ident[-1], args, final, receiver)
@@ -339,16 +338,18 @@ class _State:
             return Boxed(receiver[name])
         raise self.error(f"can't evaluate field {name} in type {typ}")
 
-    def eval_function(self, dot: Any, node: IdentifierNode, cmd: AnyNode, args: list[Operand] | None,
-                      final: Any) -> Any:
+    def eval_function(
+        self, dot: Any, node: IdentifierNode, cmd: AnyNode, args: list[Operand] | None, final: Any
+    ) -> Any:
         self.at(node)
         fn = FUNCS.get(node.ident)
         if fn is None:
             self.errorf(f"{go_quote(node.ident)} is not a defined function")
         return self.eval_call(dot, fn, cmd, node.ident, args, final)
 
-    def eval_call(self, dot: Any, fn: Func, node: AnyNode, name: str, all_args: list[Operand] | None,
-                  final: Any) -> Any:
+    def eval_call(
+        self, dot: Any, fn: Func, node: AnyNode, name: str, all_args: list[Operand] | None, final: Any
+    ) -> Any:
         args = all_args[1:] if all_args is not None else []
         num_params = len(fn.params)
         num_in = len(args) + (final is not MISSING)

@@ -71,7 +71,13 @@ def _not(arg: Any) -> bool:
 
 
 _BOOL, _INT, _UINT, _FLOAT, _COMPLEX, _STRING, _INVALID = (
-    "bool", "int", "uint", "float", "complex", "string", "invalid"
+    "bool",
+    "int",
+    "uint",
+    "float",
+    "complex",
+    "string",
+    "invalid",
 )
 
 

@@ -105,8 +105,15 @@ class _Stream:
 
 
 class _TreeParser:
-    def __init__(self, name: str, parse_name: str, text: str, stream: _Stream, funcs: Collection[str],
-                 trees: dict[str, Tree]) -> None:
+    def __init__(
+        self,
+        name: str,
+        parse_name: str,
+        text: str,
+        stream: _Stream,
+        funcs: Collection[str],
+        trees: dict[str, Tree],
+    ) -> None:
         self.name = name
         self.parse_name = parse_name
         self.text = text

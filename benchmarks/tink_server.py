@@ -1,0 +1,186 @@
+"""What the Tinkerbell workflow server sustains: many agents on one server over a SQLite store.
+
+Run: ``.venv/bin/python benchmarks/tink_server.py [--agents 50] [--workflows 10] [--json PATH]``. A SQLite
+store in a temp directory holds ``--agents`` Hardware, one Template of two actions and ``--workflows``
+Workflows per Hardware, prepared by the workflow controller. The server listens on a loopback port; each
+agent is a thread with the generated client that opens its command stream and, for every StartWorkflow,
+publishes ActionStarted and ActionSucceeded for each action, one after the other. Prints the workflows
+dispatched per second (every workflow from the first stream opening until the last workflow succeeded)
+and the event round trip (a PublishEvent call until its reply) p50/p99; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+import grpc  # noqa: E402
+
+from capa_py.api.tinkerbell import Hardware, Template, Workflow  # noqa: E402
+from capa_py.logging import configure_logging  # noqa: E402
+from capa_py.runtime.events import EventRecorder  # noqa: E402
+from capa_py.runtime.queue import ObjectKey  # noqa: E402
+from capa_py.store import SQLiteStore  # noqa: E402
+from capa_py.tinkerbell.proto import workflow_pb2 as pb  # noqa: E402
+from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc  # noqa: E402
+from capa_py.tinkerbell.server import start_in_thread  # noqa: E402
+from controllers.tinkerbell import WorkflowController  # noqa: E402
+
+
+def _objects(agents: int, workflows: int) -> list[Any]:
+    objects: list[Any] = [
+        Template.model_validate(
+            {
+                "metadata": {"name": "provision", "namespace": "default"},
+                "spec": {
+                    "actions": [
+                        {"name": "stream-image", "image": "quay.io/tinkerbell/image2disk:v1"},
+                        {"name": "kexec", "image": "quay.io/tinkerbell/kexec:v1"},
+                    ]
+                },
+            }
+        )
+    ]
+    for index in range(agents):
+        mac = f"02:00:00:00:{index >> 8 & 255:02x}:{index & 255:02x}"
+        objects.append(
+            Hardware.model_validate(
+                {
+                    "metadata": {"name": f"machine-{index}", "namespace": "default"},
+                    "spec": {
+                        "networkInterfaces": {mac: {"dhcp": {"ip": "10.0.0.1", "netmask": "255.0.0.0"}}}
+                    },
+                }
+            )
+        )
+        for number in range(workflows):
+            objects.append(
+                Workflow.model_validate(
+                    {
+                        "metadata": {"name": f"machine-{index}-{number}", "namespace": "default"},
+                        "spec": {
+                            "hardwareRef": {"name": f"machine-{index}"},
+                            "templateRef": {"name": "provision"},
+                        },
+                    }
+                )
+            )
+    return objects
+
+
+def _agent(address: str, name: str, workflows: int, latencies: list[float], lock: threading.Lock) -> None:
+    with grpc.insecure_channel(address) as channel:
+        stub = pb_grpc.WorkflowServiceStub(channel)
+        stream = stub.GetWorkflows(pb.GetWorkflowsRequest(agent_id=name))
+        mine: list[float] = []
+        done = 0
+        for command in stream:
+            if command.WhichOneof("cmd") != "start_workflow":
+                continue
+            sent = command.start_workflow.workflow
+            for action in sent.actions:
+                for event in (
+                    pb.Event(
+                        workflow_id=sent.workflow_id,
+                        action_started=pb.Event.ActionStarted(action_id=action.id),
+                    ),
+                    pb.Event(
+                        workflow_id=sent.workflow_id,
+                        action_succeeded=pb.Event.ActionSucceeded(action_id=action.id),
+                    ),
+                ):
+                    started = time.perf_counter()
+                    stub.PublishEvent(pb.PublishEventRequest(event=event))
+                    mine.append(time.perf_counter() - started)
+            done += 1
+            if done == workflows:
+                break
+        stream.cancel()
+    with lock:
+        latencies.extend(mine)
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def measure(agents: int, workflows: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as home:
+        store = SQLiteStore(Path(home) / "state.db")
+        controller = WorkflowController(store, EventRecorder(store))
+        prepared_at = time.perf_counter()
+        for obj in _objects(agents, workflows):
+            store.create(obj)
+            if isinstance(obj, Workflow):
+                controller.reconcile(ObjectKey("Workflow", "default", obj.name))
+        print(
+            f"prepared {agents * workflows} workflows in {time.perf_counter() - prepared_at:.1f}s",
+            file=sys.stderr,
+        )
+        server = start_in_thread(store, "127.0.0.1", 0)
+        latencies: list[float] = []
+        lock = threading.Lock()
+        threads = [
+            threading.Thread(target=_agent, args=(server.address, f"machine-{i}", workflows, latencies, lock))
+            for i in range(agents)
+        ]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.perf_counter() - started
+        server.stop()
+        succeeded = sum(1 for w in store.list(Workflow) if w.status.state == "Succeeded")
+        store.close()
+    return {
+        "agents": agents,
+        "workflows": agents * workflows,
+        "succeeded": succeeded,
+        "seconds": elapsed,
+        "dispatched_per_second": agents * workflows / elapsed,
+        "event_p50_ms": _percentile(latencies, 0.50) * 1000,
+        "event_p99_ms": _percentile(latencies, 0.99) * 1000,
+        "event_mean_ms": statistics.fmean(latencies) * 1000,
+        "events": len(latencies),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--agents", type=int, default=50)
+    parser.add_argument("--workflows", type=int, default=10, help="workflows per agent")
+    parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    args = parser.parse_args(argv)
+    if args.agents < 1 or args.agents > 65536:
+        parser.error("--agents must be between 1 and 65536")
+    if args.workflows < 1:
+        parser.error("--workflows must be at least 1")
+    configure_logging("console", 0)  # warnings only: no log line per event
+    figures = measure(args.agents, args.workflows)
+    print(f"tink server: {figures['agents']} agents, {figures['workflows']} workflows of 2 actions")
+    print(f"  workflows dispatched (and run) per second: {figures['dispatched_per_second']:.1f}")
+    print(
+        f"  event round trip: p50 {figures['event_p50_ms']:.1f} ms, p99 {figures['event_p99_ms']:.1f} ms"
+        f" ({figures['events']} PublishEvent calls)"
+    )
+    print(f"  succeeded: {figures['succeeded']} of {figures['workflows']} in {figures['seconds']:.1f}s")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,277 @@
+"""The workflow server's streams over time: cancellation and its acknowledgement, workflows the
+supervisor ends under a running agent, reconnects, two streams with one agent id, health, metrics, TLS."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
+from prometheus_client import CollectorRegistry
+
+from capa_py.api.tinkerbell import Workflow
+from capa_py.tinkerbell.proto import workflow_pb2 as pb
+from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
+from capa_py.tinkerbell.server import SERVICE_NAME, check_tls
+from tests.tinkerbell.server_world import WAIT, Agent, World, hardware, template
+from tests.webhooks.certificates import write_certificate
+
+MAC = "aa:bb:cc:dd:ee:01"
+
+
+@pytest.fixture
+def registry() -> CollectorRegistry:
+    return CollectorRegistry()
+
+
+@pytest.fixture
+def world(tmp_path: Path, registry: CollectorRegistry) -> Iterator[World]:
+    w = World(tmp_path, registry=registry)
+    w.apply(hardware("hw1", MAC), template())
+    yield w
+    w.close()
+
+
+def dispatched(world: World, name: str = "wf", agent_id: str = "hw1") -> Agent:
+    world.submit(name, "hw1")
+    agent = world.connect(agent_id)
+    assert agent.started().workflow_id == f"default/{name}"
+    world.wait_state(name, "Scheduled")
+    return agent
+
+
+def delete_and_supervise(world: World, name: str = "wf") -> None:
+    world.store.delete(Workflow, name, "default")
+    world.supervise(name)
+
+
+def test_a_cancelled_running_workflow_is_stopped_and_the_agents_ack_cancels_it(world: World) -> None:
+    agent = dispatched(world)
+    world.started("wf", "a")
+    delete_and_supervise(world)
+    assert world.state("wf") == "Cancelling"
+    assert agent.stopped() == "default/wf"
+    world.failed("wf", "a", "Canceled", "stopped on request")
+    status = world.get("wf").status
+    assert status.state == "Canceled"
+    assert status.actions["a"].state == "Failed"
+    world.supervise("wf")
+    with pytest.raises(Exception, match="not found"):
+        world.get("wf")  # the controller let it go: the deletion completed
+
+
+def test_a_cancelled_scheduled_workflow_is_acknowledged_by_a_rejection(world: World) -> None:
+    agent = dispatched(world)
+    delete_and_supervise(world)
+    assert agent.stopped() == "default/wf"
+    world.rejected("wf", "Canceled", "nothing was running")
+    assert world.state("wf") == "Canceled"
+
+
+def test_a_workflow_the_supervisor_fails_is_stopped_and_later_events_are_refused(world: World) -> None:
+    agent = dispatched(world)
+    world.clock.advance(61)  # past the scheduling timeout
+    world.supervise("wf")
+    assert world.get("wf").status.reason == "SchedulingTimeout"
+    assert agent.stopped() == "default/wf"
+    with pytest.raises(grpc.RpcError) as raised:
+        world.started("wf", "a")
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert world.state("wf") == "Failed"
+
+
+def test_a_cancellation_the_supervisor_gives_up_on_is_stopped_again(world: World) -> None:
+    agent = dispatched(world)
+    world.started("wf", "a")
+    delete_and_supervise(world)
+    assert agent.stopped() == "default/wf"
+    world.clock.advance(31)  # past the cancel timeout
+    world.supervise("wf")
+    assert agent.stopped() == "default/wf", "Canceled without the agent's word: told to stop once more"
+
+
+def test_the_next_workflow_is_sent_once_the_cancelled_one_ends(world: World) -> None:
+    agent = dispatched(world)
+    world.submit("wf-2", "hw1")
+    world.started("wf", "a")
+    delete_and_supervise(world)
+    assert agent.stopped() == "default/wf"
+    assert world.state("wf-2") == "Pending", "nothing new while one is Cancelling"
+    world.failed("wf", "a", "Canceled")
+    assert agent.started().workflow_id == "default/wf-2"
+
+
+def test_a_reconnecting_agent_gets_its_scheduled_or_running_workflow_again(world: World) -> None:
+    agent = dispatched(world)
+    agent.close()
+    again = world.connect("hw1")
+    assert again.started().workflow_id == "default/wf", "Scheduled: sent again"
+    world.started("wf", "a")
+    again.close()
+    world.server_sees("wf", "Running")
+    third = world.connect(MAC.upper())
+    resent = third.started()
+    assert resent.workflow_id == "default/wf", "Running: sent again"
+    assert [a.id for a in resent.actions] == ["a", "b"]
+    # The agent tells a double dispatch apart; rejecting the workflow it runs changes nothing.
+    with pytest.raises(grpc.RpcError) as raised:
+        world.rejected("wf", "AlreadyRunning")
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert world.state("wf") == "Running"
+
+
+def test_a_reconnecting_agent_of_a_cancelling_workflow_is_told_to_stop(world: World) -> None:
+    agent = dispatched(world)
+    world.started("wf", "a")
+    agent.close()
+    delete_and_supervise(world)
+    world.server_sees("wf", "Cancelling")
+    assert world.connect("hw1").stopped() == "default/wf"
+
+
+@pytest.mark.parametrize("second_id", ["hw1", MAC, "AA-BB-CC-DD-EE-01"])
+def test_a_second_stream_for_the_same_agent_takes_over_and_the_first_is_aborted(
+    world: World, second_id: str
+) -> None:
+    first = dispatched(world)
+    second = world.connect(second_id)
+    assert first.ended().code() == grpc.StatusCode.ABORTED
+    assert second.started().workflow_id == "default/wf", "the newer stream is served"
+    world.run_to_success("wf")
+    world.submit("wf-2", "hw1")
+    assert second.started().workflow_id == "default/wf-2"
+
+
+def test_health_is_serving_for_the_server_and_the_workflow_service(world: World) -> None:
+    checks = health_pb2_grpc.HealthStub(world.channel)
+    for service in ("", SERVICE_NAME):
+        response = checks.Check(health_pb2.HealthCheckRequest(service=service))
+        assert response.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, labels)
+    return value or 0.0
+
+
+def test_metrics_count_agents_dispatches_events_and_rejections(
+    world: World, registry: CollectorRegistry
+) -> None:
+    agent = dispatched(world)
+    assert sample(registry, "tink_server_connected_agents") == 1
+    assert sample(registry, "tink_server_dispatches_total") == 1
+    world.rejected("wf", "Busy")
+    with pytest.raises(grpc.RpcError):
+        world.started("wf", "a")
+    assert sample(registry, "tink_server_rejections_total") == 1
+    assert sample(registry, "tink_server_events_total", type="workflow_rejected", result="ok") == 1
+    assert (
+        sample(registry, "tink_server_events_total", type="action_started", result="failed_precondition") == 1
+    )
+    agent.close()
+    deadline = time.monotonic() + WAIT
+    while sample(registry, "tink_server_connected_agents") != 0:
+        assert time.monotonic() < deadline, "the closed stream is still counted as a connected agent"
+        time.sleep(0.02)
+
+
+def test_tls_serves_a_client_that_trusts_the_certificate(tmp_path: Path) -> None:
+    write_certificate(tmp_path / "certs")
+    tls = check_tls(tmp_path / "certs" / "tls.crt", tmp_path / "certs" / "tls.key")
+    assert tls is not None
+    world = World(tmp_path, tls=tls)
+    try:
+        world.apply(hardware("hw1", MAC), template())
+        assert dispatched(world).nothing_queued()
+        plain = grpc.insecure_channel(world.server.address)
+        plain_stub = pb_grpc.WorkflowServiceStub(plain)
+        with pytest.raises(grpc.RpcError, match="UNAVAILABLE"):
+            plain_stub.PublishEvent(pb.PublishEventRequest(), timeout=5)
+        plain.close()
+    finally:
+        world.close()
+
+
+def test_tls_files_that_do_not_load_are_named(tmp_path: Path) -> None:
+    write_certificate(tmp_path)
+    (tmp_path / "junk").write_text("not a pem")
+    with pytest.raises(ValueError, match=r"--tls-cert .*junk: not a PEM certificate"):
+        check_tls(tmp_path / "junk", tmp_path / "tls.key")
+    with pytest.raises(ValueError, match=r"--tls-key .*junk"):
+        check_tls(tmp_path / "tls.crt", tmp_path / "junk")
+    with pytest.raises(ValueError, match="go together"):
+        check_tls(tmp_path / "tls.crt", None)
+    other = tmp_path / "other"
+    write_certificate(other)
+    with pytest.raises(ValueError, match="does not match"):
+        check_tls(tmp_path / "tls.crt", other / "tls.key")
+
+
+def test_a_stop_acknowledged_for_the_action_not_yet_started_cancels(world: World) -> None:
+    agent = dispatched(world)
+    world.started("wf", "a")
+    world.succeeded("wf", "a")
+    delete_and_supervise(world)
+    assert agent.stopped() == "default/wf"
+    world.failed("wf", "b", "Canceled", "stopped before b")
+    status = world.get("wf").status
+    assert (status.state, status.reason, status.message) == ("Canceled", "Canceled", "stopped before b")
+    assert status.actions["b"].state == "Pending", "b never ran"
+
+
+def test_an_action_failing_for_another_reason_while_cancelling_still_cancels(world: World) -> None:
+    dispatched(world)
+    world.started("wf", "a")
+    delete_and_supervise(world)
+    world.failed("wf", "a", "Crashed")
+    assert world.state("wf") == "Canceled"
+    with pytest.raises(grpc.RpcError) as raised:
+        world.failed("wf", "b", "Canceled")
+    assert raised.value.code() == grpc.StatusCode.FAILED_PRECONDITION, "nothing to acknowledge any more"
+
+
+def test_hardware_that_makes_a_connected_agent_ambiguous_ends_its_stream(world: World) -> None:
+    agent = world.connect("hw1")
+    world.apply(hardware("hw1", "aa:bb:cc:dd:ee:07", namespace="lab"))
+    error = agent.ended()
+    assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
+    assert "lab/hw1" in (error.details() or "")
+
+
+def test_env_values_are_never_logged(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    world.submit("wf", "hw1")
+    sent = world.connect("hw1").started()
+    assert sent.actions[0].env["SECRET"] == "s3cr3t-value", "the agent gets the value"
+    world.wait_state("wf", "Scheduled")
+    world.run_to_success("wf")
+    logged = capsys.readouterr().out
+    assert "workflow dispatched" in logged, "the server's log lines are captured"
+    assert "s3cr3t-value" not in logged
+
+
+def test_an_agent_whose_hardware_is_deleted_waits_and_is_served_when_it_is_back(world: World) -> None:
+    from capa_py.api.tinkerbell import Hardware
+
+    agent = world.connect("hw1")
+    world.store.delete(Hardware, "hw1", "default")
+    deadline = time.monotonic() + WAIT
+    while any(s.hardware is not None for s in world.server.dispatcher.sessions()):
+        assert time.monotonic() < deadline, "the agent stayed bound to a deleted hardware"
+        time.sleep(0.02)
+    world.apply(hardware("hw1", MAC))
+    world.submit("wf", "hw1")
+    assert agent.started().workflow_id == "default/wf"
+
+
+def test_stopping_the_server_ends_open_streams(tmp_path: Path) -> None:
+    w = World(tmp_path)
+    try:
+        w.apply(hardware("hw1", MAC), template())
+        agent = w.connect("hw1")
+        w.server.stop()
+        assert agent.ended().code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED)
+    finally:
+        w.close()
