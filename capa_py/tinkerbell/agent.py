@@ -24,9 +24,9 @@ its id (a Hardware's name or one of its MACs) and follows the commands on that s
 
 The stream is reopened with exponential back-off (``reconnect_initial`` doubling to ``reconnect_max``)
 when the server is unreachable or the stream breaks; a running action keeps running meanwhile. Events
-that fail to publish are retried with the same back-off until delivered; an answer of ``NOT_FOUND`` or
-``FAILED_PRECONDITION`` means the server decided against the event: it is logged and dropped, and a
-workflow whose event was refused is abandoned (its remaining actions are not run).
+that fail to publish are retried with the same back-off until delivered; an answer of ``NOT_FOUND``,
+``FAILED_PRECONDITION`` or ``INVALID_ARGUMENT`` means the server decided against the event: it is logged
+and dropped, and a workflow whose event was refused is abandoned (its remaining actions are not run).
 
 Logs carry workflow ids, action names, images, exit codes and reasons; never env values or arguments.
 """
@@ -56,8 +56,9 @@ KEEPALIVE_TIMEOUT_MS = 10_000
 PUBLISH_DEADLINE = 10.0
 """Seconds one ``PublishEvent`` attempt may take before it counts as failed (and is retried)."""
 
-REFUSED = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
-"""Answers to ``PublishEvent`` that mean the server decided against the event: never retried."""
+REFUSED = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT)
+"""Answers to ``PublishEvent`` that mean the server decided against the event: never retried (no retry
+could change a NOT_FOUND, FAILED_PRECONDITION or INVALID_ARGUMENT answer)."""
 
 Event = workflow_pb2.Event
 Delivery = Literal["delivered", "refused", "abandoned"]

@@ -12,10 +12,11 @@ for what the action does; the agent turns the outcome into an ``ActionSucceeded`
   to the agent's log at debug level, one line per record. The image is recorded in the log, never pulled;
   volumes and namespaces are not applied (one log line per action says so). Exit code 0 is success.
 * :class:`DockerRuntime` (``--runtime docker``) runs the action as a container through the Docker SDK:
-  pulls the image (failure: ``ImagePullFailed``), uses ``cmd`` as the entrypoint and ``args`` as the
-  command, sets ``env``, mounts ``volumes`` (Docker's ``src:dst[:opts]`` form), joins the ``pid`` and
-  ``network`` namespaces ``ns`` names (``host``), waits for the exit code and removes the container;
-  stopping is ``docker stop`` with the grace period.
+  pulls the image (failure: ``ImagePullFailed``, unless the image is already on the machine), uses
+  ``cmd`` as the entrypoint and ``args`` as the command, sets ``env``, mounts ``volumes`` (Docker's
+  ``src:dst[:opts]`` form), joins the ``pid`` and ``network`` namespaces ``ns`` names (``host``), waits
+  for the exit code, logs the container's output at debug level and removes the container; stopping is
+  ``docker stop`` with the grace period.
 
 Failure reasons are UpperCamelCase: ``NonZeroExit`` (the message carries the exit code), ``Timeout``,
 ``NoCommand``, ``StartFailed`` (the command or container could not be started), ``ImagePullFailed``.
@@ -232,7 +233,11 @@ class DockerRuntime:
             log.info("pulling image")
             self.client.images.pull(action.image)
         except DockerException as exc:
-            return Outcome.failed("ImagePullFailed", f"cannot pull {action.image}: {_docker_message(exc)}")
+            if not self._present(action.image):
+                message = f"cannot pull {action.image}: {_docker_message(exc)}"
+                return Outcome.failed("ImagePullFailed", message)
+            # A registry out of reach (an air-gapped lab) does not stop an image already on the machine.
+            log.warning("cannot pull the image: using the local copy", error=_docker_message(exc))
         try:
             container = self.client.containers.create(
                 action.image,
@@ -253,6 +258,8 @@ class DockerRuntime:
                 container.reload()
                 if container.status in ("exited", "dead"):
                     code = int(container.attrs["State"]["ExitCode"])
+                    for line in container.logs().decode(errors="replace").splitlines():
+                        _log.debug("action output", action=action.name, line=line)
                     log.info("action exited", exit_code=code)
                     return _exited(code)
                 if stop.is_set():
@@ -269,6 +276,16 @@ class DockerRuntime:
                 container.remove(force=True)
             except DockerException as exc:
                 log.warning("cannot remove the action's container", error=_docker_message(exc))
+
+
+    def _present(self, image: str) -> bool:
+        from docker.errors import DockerException
+
+        try:
+            self.client.images.get(image)
+        except DockerException:
+            return False
+        return True
 
 
 def _docker_message(exc: Exception) -> str:

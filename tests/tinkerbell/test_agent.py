@@ -311,7 +311,9 @@ def test_events_that_fail_to_publish_are_retried_until_delivered(
     assert server.service.attempts == 7
 
 
-@pytest.mark.parametrize("code", [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION])
+@pytest.mark.parametrize(
+    "code", [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT]
+)
 def test_an_event_the_server_refuses_is_dropped_and_the_workflow_abandoned(
     server: ScriptedServer, agents: list[RunningAgent], tmp_path: Path, code: grpc.StatusCode
 ) -> None:

@@ -14,16 +14,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from capa_py.api.meta import ObjectMeta
 from capa_py.api.tinkerbell import Action, Template, TemplateSpec, Workflow
 from capa_py.tinkerbell.agent import Agent, AgentConfig
+from capa_py.tinkerbell.dispatch import Backoff
 from capa_py.tinkerbell.runtimes import ProcessRuntime
+from capa_py.tinkerbell.server import start_in_thread
 from tests.e2e.e2e_support import capa_env
 from tests.tinkerbell.scripted_server import SAFETY_TIMEOUT, poll_until, wait_all, wait_for_file
 from tests.tinkerbell.server_world import World, hardware, workflow
 
 MAC = "aa:bb:cc:dd:ee:01"
+KEEPS_RUNNING = "workflow dispatched again while it runs: it keeps running"
 
 
 def shell_template(*scripts: tuple[str, str], timeout: int | None = None) -> Template:
@@ -175,6 +179,32 @@ def test_the_supervisor_fails_a_workflow_no_agent_starts(world: World, agents: l
     world.clock.advance(61)
     world.supervise("wf")
     assert (world.state("wf"), world.get("wf").status.reason) == ("Failed", "SchedulingTimeout")
+
+
+def test_the_agent_keeps_its_running_workflow_across_a_server_restart(
+    world: World, agents: list[AgentThread], tmp_path: Path
+) -> None:
+    go, up = tmp_path / "go", tmp_path / "up"
+    waits = f"echo up >> {up}; until [ -e {go} ]; do sleep 0.05; done"
+    submit(world, ("waits", waits), ("next", "true"))
+    agent = AgentThread(world, once=True)
+    agents.append(agent)
+    wait_for_file(up)
+    world.wait_state("wf", "Running")
+    port = world.server.port
+    with capture_logs() as logs:
+        world.server.stop()
+        world.server = start_in_thread(
+            world.store, "127.0.0.1", port, backoff=Backoff(10, 300), clock=world.clock
+        )
+        # The restarted server sends the Running workflow again; the agent keeps running it.
+        poll_until(
+            lambda: any(e["event"] == KEEPS_RUNNING for e in logs), "the agent to take the re-dispatch"
+        )
+    go.touch()
+    agent.wait()
+    assert world.wait_state("wf", "Succeeded").status.reason is None
+    assert up.read_text() == "up\n", "the running action was neither restarted nor run twice"
 
 
 def test_capa_tink_agent_runs_a_workflow_and_sigterm_between_workflows_exits_0(
