@@ -3,8 +3,9 @@
 ``capa tink agent --id AGENT_ID [--server HOST:PORT] [--tls-ca PEM] [--runtime process|docker]
 [--action-timeout 1h] [--reconnect-max 30s] [--stop-grace 10s] [--once]`` connects to the workflow server
 and runs the workflows it dispatches until SIGTERM or SIGINT (which stop the running action; exit 0).
-It prints ``agent: AGENT_ID via SERVER (runtime R)`` once it starts and ``stopped`` when it ends. Bad
-flags exit 2 naming the flag; ``--runtime docker`` without a Docker engine that answers exits 1.
+It prints ``agent: AGENT_ID via SERVER (runtime R)`` once it starts and ``stopped`` when it ends. With
+``--once`` it exits after one workflow has ended: 0 when every action succeeded, 1 otherwise. Bad flags
+exit 2 naming the flag; ``--runtime docker`` without a Docker engine that answers exits 1.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from capa_py.cli.common import EXIT_INVALID, fail
+from capa_py.cli.common import EXIT_FAILED, EXIT_INVALID, fail
 from capa_py.cli.durations import parse_duration
 
 SERVER_HELP = "The workflow server, HOST:PORT."
@@ -90,7 +91,9 @@ def agent(
             help="Time between SIGTERM and SIGKILL when an action is stopped.",
         ),
     ] = "10s",
-    once: Annotated[bool, typer.Option("--once", help="Exit after one workflow has ended.")] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Exit after one workflow has ended (1 unless it succeeded).")
+    ] = False,
 ) -> None:
     """Run the workflows the Tinkerbell workflow server dispatches to this machine, until interrupted."""
     from capa_py.tinkerbell.agent import DEFAULT_RECONNECT_INITIAL, Agent, AgentConfig
@@ -120,9 +123,13 @@ def agent(
         chosen = ProcessRuntime(grace)
     running = Agent(config, chosen)
     worker = threading.Thread(target=running.run, name="tink-agent", daemon=True)
-    previous = {
-        sig: signal.signal(sig, lambda *_: running.shutdown()) for sig in (signal.SIGTERM, signal.SIGINT)
-    }
+    signalled = threading.Event()
+
+    def stop(*_: object) -> None:
+        signalled.set()
+        running.shutdown()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         print(f"agent: {agent_id} via {config.server} (runtime {runtime})", flush=True)
         worker.start()
@@ -132,6 +139,9 @@ def agent(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print("stopped", flush=True)
+    finished = running.last_finished
+    if once and not signalled.is_set() and finished is not None and not finished.succeeded:
+        raise typer.Exit(EXIT_FAILED)
 
 
 __all__ = ["agent", "checked_ca", "checked_duration", "checked_server"]

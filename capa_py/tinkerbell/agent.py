@@ -95,6 +95,15 @@ def workflow_rejected(workflow_id: str, reason: str, message: str) -> Event:
     return Event(workflow_id=workflow_id, workflow_rejected=rejected)
 
 
+@dataclass(frozen=True)
+class Finished:
+    """How the last workflow the agent ran ended: ``succeeded`` when every action succeeded and the server
+    took the last event."""
+
+    workflow_id: str
+    succeeded: bool
+
+
 @dataclass
 class _Execution:
     """One workflow this agent runs or ran."""
@@ -123,6 +132,8 @@ class Agent:
         self._call: grpc.RpcContext | None = None
         self._once_done = threading.Event()
         self._workers: list[threading.Thread] = []
+        self.last_finished: Finished | None = None
+        """The last workflow that ended on this agent (None before the first)."""
         self._log = _log.bind(agent_id=config.agent_id, server=config.server)
         self._channel = self._open_channel()
         self._stub = workflow_pb2_grpc.WorkflowServiceStub(self._channel)
@@ -303,9 +314,10 @@ class Agent:
                     self._settling[workflow_id] = execution
                 if self._current is execution:
                     self._current = None
-            if last is not None:
-                self._settle(execution, last)
-            log.info("workflow ended")
+            delivery = self._settle(execution, last) if last is not None else "abandoned"
+            succeeded = last is not None and last.HasField("action_succeeded") and delivery == "delivered"
+            self.last_finished = Finished(workflow_id, succeeded)
+            log.info("workflow ended", succeeded=succeeded)
             if self.config.once:
                 self._once_done.set()
                 self._cancel_stream()
@@ -324,14 +336,13 @@ class Agent:
             return action_failed(workflow_id, action.id, "AgentStopped", "the agent was shut down")
         return action_failed(workflow_id, action.id, outcome.reason or "Failed", outcome.message or "")
 
-    def _settle(self, execution: _Execution, last: Event) -> None:
+    def _settle(self, execution: _Execution, last: Event) -> Delivery:
         """Deliver the workflow's last event (once only when shutting down), then forget it is pending."""
-        if execution.stop_cause == "shutdown":
-            self._publish_once(last)
-        else:
-            self._publish(last)
+        shutting_down = execution.stop_cause == "shutdown"
+        delivery = self._publish_once(last) if shutting_down else self._publish(last)
         with self._lock:
             self._settling.pop(execution.workflow_id, None)
+        return delivery
 
     # --- publishing events -----------------------------------------------------------------------
 
@@ -368,11 +379,13 @@ class Agent:
     def _pause(self, seconds: float) -> None:
         self._shutdown.wait(seconds)
 
-    def _publish_once(self, event: Event) -> None:
+    def _publish_once(self, event: Event) -> Delivery:
         try:
             self._send(event)
         except grpc.RpcError as exc:
             self._log.warning("event not delivered", workflow_id=event.workflow_id, code=_code_name(exc))
+            return "refused" if _code(exc) in REFUSED else "abandoned"
+        return "delivered"
 
     def _send(self, event: Event) -> None:
         self._stub.PublishEvent(workflow_pb2.PublishEventRequest(event=event), timeout=PUBLISH_DEADLINE)
@@ -412,6 +425,7 @@ __all__ = [
     "DEFAULT_SERVER",
     "Agent",
     "AgentConfig",
+    "Finished",
     "action_failed",
     "action_started",
     "action_succeeded",

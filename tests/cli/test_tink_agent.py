@@ -115,6 +115,16 @@ def test_capa_tink_agent_once_runs_one_workflow_and_exits_0(server: ScriptedServ
     assert server.service.described() == [(WF, "started", "one"), (WF, "succeeded", "one")]
 
 
+def test_capa_tink_agent_once_exits_1_when_the_workflow_fails(server: ScriptedServer, tmp_path: Path) -> None:
+    proc = agent_process(tmp_path, server.address, "--once")
+    server.service.wait_for_stream()
+    server.service.send(start(WF, action("fails", "-c", "exit 9", cmd="sh")))
+    code, stdout = finish(proc)
+    assert code == 1
+    assert stdout.splitlines()[-1] == "stopped"
+    assert server.service.described()[-1] == (WF, "failed", "fails", "NonZeroExit", "exit code 9")
+
+
 def test_sigterm_stops_the_running_action_and_exits_0(server: ScriptedServer, tmp_path: Path) -> None:
     proc = agent_process(tmp_path, server.address)
     server.service.wait_for_stream()
