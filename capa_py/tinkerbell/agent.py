@@ -243,12 +243,7 @@ class Agent:
             if workflow_id in self._settling:
                 log.info("finished workflow dispatched again: its last event is still being delivered")
                 return
-            try:
-                actions = [Action.from_proto(a) for a in workflow.actions]
-            except ValueError as exc:
-                log.warning("rejecting a workflow the agent cannot read", error=str(exc))
-                self._spawn(self._publish, workflow_rejected(workflow_id, "InvalidWorkflow", str(exc)))
-                return
+            actions = [Action.from_proto(a) for a in workflow.actions]
             execution = _Execution(workflow_id, actions)
             self._current = execution
             log.info("workflow started", actions=[a.name for a in actions])

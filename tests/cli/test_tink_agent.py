@@ -13,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from capa_py.api.meta import ObjectMeta
+from capa_py.api.tinkerbell import Action as TemplateAction
+from capa_py.api.tinkerbell import Template, TemplateSpec, Workflow
+from capa_py.operations import apply_objects
+from capa_py.store import SQLiteStore
 from tests.cli.cli_support import Cli
+from tests.cli.test_controller_cmd import ControllerProcess
+from tests.cli.test_tink_hegel import _free_port
 from tests.e2e.e2e_support import capa_env
 from tests.tinkerbell.scripted_server import (
     SAFETY_TIMEOUT,
@@ -23,6 +30,7 @@ from tests.tinkerbell.scripted_server import (
     start,
     wait_for_file,
 )
+from tests.tinkerbell.server_world import hardware, workflow
 
 WF = "default/wf1"
 
@@ -77,8 +85,10 @@ def server() -> Iterator[ScriptedServer]:
     running.stop()
 
 
-def agent_process(tmp_path: Path, address: str, *flags: str) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", "machine1", "--server", address]
+def agent_process(
+    tmp_path: Path, address: str, *flags: str, agent_id: str = "machine1"
+) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", agent_id, "--server", address]
     return subprocess.Popen(
         [*argv, "--reconnect-max", "0.2s", "--stop-grace", "2s", *flags],
         stdout=subprocess.PIPE,
@@ -142,3 +152,40 @@ def test_sigterm_stops_the_running_action_and_exits_0(server: ScriptedServer, tm
         (WF, "started", "sleeps"),
         (WF, "failed", "sleeps", "AgentStopped"),
     ]
+
+
+def test_a_workflow_applied_to_capa_controller_runs_to_succeeded_on_capa_tink_agent(
+    tmp_path: Path, closed_endpoint: str
+) -> None:
+    """The walkthrough as processes: ``capa controller --tink-server-port`` prepares and serves the
+    workflow, ``capa tink agent --once`` runs it with the process runtime."""
+    state = tmp_path / "state.db"
+    port = _free_port()
+    controller = ControllerProcess(state, closed_endpoint, "--tink-server-port", str(port))
+    try:
+        controller.line("controllers running: ")
+        out = tmp_path / "out"
+        shell = Template(
+            metadata=ObjectMeta(name="shell", namespace="default"),
+            spec=TemplateSpec(
+                actions=[
+                    TemplateAction(
+                        name="hello", image="busybox", command="/bin/sh", args=["-c", f"echo hi > {out}"]
+                    )
+                ]
+            ),
+        )
+        with SQLiteStore(state) as store:
+            apply_objects(
+                store, [hardware("hw1", "aa:bb:cc:dd:ee:01"), shell, workflow("wf", "hw1", "shell")]
+            )
+        agent = agent_process(tmp_path, f"127.0.0.1:{port}", "--once", agent_id="hw1")
+        code, stdout = finish(agent)
+        assert code == 0, stdout
+        assert out.read_text() == "hi\n"
+        with SQLiteStore(state) as store:
+            assert store.get(Workflow, "wf", "default").status.state == "Succeeded"
+        controller.proc.send_signal(signal.SIGTERM)
+        assert controller.wait() == 0, str(controller)
+    finally:
+        controller.close()

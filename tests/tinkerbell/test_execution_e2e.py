@@ -170,17 +170,6 @@ def test_the_supervisor_fails_a_stalled_action_and_the_agent_is_told_to_stop(
     assert (status.state, status.reason) == ("Failed", "Timeout"), "the agent's late event changed nothing"
 
 
-def test_the_supervisor_fails_a_workflow_no_agent_starts(world: World, agents: list[AgentThread]) -> None:
-    submit(world, ("first", "true"))
-    # An agent that stalls before starting: the server's stream is open and the workflow Scheduled, but
-    # the agent never publishes (its ActionStarted would be refused after the timeout in any case).
-    world.connect("hw1")
-    world.wait_state("wf", "Scheduled")
-    world.clock.advance(61)
-    world.supervise("wf")
-    assert (world.state("wf"), world.get("wf").status.reason) == ("Failed", "SchedulingTimeout")
-
-
 def test_the_agent_keeps_its_running_workflow_across_a_server_restart(
     world: World, agents: list[AgentThread], tmp_path: Path
 ) -> None:
