@@ -16,6 +16,8 @@ port 0 picks a free port. It prints ``hegel: URL`` once it serves.
 [--rejection-backoff-max 5m]`` serves the gRPC workflow service (:mod:`capa_py.tinkerbell.server`) over the
 selected store until SIGTERM or SIGINT; port 0 picks a free port. It prints ``tink server: HOST:PORT`` once
 it serves.
+
+``capa tink agent --id AGENT_ID ...`` runs the Tinkerbell agent (:mod:`capa_py.cli.tink_agent_cmd`).
 """
 
 from __future__ import annotations
