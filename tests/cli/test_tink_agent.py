@@ -22,6 +22,7 @@ from tests.cli.cli_support import Cli
 from tests.cli.test_controller_cmd import ControllerProcess
 from tests.cli.test_tink_hegel import _free_port
 from tests.e2e.e2e_support import capa_env
+from tests.tinkerbell.fake_docker import fake_engine
 from tests.tinkerbell.scripted_server import (
     SAFETY_TIMEOUT,
     ScriptedServer,
@@ -86,7 +87,7 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def agent_process(
-    tmp_path: Path, address: str, *flags: str, agent_id: str = "machine1"
+    tmp_path: Path, address: str, *flags: str, agent_id: str = "machine1", env: dict[str, str] | None = None
 ) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", agent_id, "--server", address]
     return subprocess.Popen(
@@ -95,7 +96,7 @@ def agent_process(
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
         text=True,
-        env=capa_env(tmp_path / "home"),
+        env=capa_env(tmp_path / "home", env),
         cwd=tmp_path,
     )
 
@@ -133,6 +134,26 @@ def test_capa_tink_agent_once_exits_1_when_the_workflow_fails(server: ScriptedSe
     assert code == 1
     assert stdout.splitlines()[-1] == "stopped"
     assert server.service.described()[-1] == (WF, "failed", "fails", "NonZeroExit", "exit code 9")
+
+
+def test_capa_tink_agent_runs_an_action_as_a_container_with_the_docker_runtime(
+    server: ScriptedServer, tmp_path: Path
+) -> None:
+    """The Docker engine is a scripted Engine API on a unix socket (:mod:`tests.tinkerbell.fake_docker`)."""
+    socket_path = tmp_path / "docker.sock"
+    with fake_engine(socket_path) as engine:
+        engine.exit_code = 0
+        docker_host = {"DOCKER_HOST": f"unix://{socket_path}"}
+        proc = agent_process(tmp_path, server.address, "--once", "--runtime", "docker", env=docker_host)
+        server.service.wait_for_stream()
+        server.service.send(start(WF, action("disk", "--verbose", image="quay.io/tinkerbell/image2disk:v1")))
+        code, stdout = finish(proc)
+    assert code == 0, stdout
+    assert stdout.splitlines()[0].endswith("(runtime docker)")
+    assert server.service.described() == [(WF, "started", "disk"), (WF, "succeeded", "disk")]
+    assert [(c["Image"], c["Cmd"]) for c in engine.created] == [
+        ("quay.io/tinkerbell/image2disk:v1", ["--verbose"])
+    ]
 
 
 def test_sigterm_stops_the_running_action_and_exits_0(server: ScriptedServer, tmp_path: Path) -> None:
