@@ -78,8 +78,12 @@ def agents() -> Iterator[list[AgentThread]]:
         agent.close()
 
 
-def submit(world: World, *scripts: tuple[str, str], timeout: int | None = None) -> None:
-    world.apply(shell_template(*scripts, timeout=timeout), workflow("wf", "hw1", template_name="shell"))
+def submit(
+    world: World, *scripts: tuple[str, str], timeout: int | None = None, workflow_timeout: int = 0
+) -> None:
+    submitted = workflow("wf", "hw1", template_name="shell")
+    submitted.spec.timeout = workflow_timeout
+    world.apply(shell_template(*scripts, timeout=timeout), submitted)
     world.prepare("wf")
 
 
@@ -150,18 +154,25 @@ def test_deleting_a_running_workflow_stops_the_agents_action_and_cancels_it(
     poll_until(lambda: not world.store.list(Workflow), "the deletion to complete")
 
 
-def test_the_supervisor_fails_a_stalled_action_and_the_agent_is_told_to_stop(
-    world: World, agents: list[AgentThread], tmp_path: Path
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ({"timeout": 60}, "action 'stalls' did not finish within its timeout of 60s"),
+        ({"workflow_timeout": 60}, "the workflow did not finish within its timeout of 60s"),
+    ],
+)
+def test_the_supervisor_fails_a_stalled_workflow_and_the_agent_is_told_to_stop(
+    world: World, agents: list[AgentThread], tmp_path: Path, limits: dict[str, int], message: str
 ) -> None:
     pid_file = tmp_path / "pid"
-    submit(world, ("stalls", f"echo $$ > {pid_file}; exec sleep 30"), timeout=60)
+    submit(world, ("quick", "true"), ("stalls", f"echo $$ > {pid_file}; exec sleep 30"), **limits)
     agent = AgentThread(world, once=True)  # its own --action-timeout (1h) is far away
     agents.append(agent)
     pid = int(wait_for_file(pid_file))
     world.wait_state("wf", "Running")
-    world.clock.advance(61)  # past the action's timeout, on the controller's clock: no waiting
+    world.clock.advance(61)  # past the timeout, on the controller's clock: no waiting
     world.supervise("wf")
-    assert world.get("wf").status.reason == "Timeout"
+    assert (world.get("wf").status.reason, world.get("wf").status.message) == ("Timeout", message)
     # The server stops the workflow on the agent's stream; the agent kills the action and ends (--once).
     agent.wait()
     with pytest.raises(ProcessLookupError):
