@@ -14,6 +14,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from structlog.testing import capture_logs
 
 from capa_py.tinkerbell.agent import Agent, AgentConfig
 from capa_py.tinkerbell.runtimes import ProcessRuntime
@@ -365,3 +366,20 @@ def test_the_agent_verifies_the_server_with_the_given_ca(service: ScriptedServic
     finally:
         agent.close()
         secure.stop()
+
+
+def test_logs_name_actions_and_exit_codes_but_never_env_values_or_arguments(
+    server: ScriptedServer, agents: list[RunningAgent]
+) -> None:
+    secret = "hunter2-do-not-log"
+    with capture_logs() as logs:
+        agent = run_agent(agents, server, once=True)
+        server.service.send(
+            start(WF, sh("secretive", f": {secret}; test -n \"$PASSWORD\"; exit 3", {"PASSWORD": secret}))
+        )
+        agent.wait()
+    assert server.service.described()[-1][:4] == (WF, "failed", "secretive", "NonZeroExit")
+    logged = repr(logs)
+    assert "secretive" in logged
+    assert "'exit_code': 3" in logged
+    assert secret not in logged
