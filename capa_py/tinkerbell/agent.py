@@ -26,7 +26,9 @@ The stream is reopened with exponential back-off (``reconnect_initial`` doubling
 when the server is unreachable or the stream breaks; a running action keeps running meanwhile. Events
 that fail to publish are retried with the same back-off until delivered; an answer of ``NOT_FOUND``,
 ``FAILED_PRECONDITION`` or ``INVALID_ARGUMENT`` means the server decided against the event: it is logged
-and dropped, and a workflow whose event was refused is abandoned (its remaining actions are not run).
+and dropped, and a workflow whose event was refused is abandoned (its remaining actions are not run). A
+``FAILED_PRECONDITION`` on a retry is the exception: an earlier attempt whose answer was lost landed (the
+server refuses the repeat as out of order), so the event counts as delivered.
 
 Logs carry workflow ids, action names, images, exit codes and reasons; never env values or arguments.
 """
@@ -363,6 +365,11 @@ class Agent:
         try:
             retrying(self._send, event)
         except grpc.RpcError as exc:
+            retried = retrying.statistics["attempt_number"] > 1
+            if _code(exc) == grpc.StatusCode.FAILED_PRECONDITION and retried:
+                # An earlier attempt whose answer was lost landed: the repeat is out of order.
+                log.info("event refused on a retry: an earlier attempt was delivered", **_event_fields(event))
+                return "delivered"
             if _code(exc) in REFUSED:
                 log.warning("event refused: dropped", code=_code_name(exc), details=_details(exc))
                 return "refused"

@@ -76,6 +76,8 @@ class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
     """PublishEvent calls received, accepted or not."""
     answers: list[grpc.StatusCode] = field(default_factory=list)
     """Error answers for the next PublishEvent calls, first one first."""
+    lost_answers: list[grpc.StatusCode] = field(default_factory=list)
+    """Error answers for the next PublishEvent calls whose events are nevertheless accepted."""
     refuse: Callable[[Event], grpc.StatusCode | None] = lambda _: None
     """An error answer for an event (checked after ``answers``), or None to accept it."""
     _queues: list[queue.Queue[workflow_pb2.GetWorkflowsResponse | None]] = field(default_factory=list)
@@ -109,10 +111,15 @@ class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
             if described(event)[: len(prefix)] == prefix:
                 released.wait(SAFETY_TIMEOUT)
         with self.changed:
-            code = self.answers.pop(0) if self.answers else self.refuse(event)
-            if code is None:
+            if self.lost_answers:
+                # The event lands, but the agent hears an error (the answer lost on the way back).
+                code: grpc.StatusCode | None = self.lost_answers.pop(0)
                 self.events.append(event)
-                self.changed.notify_all()
+            else:
+                code = self.answers.pop(0) if self.answers else self.refuse(event)
+                if code is None:
+                    self.events.append(event)
+            self.changed.notify_all()
         if code is not None:
             context.abort(code, "scripted answer")
         return workflow_pb2.PublishEventResponse()

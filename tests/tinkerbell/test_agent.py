@@ -16,12 +16,13 @@ import grpc
 import pytest
 from structlog.testing import capture_logs
 
-from capa_py.tinkerbell.agent import Agent, AgentConfig
+from capa_py.tinkerbell.agent import Agent, AgentConfig, Finished
 from capa_py.tinkerbell.runtimes import ProcessRuntime
 from tests.tinkerbell.scripted_server import (
     ScriptedServer,
     ScriptedService,
     action,
+    described,
     poll_until,
     start,
     stop,
@@ -383,3 +384,25 @@ def test_logs_name_actions_and_exit_codes_but_never_env_values_or_arguments(
     assert "secretive" in logged
     assert "'exit_code': 3" in logged
     assert secret not in logged
+
+
+def test_an_event_refused_on_a_retry_counts_as_delivered_by_the_attempt_whose_answer_was_lost(
+    server: ScriptedServer, agents: list[RunningAgent]
+) -> None:
+    service = server.service
+    service.lost_answers = [grpc.StatusCode.UNAVAILABLE]  # the ActionStarted lands; its answer is lost
+    # As the workflow server does, a repeated event is out of order.
+    service.refuse = lambda e: (
+        grpc.StatusCode.FAILED_PRECONDITION if described(e) in map(described, service.events) else None
+    )
+    agent = run_agent(agents, server, once=True)
+    service.send(start(WF, sh("one", "true"), sh("two", "true")))
+    agent.wait()
+    assert service.described() == [
+        (WF, "started", "one"),
+        (WF, "succeeded", "one"),
+        (WF, "started", "two"),
+        (WF, "succeeded", "two"),
+    ]
+    assert service.attempts == 5
+    assert agent.agent.last_finished == Finished(WF, succeeded=True)
