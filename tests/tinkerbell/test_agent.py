@@ -17,7 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from capa_py.tinkerbell.agent import Agent, AgentConfig, Finished
-from capa_py.tinkerbell.runtimes import ProcessRuntime
+from capa_py.tinkerbell.runtimes import Outcome, ProcessRuntime
 from tests.tinkerbell.scripted_server import (
     ScriptedServer,
     ScriptedService,
@@ -406,3 +406,27 @@ def test_an_event_refused_on_a_retry_counts_as_delivered_by_the_attempt_whose_an
     ]
     assert service.attempts == 5
     assert agent.agent.last_finished == Finished(WF, succeeded=True)
+
+
+class BrokenRuntime:
+    """A runtime with a defect: it raises instead of returning an outcome."""
+
+    def run(self, action: object, stop: threading.Event, timeout: float) -> Outcome:
+        raise KeyError("defect")
+
+
+def test_a_runtime_that_raises_fails_the_action_instead_of_leaving_it_running(server: ScriptedServer) -> None:
+    agent = Agent(AgentConfig("machine1", server.address, once=True), BrokenRuntime())
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        server.service.wait_for_stream()
+        server.service.send(start(WF, sh("one", "true")))
+        wait_all([thread])
+    finally:
+        agent.shutdown()
+        thread.join()
+    assert server.service.described() == [
+        (WF, "started", "one"),
+        (WF, "failed", "one", "RuntimeFailed", "the agent's runtime failed: KeyError"),
+    ]
