@@ -44,6 +44,7 @@ bench: setup
 	$(BIN)/python benchmarks/controller.py $(CONTROLLER_BENCH_ARGS)
 	$(BIN)/python benchmarks/hegel.py
 	$(BIN)/python benchmarks/tink_server.py
+	$(BIN)/python benchmarks/tink_agent.py
 
 # Regenerates the checked-in gRPC code of the workflow service from its protobuf
 # (tests/tinkerbell/test_proto.py fails when the checked-in code is stale).

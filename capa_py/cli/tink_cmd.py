@@ -16,6 +16,8 @@ port 0 picks a free port. It prints ``hegel: URL`` once it serves.
 [--rejection-backoff-max 5m]`` serves the gRPC workflow service (:mod:`capa_py.tinkerbell.server`) over the
 selected store until SIGTERM or SIGINT; port 0 picks a free port. It prints ``tink server: HOST:PORT`` once
 it serves.
+
+``capa tink agent --id AGENT_ID ...`` runs the Tinkerbell agent (:mod:`capa_py.cli.tink_agent_cmd`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
 from capa_py.cli.common import EXIT_INVALID, fail, globals_of, load_files, stdout
 from capa_py.cli.output import render_json, render_yaml
+from capa_py.cli.tink_agent_cmd import agent
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
@@ -48,6 +51,7 @@ app = typer.Typer(
     "service.",
     no_args_is_help=True,
 )
+app.command("agent")(agent)
 
 TRUSTED_PROXIES_HELP = (
     "CIDR[,CIDR...] of proxies whose X-Forwarded-For is believed (the right-most untrusted address is "
