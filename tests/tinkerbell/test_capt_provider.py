@@ -237,24 +237,28 @@ def test_deleting_a_machine_deletes_its_workflow_and_frees_its_hardware(store: S
         [*cluster_objects(), *machine_objects("m1"), *machine_objects("m2"), hardware("hw-a", "127.0.0.21")],
     )
     with running(store) as ctl:
-        ctl.wait_for(lambda: prepared(store, "m1"), "m1 holds the only hardware")
-        run_workflow(store, "m1")
-        ctl.wait_for(lambda: _tm(store, "m1").status.ready, "m1 ready")
-        assert _tm(store, "m2").spec.hardware_name is None
-        m1 = _tm(store, "m1")
-        store.delete(Machine, "m1", NS)
-        ctl.wait_for(lambda: get_or_none(store, Machine, "m1", NS) is None, "m1 gone")
-        assert "HardwareReleased" in [e.reason for e in events_for(store, m1)], "the events outlive it"
-        assert get_or_none(store, TinkerbellMachine, "m1", NS) is None
-        assert get_or_none(store, Workflow, "m1", NS) is None
-        assert get_or_none(store, Template, "m1", NS) is None
+        # Either machine may win the only Hardware; the other waits for one.
+        ctl.wait_for(lambda: prepared(store, "m1") or prepared(store, "m2"), "one machine holds the hardware")
+        winner, waiting = ("m1", "m2") if prepared(store, "m1") else ("m2", "m1")
+        run_workflow(store, winner)
+        ctl.wait_for(lambda: _tm(store, winner).status.ready, f"{winner} ready")
+        assert _tm(store, waiting).spec.hardware_name is None
+        first = _tm(store, winner)
+        store.delete(Machine, winner, NS)
+        ctl.wait_for(lambda: get_or_none(store, Machine, winner, NS) is None, f"{winner} gone")
+        assert "HardwareReleased" in [e.reason for e in events_for(store, first)], "the events outlive it"
+        assert get_or_none(store, TinkerbellMachine, winner, NS) is None
+        assert get_or_none(store, Workflow, winner, NS) is None
+        assert get_or_none(store, Template, winner, NS) is None
         # The freed Hardware goes to the machine that was waiting for one, with its own user-data.
-        ctl.wait_for(lambda: _tm(store, "m2").spec.hardware_name == "hw-a", "m2 claims the freed hardware")
-        ctl.wait_for(lambda: prepared(store, "m2"), "m2's workflow is prepared")
+        ctl.wait_for(
+            lambda: _tm(store, waiting).spec.hardware_name == "hw-a", f"{waiting} claims the freed hardware"
+        )
+        ctl.wait_for(lambda: prepared(store, waiting), f"{waiting}'s workflow is prepared")
         freed = _hw(store, "hw-a")
-        assert freed.metadata.labels[HARDWARE_OWNER_NAME_LABEL] == "m2"
+        assert freed.metadata.labels[HARDWARE_OWNER_NAME_LABEL] == waiting
         assert freed.spec.instance is not None
-        assert freed.spec.instance.userdata == bootstrap_data("m2")
+        assert freed.spec.instance.userdata == bootstrap_data(waiting)
 
 
 def test_deleting_a_machine_whose_workflow_runs_waits_for_the_cancellation(store: SQLiteStore) -> None:
