@@ -90,9 +90,11 @@ def embedded_controllers(
     engine: Engine | None,
     events: EventRecorder | None = None,
     workflow_timeouts: WorkflowTimeouts | None = None,
+    tinkerbell: bool = True,
 ) -> list[Controller]:
     """Cluster API core's controllers over both providers' kinds, the AWS controllers (only with a ``pool``
-    and an ``engine``), the Tinkerbell controllers and the bare-metal provider's."""
+    and an ``engine``), the Tinkerbell controllers and the bare-metal provider's (unless ``tinkerbell`` is
+    false)."""
     from controllers.core import ClusterController, MachineController
     from controllers.tinkerbell import tinkerbell_controllers
     from controllers.tinkerbell_capi import tinkerbell_capi_controllers
@@ -104,8 +106,9 @@ def embedded_controllers(
     ]
     if pool is not None and engine is not None:
         built += [c for c in aws_controllers(store, pool, engine, recorder) if c.name not in _CORE_NAMES]
-    built += tinkerbell_controllers(store, recorder, workflow_timeouts)
-    built += tinkerbell_capi_controllers(store, recorder)
+    if tinkerbell:
+        built += tinkerbell_controllers(store, recorder, workflow_timeouts)
+        built += tinkerbell_capi_controllers(store, recorder)
     return built
 
 

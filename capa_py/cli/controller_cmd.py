@@ -94,6 +94,19 @@ WATCH_FILTER_LABEL = "cluster.x-k8s.io/watch-filter"
 CORE_CONTROLLERS = ("cluster", "machine")
 
 
+PROVIDERS = ("aws", "tinkerbell")
+
+
+def parse_providers(value: str) -> frozenset[str]:
+    """The providers ``--providers`` names (comma-separated, at least one); exits 2 naming a wrong one."""
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    unknown = [n for n in names if n not in PROVIDERS]
+    if not names or unknown:
+        what = f"unknown provider {unknown[0]!r}" if unknown else "no provider named"
+        fail(f"--providers: {what}; choose from {', '.join(PROVIDERS)}", EXIT_INVALID)
+    return frozenset(names)
+
+
 def core_controllers_enabled(store: ObjectStore, mode: str) -> bool:
     """``on``/``off`` as said; ``auto``: off when Cluster API core's own Cluster CRD is stored (it runs the
     Cluster and Machine controllers itself), on otherwise."""
@@ -335,6 +348,15 @@ def controller(
         str,
         typer.Option("--health-probe-bind-address", help="/healthz and /readyz address; 0 off."),
     ] = "127.0.0.1:8081",
+    providers: Annotated[
+        str,
+        typer.Option(
+            "--providers",
+            help="Infrastructure providers to run: aws, tinkerbell or both (aws,tinkerbell). Without aws no "
+            "AWS credentials or endpoint are needed.",
+            metavar="NAME[,NAME]",
+        ),
+    ] = "aws,tinkerbell",
     core_controllers: Annotated[
         str, typer.Option("--core-controllers", help="Cluster/Machine controllers: auto, on or off.")
     ] = "auto",
@@ -419,6 +441,11 @@ def controller(
     """Run every controller against the store until SIGTERM or SIGINT."""
     if core_controllers not in ("auto", "on", "off"):
         fail("--core-controllers must be auto, on or off", EXIT_INVALID)
+    chosen = parse_providers(providers)
+    if "tinkerbell" not in chosen:
+        for flag, value in (("--hegel-port", hegel_port), ("--tink-server-port", tink_server_port)):
+            if value:
+                fail(f"{flag} needs the tinkerbell provider (--providers {providers})", EXIT_INVALID)
     counts = {
         "awscluster": awscluster_concurrency,
         "awsmachine": awsmachine_concurrency,
@@ -456,13 +483,13 @@ def controller(
         tink_server_rejection_backoff_max,
     )
 
-    aws = aws_context(ctx, endpoint, region, profile, traits)
+    aws = aws_context(ctx, endpoint, region, profile, traits) if "aws" in chosen else None
     store = globals_of(ctx).store()
     try:
         code = _run(
             store,
-            aws.pool,
-            aws.engine,
+            aws.pool if aws is not None else None,
+            aws.engine if aws is not None else None,
             ProcessOptions(
                 namespace=namespace,
                 label_selector=selector,
@@ -479,6 +506,7 @@ def controller(
             timeouts,
             hegel,
             tink_server,
+            "tinkerbell" in chosen,
         )
     finally:
         store.close()
@@ -487,8 +515,8 @@ def controller(
 
 def _run(
     store: ObjectStore,
-    pool: ClientPool,
-    engine: Engine,
+    pool: ClientPool | None,
+    engine: Engine | None,
     options: ProcessOptions,
     core: bool,
     metrics_address: BindAddress | None,
@@ -499,11 +527,14 @@ def _run(
     timeouts: WorkflowTimeouts | None = None,
     hegel: HegelOptions | None = None,
     tink_server: WorkflowServerOptions | None = None,
+    tinkerbell: bool = True,
 ) -> int:
     from controllers import embedded_controllers
 
     def build(cache: ObjectStore) -> Sequence[Controller]:
-        built = embedded_controllers(cache, pool, engine, workflow_timeouts=timeouts)
+        built = embedded_controllers(
+            cache, pool, engine, workflow_timeouts=timeouts, tinkerbell=tinkerbell
+        )
         return [c for c in built if core or c.name not in CORE_CONTROLLERS]
 
     metrics = ControllerMetrics()

@@ -42,8 +42,9 @@ class ControllerProcess:
     """One ``capa --state STATE controller …`` subprocess; its stdout lines are collected as they come."""
 
     def __init__(
-        self, state: Path, endpoint: str, *args: str, faults: Mapping[str, str] | None = None
+        self, state: Path, endpoint: str | None, *args: str, faults: Mapping[str, str] | None = None
     ) -> None:
+        """``endpoint``: the ``--aws-endpoint`` to give (None: none at all)."""
         self.state = state
         self.stderr_path = state.parent / f"controller-{len(list(state.parent.glob('controller-*')))}.err"
         program = [str(CRASHING_CAPA)] if faults else ["-m", "capa_py.cli"]
@@ -53,8 +54,7 @@ class ControllerProcess:
             "--state",
             str(state),
             "controller",
-            "--aws-endpoint",
-            endpoint,
+            *(["--aws-endpoint", endpoint] if endpoint is not None else []),
             "--metrics-bind-address",
             "127.0.0.1:0",
             "--health-probe-bind-address",
@@ -322,6 +322,41 @@ def test_invalid_flags_exit_2(tmp_path: Path, closed_endpoint: str) -> None:
         result = capa.run("controller", "--aws-endpoint", closed_endpoint, *args, endpoint=False)
         assert result.returncode == 2, str(result)
     assert not (tmp_path / "state.db").exists(), "invalid input never creates the store"
+
+
+def test_providers_flag_names_what_is_wrong(tmp_path: Path) -> None:
+    capa = Capa(state=tmp_path / "state.db")
+    for args, message in (
+        (["--providers", "gcp"], "--providers: unknown provider 'gcp'; choose from aws, tinkerbell"),
+        (["--providers", ","], "--providers: no provider named"),
+        (["--providers", "aws", "--hegel-port", "5"], "--hegel-port needs the tinkerbell provider"),
+        (["--providers", "aws", "--tink-server-port", "5"], "--tink-server-port needs the tinkerbell"),
+    ):
+        result = capa.run("controller", *args, endpoint=False)
+        assert result.returncode == 2, str(result)
+        assert message in result.stderr, str(result)
+    assert not (tmp_path / "state.db").exists(), "invalid input never creates the store"
+
+
+@pytest.mark.parametrize(
+    ("providers", "running"),
+    [
+        ("tinkerbell", "cluster, machine, workflow, tinkerbellcluster, tinkerbellmachine"),
+        ("aws", "cluster, machine, awscluster, awsmachine"),
+    ],
+)
+def test_providers_choose_the_controllers(
+    tmp_path: Path, closed_endpoint: str, providers: str, running: str
+) -> None:
+    """Only the tinkerbell provider: no AWS endpoint or credentials are asked for."""
+    endpoint = closed_endpoint if providers == "aws" else None
+    process = ControllerProcess(tmp_path / "state.db", endpoint, "--providers", providers)
+    try:
+        assert process.line("controllers running: ") == f"controllers running: {running}"
+        process.proc.send_signal(signal.SIGTERM)
+        assert process.wait() == 0, str(process)
+    finally:
+        process.close()
 
 
 def _store_clusters(state: Path, *specs: tuple[str, str, dict[str, str]]) -> None:
