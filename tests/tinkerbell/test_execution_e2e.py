@@ -233,3 +233,45 @@ def test_capa_tink_agent_runs_a_workflow_and_sigterm_between_workflows_exits_0(
             proc.wait(SAFETY_TIMEOUT)
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+def test_the_supervisor_fails_a_workflow_whose_agent_stalls_before_starting_it(
+    world: World, tmp_path: Path
+) -> None:
+    """A real ``capa tink agent`` connects and then hangs (SIGSTOP, as a frozen machine would): its workflow
+    is dispatched but never starts, so the supervisor fails it with SchedulingTimeout on the controller's
+    clock; the agent, woken up, changes nothing."""
+    ran = tmp_path / "ran"
+    argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", "hw1"]
+    proc = subprocess.Popen(
+        [*argv, "--server", world.server.address, "--reconnect-max", "0.5s"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        env=capa_env(tmp_path / "home"),
+        cwd=tmp_path,
+    )
+    try:
+        poll_until(lambda: len(world.server.dispatcher.sessions()) == 1, "the agent to connect")
+        proc.send_signal(signal.SIGSTOP)
+        submit(world, ("only", f"touch {ran}"))
+        world.wait_state("wf", "Scheduled")
+        world.clock.advance(61)  # past the 60 s scheduling timeout, on the controller's clock
+        world.supervise("wf")
+        status = world.get("wf").status
+        assert (status.state, status.reason) == ("Failed", "SchedulingTimeout"), status
+        proc.send_signal(signal.SIGCONT)
+        # The woken agent reads StartWorkflow and then StopWorkflow; whatever it publishes is refused.
+        poll_until(
+            lambda: world.server.dispatcher.known_state(("default", "wf")) == "Failed", "the server to see it"
+        )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(SAFETY_TIMEOUT) == 0
+        status = world.get("wf").status
+        assert (status.state, status.reason) == ("Failed", "SchedulingTimeout"), "the late agent changed it"
+        assert {a.state for a in status.actions.values()} == {"Pending"}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.kill()
+            proc.wait(SAFETY_TIMEOUT)
