@@ -43,19 +43,11 @@ def readiness(obj: KubeObject | None) -> Readiness:
     own_failure = obj.KIND not in ("Cluster", "Machine")
     observed = getattr(status, "observed_generation", None)
     current = observed is None or obj.metadata.generation is None or observed >= obj.metadata.generation
-    if own_failure and current and (getattr(status, "failure_reason", None) or phase == "Failed"):
+    if own_failure and current and (obj.failure() is not None or phase == "Failed"):
         return "failed"
-    if obj.KIND == "Workflow":
-        # Settled once prepared (or failed): running it is an agent's business, not the apply's.
-        state = getattr(status, "state", None)
-        if state is None or not current:
-            return "pending"
-        if state == "Failed":
-            return "failed"
-        conditions = getattr(status, "conditions", None) or []
-        prepared = next((c for c in conditions if c.type == "Prepared"), None)
-        # A prepared workflow whose hardware or template has gone since waits for it again.
-        return "pending" if prepared is not None and prepared.status != "True" else "ready"
+    settled = obj.settled()
+    if settled is not None:
+        return "ready" if settled and current else "pending"
     if obj.KIND == "Cluster":
         return "ready" if phase == "Provisioned" else "pending"
     if obj.KIND == "Machine":

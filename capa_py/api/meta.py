@@ -212,6 +212,18 @@ class KubeObject(KubeModel):
     def being_deleted(self) -> bool:
         return self.metadata.deletion_timestamp is not None
 
+    def failure(self) -> tuple[str, str | None] | None:
+        """The object's own failure as ``(reason, message)``, when its status records one (Cluster API's
+        ``failureReason``/``failureMessage`` by default; kinds that say it otherwise override this)."""
+        status = getattr(self, "status", None)
+        reason = getattr(status, "failure_reason", None)
+        return (str(reason), getattr(status, "failure_message", None)) if reason else None
+
+    def settled(self) -> bool | None:
+        """Whether a wait for this object (``capa apply --wait``) is over, for kinds whose readiness is not
+        Cluster API's status conventions (phase, ``ready``); None lets the conventions decide."""
+        return None
+
     # -- wire format --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """The object as the Kubernetes API serves it (camelCase, empty fields omitted)."""

@@ -237,6 +237,19 @@ class Workflow(KubeObject):
             return False
         return not (status.state == "Failed" and status.reason == RENDER_FAILED)
 
+    def failure(self) -> tuple[str, str | None] | None:
+        if self.status.state != "Failed":
+            return None
+        return (self.status.reason or "Unknown", self.status.message)
+
+    def settled(self) -> bool:
+        """Settled once prepared (a failure is :meth:`failure`'s): running it is an agent's business, not a
+        wait's. A prepared workflow whose hardware or template has gone since waits for them again."""
+        if self.status.state is None:
+            return False
+        prepared = next((c for c in self.status.conditions if c.type == "Prepared"), None)
+        return prepared is None or prepared.status == "True"
+
     def semantic_issues(self) -> list[FieldIssue]:
         # A workflow being deleted only loses its finalizer: a rule added since it was stored must not
         # keep it from going.

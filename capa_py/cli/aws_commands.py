@@ -10,7 +10,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
@@ -72,17 +72,10 @@ def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> Non
     """Say on stderr why a wait ended before every target was done."""
     if result.failed:
         for obj in result.objects:
-            status: Any = getattr(obj, "status", None)
-            if getattr(status, "failure_reason", None):
-                stderr.print(
-                    f"error: {obj.ref()}: {status.failure_reason}: {status.failure_message}",
-                    markup=False,
-                    highlight=False,
-                )
-            elif getattr(status, "state", None) == "Failed":  # a Tinkerbell Workflow
-                stderr.print(
-                    f"error: {obj.ref()}: {status.reason}: {status.message}", markup=False, highlight=False
-                )
+            failure = obj.failure() if obj is not None else None
+            if failure is not None:
+                reason, message = failure
+                stderr.print(f"error: {obj.ref()}: {reason}: {message}", markup=False, highlight=False)
     elif result.blocked:
         for ref, blocked in result.blocked.items():
             stderr.print(f"error: {ref}: {blocked}", markup=False, highlight=False)
