@@ -291,12 +291,8 @@ class AWSMachineController:
         obj = event.object
         namespace = obj.metadata.namespace or ""
         if isinstance(obj, Machine):
-            ref = obj.spec.infrastructure_ref
-            return (
-                [ObjectKey("AWSMachine", namespace, ref.name)]
-                if ref.kind == "AWSMachine" and ref.name
-                else []
-            )
+            name = obj.infrastructure_name("AWSMachine")
+            return [ObjectKey("AWSMachine", namespace, name)] if name else []
         if isinstance(obj, AWSCluster):
             cluster = obj.metadata.labels.get(CLUSTER_NAME_LABEL)
             if not cluster:

@@ -559,12 +559,8 @@ class TinkerbellMachineController:
         obj = event.object
         namespace = obj.metadata.namespace or ""
         if isinstance(obj, Machine):
-            ref = obj.spec.infrastructure_ref
-            return (
-                [ObjectKey(self.kind.KIND, namespace, ref.name)]
-                if ref.kind == self.kind.KIND and ref.name
-                else []
-            )
+            name = obj.infrastructure_name(self.kind.KIND)
+            return [ObjectKey(self.kind.KIND, namespace, name)] if name else []
         if isinstance(obj, TinkerbellCluster):
             # The machines of the Clusters naming it (whether or not Cluster API core has labelled anything
             # yet).

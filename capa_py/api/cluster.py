@@ -175,3 +175,9 @@ class Machine(KubeObject):
     @property
     def is_control_plane(self) -> bool:
         return CONTROL_PLANE_LABEL in self.metadata.labels
+
+    def infrastructure_name(self, kind: str) -> str | None:
+        """The name of the infrastructure object (of ``kind``) this machine's ``spec.infrastructureRef``
+        names, if it names one of that kind."""
+        ref = self.spec.infrastructure_ref
+        return ref.name if ref.kind == kind and ref.name else None

@@ -27,10 +27,10 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
@@ -190,6 +190,42 @@ def render(
     sys.stdout.write(render_json(document) + "\n" if output == "json" else render_yaml(document))
 
 
+class _Stoppable(Protocol):
+    def stop(self, timeout: float = ...) -> None: ...
+
+
+ServerT = TypeVar("ServerT", bound=_Stoppable)
+
+
+def serve_until_signalled(
+    ctx: typer.Context,
+    start: Callable[[ObjectStore], ServerT],
+    where: str,
+    announce: Callable[[ServerT], str],
+) -> None:
+    """Start a server over the selected store, print ``announce(server)``, serve until SIGTERM or SIGINT,
+    then stop it, close the store and print ``stopped``; a bind that fails exits 1 naming ``where``."""
+    store = globals_of(ctx).store()
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        try:
+            running = start(store)
+        except OSError as exc:
+            fail(f"cannot serve on {where}: {exc.strerror or exc}")
+        print(announce(running), flush=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            running.stop()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        store.close()
+    print("stopped", flush=True)
+
+
 @app.command("hegel")
 def hegel(
     ctx: typer.Context,
@@ -203,25 +239,12 @@ def hegel(
     from capa_py.tinkerbell.hegel import start_in_thread
 
     trusted = checked_hegel_flags("--port", port, trusted_proxies)
-    store = globals_of(ctx).store()
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        try:
-            running = start_in_thread(store, bind, port, trusted)
-        except OSError as exc:
-            fail(f"cannot serve on {bind}:{port}: {exc.strerror or exc}")
-        print(f"hegel: {running.url}", flush=True)
-        try:
-            while not stop.wait(0.5):
-                pass
-        finally:
-            running.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        store.close()
-    print("stopped", flush=True)
+    serve_until_signalled(
+        ctx,
+        lambda store: start_in_thread(store, bind, port, trusted),
+        f"{bind}:{port}",
+        lambda running: f"hegel: {running.url}",
+    )
 
 
 @app.command("server")
@@ -250,25 +273,12 @@ def server(
     options = checked_server_flags(
         "--", bind, port, tls_cert, tls_key, rejection_backoff, rejection_backoff_max
     )
-    store = globals_of(ctx).store()
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        try:
-            running = start_in_thread(store, options.bind, options.port, options.tls, options.backoff)
-        except OSError as exc:
-            fail(f"cannot serve on {options.bind}:{options.port}: {exc.strerror or exc}")
-        print(f"tink server: {running.address}", flush=True)
-        try:
-            while not stop.wait(0.5):
-                pass
-        finally:
-            running.stop()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        store.close()
-    print("stopped", flush=True)
+    serve_until_signalled(
+        ctx,
+        lambda store: start_in_thread(store, options.bind, options.port, options.tls, options.backoff),
+        f"{options.bind}:{options.port}",
+        lambda running: f"tink server: {running.address}",
+    )
 
 
 def report_workflow_outcomes(store: ObjectStore, targets: Sequence[KubeObject]) -> None:

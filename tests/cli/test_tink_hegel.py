@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,9 +16,9 @@ import pytest
 from capa_py.store import SQLiteStore
 from capa_py.store.kube import KubeStore
 from tests.cli.cli_support import Cli
+from tests.cli.served import served_process
 from tests.cli.test_cli_kube_store import kubeconfig  # noqa: F401
 from tests.cli.test_controller_cmd import SAFETY_TIMEOUT, ControllerProcess
-from tests.e2e.e2e_support import capa_env
 from tests.tinkerbell.test_hegel import USERDATA, call, hardware
 
 pytestmark = pytest.mark.slow
@@ -34,27 +33,10 @@ def _free_port() -> int:
 @contextmanager
 def hegel_process(tmp_path: Path, *store_args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``capa STORE-ARGS tink hegel --port 0 --trusted-proxies 127.0.0.7`` and the URL it serves."""
-    argv = [sys.executable, "-m", "capa_py.cli", *store_args, "tink", "hegel", "--port", "0"]
-    proc = subprocess.Popen(
-        [*argv, "--trusted-proxies", "127.0.0.7"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=capa_env(tmp_path / "home"),
-        cwd=tmp_path,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("hegel: http://127.0.0.1:"), line
-        yield proc, line.split()[1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(SAFETY_TIMEOUT)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    args = [*store_args, "tink", "hegel", "--port", "0", "--trusted-proxies", "127.0.0.7"]
+    with served_process(tmp_path, args, "hegel: ") as started:
+        assert started[1].startswith("http://127.0.0.1:"), started[1]
+        yield started
 
 
 @pytest.fixture

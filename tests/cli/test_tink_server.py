@@ -26,6 +26,7 @@ from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
 from controllers.tinkerbell import WorkflowController
 from tests.cli.cli_support import Cli
+from tests.cli.served import served_process
 from tests.cli.test_cli_kube_store import kubeconfig  # noqa: F401
 from tests.cli.test_controller_cmd import SAFETY_TIMEOUT, ControllerProcess
 from tests.e2e.e2e_support import capa_env
@@ -43,26 +44,9 @@ def _free_port() -> int:
 @contextmanager
 def server_process(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """``capa ARGS tink server --port 0`` and the address it serves."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "capa_py.cli", *args, "tink", "server", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=capa_env(tmp_path / "home"),
-        cwd=tmp_path,
-    )
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("tink server: 127.0.0.1:"), line
-        yield proc, line.split()[2]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(SAFETY_TIMEOUT)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with served_process(tmp_path, [*args, "tink", "server", "--port", "0"], "tink server: ") as started:
+        assert started[1].startswith("127.0.0.1:"), started[1]
+        yield started
 
 
 def prepare(store: ObjectStore, namespace: str = "default") -> None:

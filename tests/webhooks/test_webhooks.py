@@ -12,7 +12,6 @@ import os
 import ssl
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +26,6 @@ from capa_py.webhooks import (
     validate_path,
 )
 from tests.webhooks.certificates import write_certificate
-
-
-@pytest.fixture
-def cert_dir(tmp_path: Path) -> Path:
-    directory = tmp_path / "certs"
-    write_certificate(directory)
-    return directory
-
-
-@pytest.fixture
-def webhook(cert_dir: Path) -> Iterator[RunningWebhook]:
-    running = start_in_thread(cert_dir, port=0, reload_interval=0.1)
-    yield running
-    running.stop()
 
 
 def post(running: RunningWebhook, path: str, body: Any, cafile: Path) -> tuple[int, Any]:

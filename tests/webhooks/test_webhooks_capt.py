@@ -3,32 +3,16 @@ a valid object allowed, an invalid one denied with a 422 whose causes name each 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine, TinkerbellMachineTemplate
-from capa_py.webhooks import RunningWebhook, start_in_thread, validate_path
-from tests.webhooks.certificates import write_certificate
+from capa_py.webhooks import RunningWebhook, validate_path
 from tests.webhooks.test_webhooks_tinkerbell import answer, causes, review
 
 API = "infrastructure.cluster.x-k8s.io/v1beta1"
-
-
-@pytest.fixture
-def certs(tmp_path: Path) -> Path:
-    directory = tmp_path / "certs"
-    write_certificate(directory)
-    return directory
-
-
-@pytest.fixture
-def server(certs: Path) -> Iterator[RunningWebhook]:
-    running = start_in_thread(certs, port=0, reload_interval=0.1)
-    yield running
-    running.stop()
 
 
 def _doc(kind: str, spec: dict[str, Any]) -> dict[str, Any]:
@@ -65,13 +49,13 @@ def test_the_paths_follow_controller_runtimes_convention() -> None:
     ],
 )
 def test_a_valid_object_is_allowed(
-    server: RunningWebhook, certs: Path, model: Any, doc: dict[str, Any]
+    webhook: RunningWebhook, cert_dir: Path, model: Any, doc: dict[str, Any]
 ) -> None:
     body = review("CREATE", doc)
-    assert answer(server.port, model, body, certs) == {"uid": body["request"]["uid"], "allowed": True}
+    assert answer(webhook.port, model, body, cert_dir) == {"uid": body["request"]["uid"], "allowed": True}
 
 
-def test_an_invalid_machine_is_denied_naming_each_field(server: RunningWebhook, certs: Path) -> None:
+def test_an_invalid_machine_is_denied_naming_each_field(webhook: RunningWebhook, cert_dir: Path) -> None:
     doc = _doc(
         "TinkerbellMachine",
         {
@@ -82,7 +66,7 @@ def test_an_invalid_machine_is_denied_naming_each_field(server: RunningWebhook, 
             "templateOverride": "actions: []\n",
         },
     )
-    assert causes(answer(server.port, TinkerbellMachine, review("CREATE", doc), certs)) == [
+    assert causes(answer(webhook.port, TinkerbellMachine, review("CREATE", doc), cert_dir)) == [
         (
             "spec.hardwareAffinity.required[0].labelSelector.matchExpressions[0].operator",
             "'Gt' is not a valid operator (one of In, NotIn, Exists, DoesNotExist)",
@@ -92,9 +76,9 @@ def test_an_invalid_machine_is_denied_naming_each_field(server: RunningWebhook, 
     ]
 
 
-def test_an_endpoint_without_host_or_port_is_denied(server: RunningWebhook, certs: Path) -> None:
+def test_an_endpoint_without_host_or_port_is_denied(webhook: RunningWebhook, cert_dir: Path) -> None:
     doc = _doc("TinkerbellCluster", {"controlPlaneEndpoint": {"host": " ", "port": 0}})
-    assert causes(answer(server.port, TinkerbellCluster, review("CREATE", doc), certs)) == [
+    assert causes(answer(webhook.port, TinkerbellCluster, review("CREATE", doc), cert_dir)) == [
         ("spec.controlPlaneEndpoint.host", "required"),
         ("spec.controlPlaneEndpoint.port", "0 is not a port (1-65535)"),
     ]
