@@ -329,7 +329,11 @@ class Manager:
         except NotFound:
             return
         # Only when nothing changed since the controller's last look: a write by someone else in the
-        # meantime keeps its event, and so its reconcile.
+        # meantime keeps its event, and so its reconcile. A deletion is never settled: a status write
+        # retried after a conflict re-reads the object, so the view a reconcile reports can carry a
+        # deletionTimestamp that landed while it ran and that it never acted on.
+        if current.being_deleted:
+            return
         if desired_fingerprint(current) == reported and current.metadata.resource_version:
             self._settled[key] = int(current.metadata.resource_version)
 
