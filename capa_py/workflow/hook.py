@@ -58,6 +58,11 @@ class Binder(Generic[C]):
         self._check(task, handler)
         self._after[id(task)].append(handler)
 
+    @property
+    def tasks(self) -> list[Task[Any]]:
+        """The workflow's tasks in order, then its error handling step."""
+        return list(self._tasks)
+
     def has(self, task: Task[Any]) -> bool:
         """Whether ``task`` is part of this workflow (so a registrar may bind to it)."""
         return id(task) in self._before
