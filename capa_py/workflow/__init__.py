@@ -10,7 +10,7 @@ a step does lives with the component that knows how (providers install their own
 Layout:
 
 * this package — what management and workload workflows share:
-  :mod:`~capa_py.workflow.task` (``Task``, ``Context``, ``hook_point``, ``checkpointed``),
+  :mod:`~capa_py.workflow.task` (``Task``, ``Context``, ``hook_point``, ``CHECKPOINTED``),
   :mod:`~capa_py.workflow.hook` (``Binder``, the hook registrar protocols, ``NoopHookRegistrar``),
   :mod:`~capa_py.workflow.workflow` (``Workflow``), :mod:`~capa_py.workflow.runner` (``run_workflow``,
   progress events, results), :mod:`~capa_py.workflow.checkpoint`, :mod:`~capa_py.workflow.diagnostics`
@@ -40,10 +40,11 @@ from capa_py.workflow.hook import (
     UpgradeHookRegistrar,
 )
 from capa_py.workflow.runner import TaskEvent, WorkflowResult, run_workflow
-from capa_py.workflow.task import HANDLE_ERROR, Context, Failure, Task, checkpointed, hook_point, task
+from capa_py.workflow.task import CHECKPOINTED, HANDLE_ERROR, Context, Failure, Task, hook_point, task
 from capa_py.workflow.workflow import Workflow, WorkflowDefinitionError
 
 __all__ = [
+    "CHECKPOINTED",
     "HANDLE_ERROR",
     "AWSCallCollector",
     "Binder",
@@ -65,7 +66,6 @@ __all__ = [
     "Workflow",
     "WorkflowDefinitionError",
     "WorkflowResult",
-    "checkpointed",
     "hook_point",
     "run_workflow",
     "task",

@@ -4,16 +4,17 @@ A :class:`Task` is one named, single-purpose step. Its docstring says when it ru
 the workflow refuses a task without one. A task's ``run(ctx)`` does its work or raises: it never picks
 its successor and holds no error path (the workflow's error handler owns that).
 
-Every workflow kind has its own :class:`Context` subclass (a dataclass). Fields marked with
-:func:`checkpointed` are saved with the workflow's checkpoint after every task and restored on resume, so
+Every workflow kind has its own :class:`Context` subclass (a dataclass). Fields whose metadata is
+:data:`CHECKPOINTED` are saved with the workflow's checkpoint after every task and restored on resume, so
 a value a task produces (a kubeconfig path, say) is there for later tasks after a restart.
 """
 
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
 CHECKPOINT_METADATA_KEY = "capa_py.workflow.checkpointed"
@@ -55,12 +56,10 @@ class Context:
 C = TypeVar("C", bound=Context)
 
 
-def checkpointed(default: Any = None) -> Any:
-    """A context field saved in the checkpoint after every task and restored when the workflow resumes.
-
-    Its type must be serialisable by pydantic (str, Path, int, lists, models, ...).
-    """
-    return field(default=default, metadata={CHECKPOINT_METADATA_KEY: True})
+CHECKPOINTED: Mapping[str, Any] = MappingProxyType({CHECKPOINT_METADATA_KEY: True})
+"""Field metadata marking a context field as saved in the checkpoint after every task and restored when
+the workflow resumes: ``kubeconfig: Path | None = field(default=None, metadata=CHECKPOINTED)``. Its type
+must be serialisable by pydantic (str, Path, int, lists, models, ...)."""
 
 
 @dataclass(frozen=True, eq=False)

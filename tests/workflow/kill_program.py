@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from capa_py.logging import configure_logging  # noqa: E402
-from capa_py.workflow import Binder, TaskEvent, run_workflow  # noqa: E402
-from tests.workflow.sample import SampleContext, mark, new_sample_workflow  # noqa: E402
+from capa_py.logging import configure_logging
+from capa_py.workflow import Binder, TaskEvent, run_workflow
+from tests.workflow.sample import SampleContext, mark, new_sample_workflow
 
 
 def bind_counting_hooks(binder: Binder[SampleContext]) -> None:

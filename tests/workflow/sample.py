@@ -10,15 +10,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from capa_py.workflow import Binder, Context, ErrorHandler, Workflow, checkpointed, hook_point, task
+from capa_py.workflow import CHECKPOINTED, Binder, Context, ErrorHandler, Workflow, hook_point, task
 
 
 @dataclass
 class SampleContext(Context):
     marks: Path
     fail_at: str | None = None
-    kubeconfig: str | None = checkpointed()
-    nodes: list[str] | None = checkpointed()
+    kubeconfig: str | None = field(default=None, metadata=CHECKPOINTED)
+    nodes: list[str] | None = field(default=None, metadata=CHECKPOINTED)
     seen_kubeconfig: list[str] = field(default_factory=list)
 
 

@@ -141,7 +141,7 @@ def test_an_unreadable_checkpoint_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_workflow_id_that_is_not_a_file_name_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="workflow id '../x'"):
+    with pytest.raises(ValueError, match=r"workflow id '\.\./x'"):
         run_workflow(
             new_sample_workflow(networking=False, extras=False),
             SampleContext(marks=tmp_path),
