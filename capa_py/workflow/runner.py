@@ -96,10 +96,12 @@ def run_workflow(
     total = len(names)
     ran: list[str] = []
     skipped = names[: progress.completed]
-    bound = log.bind(workflow=workflow.name, workflow_id=workflow_id)
     with contextlib.ExitStack() as recording:
         for collector in workflow.error_handler.collectors:
             recording.enter_context(collector.recording())
+        # Bound only now: a bound logger keeps the logging pipeline of the moment it was bound, and the
+        # collectors may just have extended it.
+        bound = log.bind(workflow=workflow.name, workflow_id=workflow_id)
         if skipped:
             bound.info("resuming workflow", completed=len(skipped))
         for index, task in enumerate(workflow.tasks):
