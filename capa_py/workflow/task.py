@@ -11,6 +11,7 @@ a value a task produces (a kubeconfig path, say) is there for later tasks after 
 
 from __future__ import annotations
 
+import inspect
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -83,7 +84,7 @@ def task(name: str) -> Callable[[Callable[[C], None]], Task[C]]:
     """Make a task of a function; its docstring becomes the task's documentation."""
 
     def wrap(fn: Callable[[C], None]) -> Task[C]:
-        return Task(name=name, run=fn, doc=(fn.__doc__ or "").strip())
+        return Task(name=name, run=fn, doc=inspect.cleandoc(fn.__doc__ or ""))
 
     return wrap
 
@@ -92,19 +93,21 @@ def _no_work(_: Context) -> None:
     return None
 
 
-def hook_point(name: str, doc: str) -> Task[Any]:
-    """A task whose only work is running the hooks bound before and after it (Pre Create, Post Create...).
+def hook_point(name: str, doc: str, context: type[C]) -> Task[C]:
+    """A task of workflows over ``context`` whose only work is running the hooks bound before and after
+    it (Pre Create, Post Create...). The same hook point may appear in several workflows of one kind."""
+    del context  # only types the task: a hook point typed on one context cannot join another's workflow
+    return Task(name=name, run=_no_work, doc=inspect.cleandoc(doc))
 
-    The same hook point may appear in several workflows of one kind.
-    """
-    return Task(name=name, run=_no_work, doc=doc.strip())
 
-
-HANDLE_ERROR: Task[Any] = hook_point(
-    "Handle Error",
-    """Runs when a task or a hook raised: records the failure and writes the diagnostics bundle.
+HANDLE_ERROR: Task[Any] = Task(
+    name="Handle Error",
+    run=_no_work,
+    doc=inspect.cleandoc(
+        """Runs when a task or a hook raised: records the failure and writes the diagnostics bundle.
 
     Hooks bound before or after it receive the workflow's context with ``failure`` set; the workflow stops
-    after it whatever they do.""",
+    after it whatever they do."""
+    ),
 )
 """The error handling step of every workflow; bind hooks to it like to any task."""

@@ -32,8 +32,12 @@ def _maybe_fail(ctx: SampleContext, name: str) -> None:
         raise RuntimeError(f"{name} broke on purpose")
 
 
-PRE_CREATE = hook_point("Pre Create", "Runs first; executes the pre workflow hooks. Assumes nothing.")
-POST_CREATE = hook_point("Post Create", "Runs last, after every task succeeded; executes post hooks.")
+PRE_CREATE = hook_point(
+    "Pre Create", "Runs first; executes the pre workflow hooks. Assumes nothing.", SampleContext
+)
+POST_CREATE = hook_point(
+    "Post Create", "Runs last, after every task succeeded; executes post hooks.", SampleContext
+)
 
 
 @task("Create Bootstrap Cluster")

@@ -69,7 +69,9 @@ def test_hook_handler_without_a_docstring_is_refused() -> None:
 
 
 def test_a_task_with_the_same_name_is_another_task() -> None:
-    lookalike: Task[Any] = hook_point("Pre Create", "Another hook point with the same name.")
+    lookalike: Task[SampleContext] = hook_point(
+        "Pre Create", "Another hook point with the same name.", SampleContext
+    )
 
     def handler(ctx: SampleContext) -> None:
         """Runs before the lookalike."""

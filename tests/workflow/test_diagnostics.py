@@ -119,7 +119,7 @@ def test_a_failure_writes_a_bundle_with_store_aws_calls_and_logs_but_no_secrets(
         ],
         directory=tmp_path / "bundles",
     )
-    pre = hook_point("Pre Create", "Runs first; executes pre hooks.")
+    pre = hook_point("Pre Create", "Runs first; executes pre hooks.", BundleContext)
     workflow = Workflow(
         "bundle", BundleContext, [pre, create_network, create_instance], error_handler=handler
     )
