@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from capa_py.workflow import (
     Binder,
+    Context,
     HookError,
     NoopHookRegistrar,
     Task,
     Workflow,
     WorkflowDefinitionError,
     hook_point,
+    run_workflow,
     task,
 )
 from tests.workflow.sample import (
@@ -97,3 +100,15 @@ def test_noop_registrar_leaves_the_kinds_a_component_does_not_override() -> None
     deleted = new_sample_workflow(networking=False, extras=False, hooks=[component.bind_delete_hooks])
     assert created.binder.handlers_after(create_bootstrap) == [extra]
     assert deleted.binder.handlers_after(create_bootstrap) == []
+
+
+def test_a_workflow_without_tasks_is_refused() -> None:
+    with pytest.raises(WorkflowDefinitionError, match="workflow 'w' has no tasks"):
+        Workflow("w", SampleContext, [])
+
+
+def test_running_with_another_kind_of_context_is_refused(tmp_path: Path) -> None:
+    workflow = new_sample_workflow(networking=False, extras=False)
+    with pytest.raises(TypeError, match="runs with a SampleContext, not a Context"):
+        run_workflow(workflow, Context(), workflow_id="w", state_dir=tmp_path)  # type: ignore[arg-type]
+    assert not (tmp_path / "workflows").exists()

@@ -4,8 +4,10 @@ calls the run made against moto, the run's log lines — and no secret value any
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from capa_py.api.cluster import Cluster
 from capa_py.api.conditions import mark_false
 from capa_py.api.core import Event, Secret
 from capa_py.api.meta import ObjectMeta
+from capa_py.api.registry import KindRegistry
 from capa_py.api.tinkerbell import DHCP, Hardware, HardwareSpec, Instance, NetworkInterface
 from capa_py.aws.ratelimit import RateLimiter
 from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy
@@ -192,3 +195,40 @@ def test_the_log_collector_leaves_the_console_at_its_level(
     assert "loud problem" in printed
     assert "quiet detail" not in printed
     assert "after the run" not in printed
+
+
+def test_a_kind_the_store_cannot_list_is_noted_and_the_rest_still_written(tmp_path: Path) -> None:
+    registry = KindRegistry()
+    for kind in (Cluster, Event):
+        registry.register(kind)
+    store = SQLiteStore(tmp_path / "state.db", registry=registry)
+    store.create(Cluster(metadata=ObjectMeta(name="demo", namespace="default")))
+    part = StoreCollector(store, [Cluster, Hardware]).collect()
+    assert isinstance(part, dict)
+    assert [o["metadata"]["name"] for o in part["objects"]] == ["demo"]
+    assert len(part["errors"]) == 1
+    assert part["errors"][0].startswith("Hardware: Invalid:")
+    store.close()
+
+
+def test_a_broken_collector_leaves_its_error_in_the_bundle(tmp_path: Path) -> None:
+    class Broken:
+        name = "broken"
+
+        def recording(self) -> AbstractContextManager[object]:
+            return contextlib.nullcontext()
+
+        def collect(self) -> object:
+            raise OSError("disk unreadable")
+
+    @task("Fail")
+    def fail(ctx: Context) -> None:
+        """Runs first; always raises."""
+        raise RuntimeError("broken on purpose")
+
+    handler = ErrorHandler([Broken(), AWSCallCollector()])
+    workflow = Workflow("broken", Context, [fail], error_handler=handler)
+    result = run_workflow(workflow, Context(), workflow_id="b", state_dir=tmp_path)
+    assert result.bundle is not None
+    assert json.loads((result.bundle / "broken.json").read_text()) == {"error": "OSError: disk unreadable"}
+    assert json.loads((result.bundle / "aws-calls.json").read_text())["total"] == 0

@@ -134,3 +134,20 @@ def test_the_progress_view_marks_resumed_and_failed_tasks(tmp_path: Path) -> Non
         ["3", "Use", "Kubeconfig", "✗", "failed", "0.0s"],
         ["4", "Post", "Create", "pending"],
     ]
+
+
+def test_the_live_view_redraws_on_a_terminal(tmp_path: Path) -> None:
+    workflow = new_sample_workflow(networking=False, extras=False)
+    console = Console(record=True, width=100, force_terminal=True)
+    with WorkflowProgress(workflow, console) as view:
+        assert view.live
+        run_workflow(
+            workflow,
+            SampleContext(marks=tmp_path),
+            workflow_id="w",
+            state_dir=tmp_path,
+            on_event=view,
+            clock=lambda: 0.0,
+        )
+    final = console.export_text().split("sample create")[-1]
+    assert [line.split()[-2:] for line in final.strip().splitlines()[1:]] == [["done", "0.0s"]] * 4
