@@ -9,6 +9,7 @@ and raises on failure: the error goes to the workflow's error handler like a tas
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol
 
@@ -23,7 +24,10 @@ class HookError(ValueError):
 
 
 def handler_name(handler: Callable[..., Any]) -> str:
-    return getattr(handler, "__qualname__", None) or repr(handler)
+    """The handler's qualified name (a partial's function's), for plans, logs and messages."""
+    if isinstance(handler, functools.partial):
+        handler = handler.func
+    return getattr(handler, "__qualname__", None) or type(handler).__qualname__
 
 
 class Binder(Generic[C]):
@@ -42,7 +46,8 @@ class Binder(Generic[C]):
         if id(task) not in self._before:
             names = ", ".join(t.name for t in self._tasks)
             raise HookError(f"workflow {self.workflow!r} has no task {task.name!r} (its tasks: {names})")
-        if not (getattr(handler, "__doc__", None) or "").strip():
+        documented = handler.func if isinstance(handler, functools.partial) else handler
+        if not (getattr(documented, "__doc__", None) or "").strip():
             raise HookError(
                 f"hook {handler_name(handler)} on {task.name!r} needs a docstring saying when it runs "
                 "and what it may assume"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 from pathlib import Path
 from typing import Any
@@ -112,3 +113,22 @@ def test_running_with_another_kind_of_context_is_refused(tmp_path: Path) -> None
     with pytest.raises(TypeError, match="runs with a SampleContext, not a Context"):
         run_workflow(workflow, Context(), workflow_id="w", state_dir=tmp_path)  # type: ignore[arg-type]
     assert not (tmp_path / "workflows").exists()
+
+
+def test_a_partial_handler_is_judged_by_its_function_docstring() -> None:
+    def undocumented(ctx: SampleContext, label: str) -> None:
+        pass
+
+    def documented(ctx: SampleContext, label: str) -> None:
+        """Runs after Create Bootstrap Cluster; records its label."""
+
+    def bind_undocumented(binder: Binder[SampleContext]) -> None:
+        binder.after(create_bootstrap, functools.partial(undocumented, label="x"))
+
+    def bind_documented(binder: Binder[SampleContext]) -> None:
+        binder.after(create_bootstrap, functools.partial(documented, label="x"))
+
+    with pytest.raises(HookError, match="needs a docstring"):
+        new_sample_workflow(networking=False, extras=False, hooks=[bind_undocumented])
+    workflow = new_sample_workflow(networking=False, extras=False, hooks=[bind_documented])
+    assert len(workflow.binder.handlers_after(create_bootstrap)) == 1
