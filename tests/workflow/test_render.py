@@ -68,7 +68,7 @@ def test_the_mermaid_graph_chains_tasks_and_hangs_hooks_beside_them() -> None:
 
 
 @pytest.mark.parametrize(("networking", "extras"), list(itertools.product([False, True], repeat=2)))
-def test_the_dot_graph_is_valid_for_graphviz_shaped_input(networking: bool, extras: bool) -> None:
+def test_the_dot_graph_draws_every_task_hook_and_the_error_edge(networking: bool, extras: bool) -> None:
     text = to_dot(new_sample_workflow(networking=networking, extras=extras, hooks=[bind]))
     assert text.startswith('digraph "sample create" {')
     assert text.count("->") == (3 + networking + extras) + 1 + 2, "chain, error edge and two hook edges"
