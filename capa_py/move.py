@@ -303,7 +303,9 @@ def move(
             result.updated[obj.kind] += 1
             notify(f"updated {obj.ref()} on the target")
         if type(obj).HAS_STATUS:
-            written = type(obj).model_validate({**written.to_dict(), "status": obj.to_dict().get("status", {})})
+            written = type(obj).model_validate(
+                {**written.to_dict(), "status": obj.to_dict().get("status", {})}
+            )
             written = target.update_status(written)
             notify(f"wrote the status of {obj.ref()} on the target")
         uid_map[obj.uid] = written.uid

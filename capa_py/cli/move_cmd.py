@@ -50,7 +50,9 @@ def _print(result: MoveResult) -> None:
     for kind, count in result.per_kind().items():
         stdout.print(f"{kind}: {count}", markup=False, highlight=False)
     stdout.print(
-        f"moved {len(result.objects)} objects of {len(result.clusters)} clusters", markup=False, highlight=False
+        f"moved {len(result.objects)} objects of {len(result.clusters)} clusters",
+        markup=False,
+        highlight=False,
     )
 
 

@@ -40,7 +40,16 @@ def served(tmp_path: Path) -> Iterator[Path]:
     home = tmp_path / "served"
     home.mkdir()
     path = home / "kubeconfig"
-    command = [sys.executable, "-m", "capa_py.cli", "--state", str(home / "served.db"), "serve", "--port", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "capa_py.cli",
+        "--state",
+        str(home / "served.db"),
+        "serve",
+        "--port",
+        "0",
+    ]
     server = subprocess.Popen(
         [*command, "--write-kubeconfig", str(path)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -50,7 +59,9 @@ def served(tmp_path: Path) -> Iterator[Path]:
     try:
         deadline = time.monotonic() + SAFETY_TIMEOUT
         while not path.exists():
-            assert server.poll() is None, f"capa serve exited: {server.stderr.read() if server.stderr else ''}"
+            assert server.poll() is None, (
+                f"capa serve exited: {server.stderr.read() if server.stderr else ''}"
+            )
             assert time.monotonic() < deadline, "capa serve wrote no kubeconfig"
             time.sleep(0.05)
         yield path

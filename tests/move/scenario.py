@@ -33,7 +33,11 @@ def _secret(name: str, labels: dict[str, str] | None = None) -> Secret:
 def populate(store: ObjectStore) -> None:
     """Apply the scenario to ``store``."""
     objects: list[KubeObject] = load_manifests(
-        [EXAMPLES / "aws-cluster.yaml", EXAMPLES / "tinkerbell-cluster.yaml", EXAMPLES / "tinkerbell" / "hardware.yaml"]
+        [
+            EXAMPLES / "aws-cluster.yaml",
+            EXAMPLES / "tinkerbell-cluster.yaml",
+            EXAMPLES / "tinkerbell" / "hardware.yaml",
+        ]
     )
     apply_objects(store, objects)
     spare = store.get(Hardware, "machine1", "default").model_copy(deep=True)

@@ -27,7 +27,8 @@ def test_the_targets_controllers_adopt_a_moved_aws_cluster_with_no_mutating_aws_
     assert harness.converge(_targets(applied)).converged
     before = harness.store.get(AWSCluster, "demo", "default")
     instances = {m.name: m.status.instance_id for m in harness.store.list(AWSMachine, namespace="default")}
-    assert before.status.ready and all(instances.values())
+    assert before.status.ready
+    assert all(instances.values())
     phases = {m.name: m.status.phase for m in harness.store.list(Machine, namespace="default")}
 
     target = SQLiteStore(tmp_path / "target.db")
@@ -47,7 +48,9 @@ def test_the_targets_controllers_adopt_a_moved_aws_cluster_with_no_mutating_aws_
         assert adopted.calls.total(mutating=True) == 0, adopted.calls.by_operation()
         after = target.get(AWSCluster, "demo", "default")
         assert after.status.resources == before.status.resources
-        assert {m.name: m.status.instance_id for m in target.list(AWSMachine, namespace="default")} == instances
+        assert {
+            m.name: m.status.instance_id for m in target.list(AWSMachine, namespace="default")
+        } == instances
         assert target.get(Cluster, "demo", "default").status.phase == "Provisioned"
         assert {m.name: m.status.phase for m in target.list(Machine, namespace="default")} == phases
     finally:

@@ -82,7 +82,8 @@ def test_moving_to_the_source_itself_is_exit_2(cli: Cli, populated: Path) -> Non
     result = cli("move", "--to-state", str(populated))
 
     assert result.exit_code == 2, str(result)
-    assert "--to-state" in result.stderr and "source" in result.stderr
+    assert "--to-state" in result.stderr
+    assert "source" in result.stderr
 
 
 def test_a_to_kubeconfig_that_cannot_be_used_is_exit_2(cli: Cli, populated: Path, tmp_path: Path) -> None:
@@ -101,7 +102,8 @@ def test_an_unreachable_target_is_exit_1_before_anything_is_paused(
     result = cli("move", "--to-kubeconfig", str(path))
 
     assert result.exit_code == 1, str(result)
-    assert "unreachable" in result.stderr and "Traceback" not in result.stderr
+    assert "unreachable" in result.stderr
+    assert "Traceback" not in result.stderr
     source = SQLiteStore(populated)
     try:
         assert not any(c.spec.paused for c in source.list(Cluster))
@@ -120,7 +122,10 @@ def test_move_to_capa_serve_is_seen_by_kubectl_with_remapped_owner_references(
     def kubectl(*args: str) -> dict:  # type: ignore[type-arg]
         out = subprocess.run(
             ["kubectl", "--kubeconfig", str(served), *args, "-o", "json"],
-            check=True, capture_output=True, text=True, timeout=60,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         return json.loads(out.stdout)  # type: ignore[no-any-return]
 

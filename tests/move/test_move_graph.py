@@ -13,7 +13,11 @@ DEMO = {
     ("AWSCluster", "default", "demo"),
     ("Secret", "default", "demo-bootstrap"),
     ("Secret", "default", "demo-kubeconfig"),
-    *{(k, "default", f"demo-{m}") for k in ("Machine", "AWSMachine") for m in ("control-plane-0", "worker-0", "worker-1")},
+    *{
+        (k, "default", f"demo-{m}")
+        for k in ("Machine", "AWSMachine")
+        for m in ("control-plane-0", "worker-0", "worker-1")
+    },
 }
 LAB = {
     ("Cluster", "default", "lab"),
@@ -23,7 +27,11 @@ LAB = {
     ("Hardware", "default", "machine1"),
     ("Template", "default", "lab-cp-0"),
     ("Workflow", "default", "lab-cp-0"),
-    *{(k, "default", f"lab-{m}") for k in ("Machine", "TinkerbellMachine") for m in ("cp-0", "worker-0", "worker-1")},
+    *{
+        (k, "default", f"lab-{m}")
+        for k in ("Machine", "TinkerbellMachine")
+        for m in ("cp-0", "worker-0", "worker-1")
+    },
     *{("Secret", "default", f"lab-{m}-bootstrap") for m in ("cp-0", "worker-0", "worker-1")},
 }
 

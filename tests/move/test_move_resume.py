@@ -40,7 +40,7 @@ def _state(store: SQLiteStore) -> dict[tuple[str, str | None, str], object]:
                 meta.pop(volatile, None)
             for ref in meta.get("ownerReferences", []):
                 owner = store.get(
-                    next(k for k in MOVABLE_KINDS if k.KIND == ref["kind"]), ref["name"], obj.namespace
+                    next(k for k in MOVABLE_KINDS if ref["kind"] == k.KIND), ref["name"], obj.namespace
                 )
                 ref["uid"] = "the owner's" if ref["uid"] == owner.uid else "another's"
             found[(obj.kind, obj.namespace, obj.name)] = data
@@ -72,7 +72,9 @@ def test_a_move_interrupted_after_every_write_completes_when_run_again(tmp_path:
         on_source = {c.name: c for c in source.list(Cluster)}
         on_target = {c.name: c for c in target.list(Cluster)}
         for name in on_source.keys() & on_target.keys():
-            assert on_source[name].spec.paused, f"after write {stop}: {name} copied while unpaused on the source"
+            assert on_source[name].spec.paused, (
+                f"after write {stop}: {name} copied while unpaused on the source"
+            )
             assert on_target[name].spec.paused, f"after write {stop}: {name} unpaused on both sides"
 
         move(source, target, namespace="default")

@@ -3,6 +3,8 @@ clusters unpaused only at the end) and what is left on the source (nothing of th
 
 from __future__ import annotations
 
+import pytest
+
 from capa_py.api.cluster import Cluster
 from capa_py.api.meta import Condition
 from capa_py.api.tinkerbell import Workflow
@@ -10,8 +12,6 @@ from capa_py.api.tinkerbell_capi import TinkerbellMachine
 from capa_py.move import MOVED_FROM_UID, PAUSED_BY_MOVE, MoveError, discover, move
 from capa_py.store.sqlite import SQLiteStore
 from tests.move.scenario import UNRELATED, keys, populate
-
-import pytest
 
 
 def _everything(store: SQLiteStore) -> set[tuple[str, str | None, str]]:
@@ -42,7 +42,8 @@ def test_the_graph_arrives_with_new_uids_remapped_owner_references_status_and_fi
     moved = target.get(TinkerbellMachine, "lab-cp-0", "default")
     assert moved.uid != machine.uid
     assert moved.metadata.annotations[MOVED_FROM_UID] == machine.uid
-    assert moved.status.ready and moved.status.conditions[0].type == "Ready"
+    assert moved.status.ready
+    assert moved.status.conditions[0].type == "Ready"
     assert moved.metadata.finalizers == ["tinkerbellmachine.infrastructure.cluster.x-k8s.io"]
     (owner,) = target.get(Workflow, "lab-cp-0", "default").metadata.owner_references
     assert owner.uid == moved.uid, "the Workflow's owner reference names the moved machine's new uid"
@@ -51,7 +52,9 @@ def test_the_graph_arrives_with_new_uids_remapped_owner_references_status_and_fi
         assert PAUSED_BY_MOVE not in cluster.metadata.annotations
 
 
-def test_a_cluster_its_user_paused_stays_paused_on_the_target(source: SQLiteStore, target: SQLiteStore) -> None:
+def test_a_cluster_its_user_paused_stays_paused_on_the_target(
+    source: SQLiteStore, target: SQLiteStore
+) -> None:
     populate(source)
     lab = source.get(Cluster, "lab", "default")
     lab.spec.paused = True
