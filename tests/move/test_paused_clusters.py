@@ -62,7 +62,9 @@ def _controllers(store: SQLiteStore, closed_endpoint: str, aws: bool = True) -> 
     return [*core, *aws_controllers(store, pool, Engine(MOTO))[2:]]
 
 
-def test_no_controller_writes_an_object_of_a_paused_cluster(source: SQLiteStore, closed_endpoint: str) -> None:
+def test_no_controller_writes_an_object_of_a_paused_cluster(
+    source: SQLiteStore, closed_endpoint: str
+) -> None:
     populate(source)
     _claimed(source)
     for cluster in source.list(Cluster):
