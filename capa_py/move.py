@@ -28,6 +28,7 @@ annotations even once the objects that led to them are gone.
 
 from __future__ import annotations
 
+import contextlib
 import graphlib
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
-from capa_py.api.core import Secret
+from capa_py.api.core import Namespace, Secret
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
 from capa_py.api.tinkerbell_capi import (
@@ -47,7 +48,7 @@ from capa_py.api.tinkerbell_capi import (
 )
 from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.logging import get_logger
-from capa_py.store.errors import NotFound, StoreError
+from capa_py.store.errors import AlreadyExists, NotFound, StoreError
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore
 
@@ -266,10 +267,9 @@ def move(
     notify = after_write or (lambda _: None)
     result = MoveResult(dry_run=dry_run)
     clusters = _select_clusters(source, namespace, cluster)
-    namespaces = {c.namespace for c in clusters} | ({namespace or "default"} if cluster else set())
-    if namespace is not None:
-        namespaces.add(namespace)
-    moved = _moved_uids(target, namespaces) if not dry_run or namespaces else {}
+    # Where earlier runs of this move may have left objects on the target (None: every namespace).
+    namespaces: set[str | None] = {namespace or "default"} if cluster is not None else {namespace}
+    moved = _moved_uids(target, namespaces)
     graph = _Graph(source, set(moved)).discover(clusters)
     result.objects = graph
     result.clusters = [f"{c.namespace}/{c.name}" for c in clusters]
@@ -294,7 +294,7 @@ def move(
         existing = moved.get(obj.uid)
         copy = _copy_for_target(obj, uid_map, source.uid)
         if existing is None:
-            written = target.create(copy)
+            written = _create(target, copy)
             result.created[obj.kind] += 1
             notify(f"created {obj.ref()} on the target")
         else:
@@ -336,6 +336,18 @@ def move(
                 notify(f"unpaused Cluster {c.namespace}/{c.name} on the target")
     _log.info("move finished", created=sum(result.created.values()), deleted=sum(result.deleted.values()))
     return result
+
+
+def _create(target: ObjectStore, obj: KubeObject) -> KubeObject:
+    """Create ``obj``, creating its namespace first when the target (a real API server) says it is missing."""
+    try:
+        return target.create(obj)
+    except NotFound:
+        if not obj.namespace:
+            raise
+    with contextlib.suppress(AlreadyExists):
+        target.create(Namespace.model_validate({"metadata": {"name": obj.namespace}}))
+    return target.create(obj)
 
 
 def _refuse_taken_names(target: ObjectStore, graph: list[KubeObject], moved: dict[str, KubeObject]) -> None:

@@ -83,3 +83,23 @@ def test_a_move_interrupted_after_every_write_completes_when_run_again(tmp_path:
         assert all(not source.list(k, namespace="default") for k in (Cluster,)), stop
         source.close()
         target.close()
+
+
+def test_a_move_of_every_namespace_interrupted_before_unpausing_unpauses_when_run_again(
+    tmp_path: Path,
+) -> None:
+    total, reference = _writes_of_a_whole_move(tmp_path / "reference")
+    source, target = SQLiteStore(tmp_path / "a.db"), SQLiteStore(tmp_path / "b.db")
+    populate(source)
+    with pytest.raises(Interrupted, match="deleted Cluster"):
+        move(source, target, after_write=_stop_after(total - 2))  # type: ignore[arg-type]
+    assert source.list(Cluster) == []
+    assert all(c.spec.paused for c in target.list(Cluster))
+
+    result = move(source, target)
+
+    assert result.objects == []
+    assert _state(target) == reference
+    assert not any(c.spec.paused for c in target.list(Cluster))
+    source.close()
+    target.close()
