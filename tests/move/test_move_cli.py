@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from capa_py.api.cluster import Cluster
+from capa_py.api.tinkerbell import Hardware
 from capa_py.cli.serve_cmd import kubeconfig as kubeconfig_for
 from capa_py.move import MOVED_FROM_UID
 from capa_py.store.sqlite import SQLiteStore
@@ -142,3 +143,27 @@ def test_move_to_capa_serve_is_seen_by_kubectl_with_remapped_owner_references(
         assert source.list(Cluster) == []
     finally:
         source.close()
+
+
+def test_move_from_capa_serve_to_a_state_file_empties_the_served_store(
+    cli: Cli, served: Path, tmp_path: Path
+) -> None:
+    from capa_py.store.kube import KubeStore
+
+    remote = KubeStore.from_kubeconfig(served)
+    try:
+        populate(remote)
+        result = cli("--kubeconfig", str(served), "move", "--to-state", str(tmp_path / "b.db"))
+
+        assert result.exit_code == 0, str(result)
+        assert "moved 26 objects of 2 clusters" in result.stdout
+        assert remote.list(Cluster) == []
+        assert [h.name for h in remote.list(Hardware) if h.name == "machine1"] == []
+    finally:
+        remote.close()
+    target = SQLiteStore(tmp_path / "b.db")
+    try:
+        assert sorted(c.name for c in target.list(Cluster)) == ["demo", "lab"]
+        assert target.get(Hardware, "machine1", "default").metadata.annotations[MOVED_FROM_UID]
+    finally:
+        target.close()
