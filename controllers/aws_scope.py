@@ -28,6 +28,7 @@ from capa_py.ctrlkit.result import Result, requeue_after
 from capa_py.engine.engine import Engine, Scope
 from capa_py.engine.errors import NonRetryableError, RetryableError, Waiting
 from capa_py.engine.recorder import StatusRecorder
+from capa_py.engine.tags import tagging_store_uid
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
 from capa_py.store.helpers import retry_on_conflict
@@ -77,7 +78,7 @@ class ReconcileScope(Generic[T]):
                 self.obj.uid,
                 self.recorder,
                 self.additional_tags,
-                store_uid=self.store.uid,
+                store_uid=tagging_store_uid(self.obj.metadata.annotations, self.store.uid),
                 events=(
                     ResourceEventReporter(self.events, lambda: self.obj) if self.events is not None else None
                 ),

@@ -48,7 +48,7 @@ from capa_py.engine.engine import Engine
 from capa_py.engine.errors import Waiting
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.engine.resource import Observed, ResourceClass
-from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, foreign_store
+from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, foreign_store, tagging_store_uid
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
@@ -824,7 +824,7 @@ class ClusterReconcile:
         """Delete whatever else carries the cluster's owned tag and this store's tag (duplicates from lost
         records); another store's resources, and those with no capa-py store tag, are left alone."""
         tag = {CLUSTER_TAG_PREFIX + self.cluster: OWNED}
-        store_uid = self.scope.store.uid
+        store_uid = tagging_store_uid(self.scope.obj.metadata.annotations, self.scope.store.uid)
         machines_left = list(
             self.scope.store.list(
                 AWSMachine,

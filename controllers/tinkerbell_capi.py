@@ -158,6 +158,8 @@ class TinkerbellClusterController:
         obj = fetch(self.store, TinkerbellCluster, key)
         if obj is None or obj.being_deleted:
             return no_requeue()
+        if self._paused(obj):
+            return no_requeue()
         issues = endpoint_issues(obj.spec.control_plane_endpoint, "spec.controlPlaneEndpoint")
         ready = not issues
         message = "; ".join(f"{i.path}: {i.message}" for i in issues)
@@ -173,6 +175,14 @@ class TinkerbellClusterController:
         settle(self, key, obj)
         patch_status(self.store, obj, apply)
         return no_requeue()
+
+    def _paused(self, obj: TinkerbellCluster) -> bool:
+        """Whether the object or the Cluster owning it is paused (a move in progress, or its user's wish)."""
+        if PAUSED_ANNOTATION in obj.metadata.annotations:
+            return True
+        owner = next((r for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
+        cluster = get_or_none(self.store, Cluster, owner.name, obj.namespace) if owner else None
+        return cluster is not None and cluster.paused
 
 
 # -- Hardware selection ----------------------------------------------------------------------------------

@@ -148,6 +148,7 @@ def _mount_subcommands() -> None:
         controller_cmd,
         ctrlkit_cmd,
         manifests_cmd,
+        move_cmd,
         serve_cmd,
         tink_cmd,
     )
@@ -155,6 +156,7 @@ def _mount_subcommands() -> None:
     aws_commands.register(app)
     audit_cmd.register(app)
     manifests_cmd.register(app)
+    move_cmd.register(app)
     serve_cmd.register(app)
     controller_cmd.register(app)
     app.add_typer(ctrlkit_cmd.app, name="ctrlkit", help="The ctrlkit DSL code generator and workflow graphs.")

@@ -32,6 +32,10 @@ CAPA_PY_ROLE_TAG = "capa-py.io/role"
 """capa-py's own role of the resource (unique per owner): what lookups by tags use."""
 STORE_TAG = "capa-py.io/store"
 """The uid of the object store whose objects created the resource."""
+STORE_UID_ANNOTATION = "capa-py.io/store-uid"
+"""On an AWSCluster or AWSMachine moved from another store (``capa move``): the store uid its AWS resources
+carry in :data:`STORE_TAG`, used instead of the store's own so that the moved objects adopt their resources
+as they are (no retagging)."""
 NAME_TAG = "Name"
 
 COMMON_ROLE = "common"
@@ -150,3 +154,8 @@ def foreign_store(tags: Mapping[str, str], store_uid: str) -> str | None:
     if other == store_uid:
         return None
     return other or ""
+
+
+def tagging_store_uid(annotations: Mapping[str, str], store_uid: str) -> str:
+    """The store uid an object's AWS resources carry: the one its move recorded, else its store's."""
+    return annotations.get(STORE_UID_ANNOTATION) or store_uid

@@ -1,0 +1,366 @@
+"""Move clusters and everything that belongs to them from one object store to another (a pivot).
+
+The model is Cluster API's ``clusterctl move``: the objects move, the infrastructure they describe stays
+where it is. The target's controllers find the AWS resources (or the Hardware) through the moved statuses
+and adopt them; nothing in AWS is created, changed or deleted by a move.
+
+The graph of a cluster is found in its namespace: the Cluster, the objects its specs reference
+(infrastructure and control-plane refs, machines' infrastructure refs and bootstrap data Secrets), the
+objects labelled ``cluster.x-k8s.io/cluster-name`` with its name, the ``<cluster>-kubeconfig`` Secret, the
+Hardware its TinkerbellMachines claim, and, transitively, every object whose owner references name an
+object of the graph (Machines, Workflows, Templates, Secrets).
+
+Order of a move, each step safe to interrupt:
+
+1. pause every cluster on the source (``spec.paused: true``; the annotation ``capa-py.io/paused-by-move``
+   remembers that the move, not the user, paused it);
+2. create every object on the target, owners first, with owner references' uids remapped to the new uids,
+   status preserved, finalizers kept, the clusters still paused; each carries
+   ``capa-py.io/moved-from-uid`` so that a re-run recognises (and updates) what it already created;
+3. remove the finalizers of the source copies, then delete them: no controller on the source acts on the
+   deletion, so the AWS resources and Hardware stay as they are;
+4. unpause on the target the clusters the move paused.
+
+A re-run after an interruption anywhere completes the move: the source stays paused until the target has
+everything, and source objects already copied are recognised through the target's ``moved-from-uid``
+annotations even once the objects that led to them are gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import graphlib
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import Cluster, Machine
+from capa_py.api.core import Namespace, Secret
+from capa_py.api.meta import KubeObject, ObjectReference
+from capa_py.api.tinkerbell import Hardware, Template, Workflow
+from capa_py.api.tinkerbell_capi import (
+    HARDWARE_OWNER_NAME_LABEL,
+    HARDWARE_OWNER_NAMESPACE_LABEL,
+    TinkerbellCluster,
+    TinkerbellMachine,
+    TinkerbellMachineTemplate,
+)
+from capa_py.engine.tags import STORE_UID_ANNOTATION
+from capa_py.logging import get_logger
+from capa_py.store.errors import AlreadyExists, NotFound, StoreError
+from capa_py.store.helpers import get_or_none
+from capa_py.store.protocol import ObjectStore
+
+MOVED_FROM_UID = "capa-py.io/moved-from-uid"
+"""On a moved object on the target: the uid of the source object it was copied from."""
+PAUSED_BY_MOVE = "capa-py.io/paused-by-move"
+"""On a Cluster: the move paused it (it was not paused before), so the move unpauses it on the target."""
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+
+MOVABLE_KINDS: tuple[type[KubeObject], ...] = (
+    Cluster,
+    AWSCluster,
+    TinkerbellCluster,
+    Machine,
+    AWSMachine,
+    TinkerbellMachine,
+    TinkerbellMachineTemplate,
+    Hardware,
+    Template,
+    Workflow,
+    Secret,
+)
+"""Every kind a move considers, in the order used between objects no owner reference orders."""
+
+_log = get_logger("move")
+
+Key = tuple[str, str | None, str]
+"""(kind, namespace, name)"""
+
+
+class MoveError(Exception):
+    """The move cannot start (a name taken on the target by an object the move did not create) or a store
+    failed mid-way; a re-run completes a move that failed mid-way."""
+
+
+@dataclass
+class MoveResult:
+    """What a move did (or, with ``dry_run``, would do)."""
+
+    objects: list[KubeObject] = field(default_factory=list)
+    """The graph, owners first, as read from the source."""
+    created: Counter[str] = field(default_factory=Counter)
+    updated: Counter[str] = field(default_factory=Counter)
+    deleted: Counter[str] = field(default_factory=Counter)
+    clusters: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    def per_kind(self) -> dict[str, int]:
+        """How many objects of each kind the graph holds."""
+        return dict(Counter(o.kind for o in self.objects))
+
+
+def _key(obj: KubeObject) -> Key:
+    return (obj.kind, obj.namespace, obj.name)
+
+
+def _ref_key(ref: ObjectReference | None, namespace: str | None) -> Key | None:
+    if ref is None or not ref.kind or not ref.name:
+        return None
+    return (ref.kind, ref.namespace or namespace, ref.name)
+
+
+def _referenced(obj: KubeObject) -> list[Key]:
+    """The objects ``obj``'s spec names."""
+    ns = obj.namespace
+    found: list[Key | None] = []
+    if isinstance(obj, Cluster):
+        found += [_ref_key(obj.spec.infrastructure_ref, ns), _ref_key(obj.spec.control_plane_ref, ns)]
+        found.append(("Secret", ns, f"{obj.name}-kubeconfig"))
+    elif isinstance(obj, Machine):
+        found.append(_ref_key(obj.spec.infrastructure_ref, ns))
+        found.append(_ref_key(obj.spec.bootstrap.config_ref, ns))
+        if obj.spec.bootstrap.data_secret_name:
+            found.append(("Secret", ns, obj.spec.bootstrap.data_secret_name))
+    return [k for k in found if k is not None]
+
+
+class _Graph:
+    """Discovery of the clusters' graph on the source (see the module docstring)."""
+
+    def __init__(self, source: ObjectStore, moved_uids: set[str]) -> None:
+        self.source = source
+        self.moved_uids = moved_uids
+        self.members: dict[str, KubeObject] = {}
+
+    def discover(self, clusters: list[Cluster]) -> list[KubeObject]:
+        for namespace in sorted({c.namespace or "" for c in clusters}):
+            self._discover_namespace(namespace, [c for c in clusters if (c.namespace or "") == namespace])
+        return self._ordered()
+
+    def _candidates(self, namespace: str) -> list[KubeObject]:
+        found: list[KubeObject] = []
+        for kind in MOVABLE_KINDS[1:]:
+            found.extend(self.source.list(kind, namespace=namespace))
+        return found
+
+    def _discover_namespace(self, namespace: str, clusters: list[Cluster]) -> None:
+        names = {c.name for c in clusters}
+        for c in clusters:
+            self.members[c.uid] = c
+        candidates = self._candidates(namespace)
+        changed = True
+        while changed:
+            changed = False
+            referenced = {k for o in self.members.values() for k in _referenced(o)}
+            claimed = {
+                o.spec.hardware_name
+                for o in self.members.values()
+                if isinstance(o, TinkerbellMachine) and o.spec.hardware_name
+            }
+            machines = {o.name for o in self.members.values() if isinstance(o, TinkerbellMachine)}
+            for obj in candidates:
+                if obj.uid in self.members:
+                    continue
+                labels = obj.metadata.labels
+                belongs = (
+                    labels.get(CLUSTER_NAME_LABEL) in names
+                    or (isinstance(obj, Machine) and obj.spec.cluster_name in names)
+                    or obj.uid in self.moved_uids
+                    or _key(obj) in referenced
+                    or any(r.uid in self.members for r in obj.metadata.owner_references)
+                    or (
+                        isinstance(obj, Hardware)
+                        and (
+                            obj.name in claimed
+                            or (
+                                labels.get(HARDWARE_OWNER_NAME_LABEL) in machines
+                                and labels.get(HARDWARE_OWNER_NAMESPACE_LABEL, "") == namespace
+                            )
+                        )
+                    )
+                )
+                if belongs:
+                    self.members[obj.uid] = obj
+                    changed = True
+
+    def _ordered(self) -> list[KubeObject]:
+        """Owners before their dependents; otherwise by :data:`MOVABLE_KINDS` order, then name."""
+        rank = {k.KIND: i for i, k in enumerate(MOVABLE_KINDS)}
+        sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
+        for uid, obj in self.members.items():
+            sorter.add(uid, *(r.uid for r in obj.metadata.owner_references if r.uid in self.members))
+        sorter.prepare()
+        ordered: list[KubeObject] = []
+        while sorter.is_active():
+            ready = sorted(
+                sorter.get_ready(), key=lambda u: (rank[self.members[u].kind], _key(self.members[u]))
+            )
+            for uid in ready:
+                ordered.append(self.members[uid])
+                sorter.done(uid)
+        return ordered
+
+
+def _moved_uids(target: ObjectStore, namespaces: Iterable[str | None]) -> dict[str, KubeObject]:
+    """Objects on the target that a move created, by the uid of their source object."""
+    found: dict[str, KubeObject] = {}
+    for namespace in set(namespaces):
+        for kind in MOVABLE_KINDS:
+            for obj in target.list(kind, namespace=namespace):
+                source_uid = obj.metadata.annotations.get(MOVED_FROM_UID)
+                if source_uid:
+                    found[source_uid] = obj
+    return found
+
+
+def _select_clusters(store: ObjectStore, namespace: str | None, cluster: str | None) -> list[Cluster]:
+    if cluster is not None:
+        found = get_or_none(store, Cluster, cluster, namespace or "default")
+        return [] if found is None else [found]
+    return list(store.list(Cluster, namespace=namespace))
+
+
+def _copy_for_target(obj: KubeObject, uid_map: dict[str, str], source_uid: str) -> KubeObject:
+    copy = obj.model_copy(deep=True)
+    meta = copy.metadata
+    meta.annotations[MOVED_FROM_UID] = obj.uid
+    if isinstance(obj, AWSCluster | AWSMachine):
+        # Their AWS resources carry the source store's uid in their store tag: keep using it.
+        meta.annotations.setdefault(STORE_UID_ANNOTATION, source_uid)
+    meta.owner_references = [r for r in meta.owner_references if r.uid in uid_map]
+    for ref in meta.owner_references:
+        ref.uid = uid_map[ref.uid]
+    meta.uid = None
+    meta.resource_version = None
+    meta.creation_timestamp = None
+    meta.generation = None
+    meta.deletion_timestamp = None
+    return copy
+
+
+def discover(
+    source: ObjectStore, namespace: str | None = None, cluster: str | None = None
+) -> list[KubeObject]:
+    """The graph a move of these clusters would move, owners first."""
+    clusters = _select_clusters(source, namespace, cluster)
+    return _Graph(source, set()).discover(clusters)
+
+
+def move(
+    source: ObjectStore,
+    target: ObjectStore,
+    namespace: str | None = None,
+    cluster: str | None = None,
+    dry_run: bool = False,
+    after_write: Callable[[str], None] | None = None,
+) -> MoveResult:
+    """Move the clusters of ``namespace`` (every namespace when None), or the one named ``cluster`` (in
+    ``namespace``, default ``default``), with their graphs from ``source`` to ``target``.
+
+    ``after_write`` is called after every write with a short description of it (progress, and the place
+    where tests interrupt a move). Raises :class:`MoveError` before changing anything when the target holds
+    an object of the graph's name that no move created; :class:`StoreError` from either store otherwise
+    (a re-run completes the move).
+    """
+    notify = after_write or (lambda _: None)
+    result = MoveResult(dry_run=dry_run)
+    clusters = _select_clusters(source, namespace, cluster)
+    # Where earlier runs of this move may have left objects on the target (None: every namespace).
+    namespaces: set[str | None] = {namespace or "default"} if cluster is not None else {namespace}
+    moved = _moved_uids(target, namespaces)
+    graph = _Graph(source, set(moved)).discover(clusters)
+    result.objects = graph
+    result.clusters = [f"{c.namespace}/{c.name}" for c in clusters]
+    _refuse_taken_names(target, graph, moved)
+    if dry_run:
+        return result
+    _log.info("move started", clusters=result.clusters, objects=len(graph))
+
+    for c in (o for o in graph if isinstance(o, Cluster)):
+        if c.spec.paused and PAUSED_BY_MOVE not in c.metadata.annotations:
+            continue  # paused by its user: it stays paused on the target
+        if not c.spec.paused:
+            c.spec.paused = True
+            c.metadata.annotations[PAUSED_BY_MOVE] = "true"
+            updated = source.update(c)
+            c.metadata = updated.metadata
+            c.spec = updated.spec
+            notify(f"paused Cluster {c.namespace}/{c.name} on the source")
+
+    uid_map: dict[str, str] = {}
+    for obj in graph:
+        existing = moved.get(obj.uid)
+        copy = _copy_for_target(obj, uid_map, source.uid)
+        if existing is None:
+            written = _create(target, copy)
+            result.created[obj.kind] += 1
+            notify(f"created {obj.ref()} on the target")
+        else:
+            copy.metadata.resource_version = existing.metadata.resource_version
+            written = target.update(copy)
+            result.updated[obj.kind] += 1
+            notify(f"updated {obj.ref()} on the target")
+        if type(obj).HAS_STATUS:
+            written = type(obj).model_validate(
+                {**written.to_dict(), "status": obj.to_dict().get("status", {})}
+            )
+            written = target.update_status(written)
+            notify(f"wrote the status of {obj.ref()} on the target")
+        uid_map[obj.uid] = written.uid
+
+    for obj in graph:
+        if obj.metadata.finalizers:
+            current = get_or_none(source, type(obj), obj.name, obj.namespace)
+            if current is not None and current.metadata.finalizers:
+                current.metadata.finalizers = []
+                source.update(current)
+                notify(f"removed the finalizers of {obj.ref()} on the source")
+    for obj in reversed(graph):
+        try:
+            source.delete(type(obj), obj.name, obj.namespace, propagation="Orphan")
+        except NotFound:
+            continue
+        result.deleted[obj.kind] += 1
+        notify(f"deleted {obj.ref()} from the source")
+
+    for namespace_ in namespaces:
+        for c in target.list(Cluster, namespace=namespace_):
+            if cluster is not None and c.name != cluster:
+                continue
+            if PAUSED_BY_MOVE in c.metadata.annotations and MOVED_FROM_UID in c.metadata.annotations:
+                del c.metadata.annotations[PAUSED_BY_MOVE]
+                c.spec.paused = False
+                target.update(c)
+                notify(f"unpaused Cluster {c.namespace}/{c.name} on the target")
+    _log.info("move finished", created=sum(result.created.values()), deleted=sum(result.deleted.values()))
+    return result
+
+
+def _create(target: ObjectStore, obj: KubeObject) -> KubeObject:
+    """Create ``obj``, creating its namespace first when the target (a real API server) says it is missing."""
+    try:
+        return target.create(obj)
+    except NotFound:
+        if not obj.namespace:
+            raise
+    with contextlib.suppress(AlreadyExists):
+        target.create(Namespace.model_validate({"metadata": {"name": obj.namespace}}))
+    return target.create(obj)
+
+
+def _refuse_taken_names(target: ObjectStore, graph: list[KubeObject], moved: dict[str, KubeObject]) -> None:
+    for obj in graph:
+        if obj.uid in moved:
+            continue
+        try:
+            found = target.get(type(obj), obj.name, obj.namespace)
+        except NotFound:
+            continue
+        except StoreError as exc:
+            raise MoveError(f"cannot read the target: {exc}") from exc
+        raise MoveError(
+            f"{found.ref()} already exists on the target and was not moved there from this source; "
+            "nothing was changed"
+        )
