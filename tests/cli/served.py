@@ -1,9 +1,12 @@
-"""A ``capa`` server subprocess (``capa tink hegel``, ``capa tink server``) for CLI tests."""
+"""``capa`` server subprocesses for tests: ``capa serve`` writing its kubeconfig, and servers that announce
+their address on stdout (``capa tink hegel``, ``capa tink server``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -11,6 +14,36 @@ from pathlib import Path
 from tests.e2e.e2e_support import capa_env
 
 SAFETY_TIMEOUT = 60.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@contextmanager
+def capa_serve(home: Path) -> Iterator[Path]:
+    """``capa serve`` on a free port over ``home/served.db``, in a process of its own: the kubeconfig it
+    writes (``home/kubeconfig``) once it serves. Terminated on the way out."""
+    path = home / "kubeconfig"
+    state = str(home / "served.db")
+    command = [sys.executable, "-m", "capa_py.cli", "--state", state, "serve", "--port", "0"]
+    server = subprocess.Popen(
+        [*command, "--write-kubeconfig", str(path)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + SAFETY_TIMEOUT
+        while not path.exists():
+            if server.poll() is not None:
+                said = server.stderr.read() if server.stderr else ""
+                raise AssertionError(f"capa serve exited: {said}")
+            assert time.monotonic() < deadline, "capa serve wrote no kubeconfig"
+            time.sleep(0.05)
+        yield path
+    finally:
+        server.terminate()
+        server.wait(SAFETY_TIMEOUT)
+        if server.stderr is not None:
+            server.stderr.close()
 
 
 @contextmanager

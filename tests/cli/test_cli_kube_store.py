@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +19,7 @@ from capa_py.runtime.leader import LeaderElector
 from capa_py.store import retry_on_conflict
 from capa_py.store.kube import KubeStore
 from tests.cli.cli_support import Cli
+from tests.cli.served import capa_serve
 from tests.e2e.e2e_support import CLUSTER_TAG, MotoInspector
 from tests.harness.moto_server import MotoServer
 
@@ -34,39 +31,8 @@ SAFETY_TIMEOUT = 60.0
 @pytest.fixture(scope="module")
 def kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A kubeconfig for ``capa serve`` running (for the whole module) over a SQLite file of its own."""
-    home = tmp_path_factory.mktemp("served")
-    path = home / "kubeconfig"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [
-        sys.executable,
-        "-m",
-        "capa_py.cli",
-        "--state",
-        str(home / "served.db"),
-        "serve",
-        "--port",
-        "0",
-    ]
-    server = subprocess.Popen(
-        [*command, "--write-kubeconfig", str(path)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + SAFETY_TIMEOUT
-        while not path.exists():
-            assert server.poll() is None, (
-                f"capa serve exited: {server.stderr.read() if server.stderr else ''}"
-            )
-            assert time.monotonic() < deadline, "capa serve wrote no kubeconfig"
-            time.sleep(0.05)
+    with capa_serve(tmp_path_factory.mktemp("served")) as path:
         yield path
-    finally:
-        server.terminate()
-        server.wait(SAFETY_TIMEOUT)
-        if server.stderr is not None:
-            server.stderr.close()
 
 
 @pytest.fixture
