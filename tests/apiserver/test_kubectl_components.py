@@ -38,7 +38,7 @@ def _manifests(tmp_path: Path, what: str) -> Path:
 def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubectl, tmp_path: Path) -> None:
     crds = _manifests(tmp_path, "crds")
     created = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
-    assert len(created) == 8, created
+    assert len(created) == 11, created  # Cluster API, AWS, Tinkerbell and the bare-metal provider's kinds
     assert all(line.endswith(" created") for line in created), created
     again = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     assert all(line.endswith(" unchanged") for line in again), again
@@ -51,6 +51,9 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "customresourcedefinition.apiextensions.k8s.io/machines.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/osies.tinkerbell.org",
         "customresourcedefinition.apiextensions.k8s.io/templates.tinkerbell.org",
+        "customresourcedefinition.apiextensions.k8s.io/tinkerbellclusters.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/tinkerbellmachines.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/tinkerbellmachinetemplates.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/workflows.tinkerbell.org",
     ]
 
@@ -106,6 +109,9 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     assert [w["name"] for w in webhooks["webhooks"]] == [
         "validation.awscluster.infrastructure.cluster.x-k8s.io",
         "validation.awsmachine.infrastructure.cluster.x-k8s.io",
+        "validation.tinkerbellcluster.infrastructure.cluster.x-k8s.io",
+        "validation.tinkerbellmachine.infrastructure.cluster.x-k8s.io",
+        "validation.tinkerbellmachinetemplate.infrastructure.cluster.x-k8s.io",
         "validation.hardware.tinkerbell.org",
         "validation.osie.tinkerbell.org",
         "validation.template.tinkerbell.org",

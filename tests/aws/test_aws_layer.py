@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError
 
@@ -112,6 +113,7 @@ def test_log_records_never_carry_secret_values() -> None:
     buffer = io.StringIO()
     original = sys.stderr
     sys.stderr = buffer
+    saved = structlog.get_config()
     try:
         configure_logging("json", 1)
         get_logger("test").info(
@@ -119,7 +121,8 @@ def test_log_records_never_carry_secret_values() -> None:
         )
     finally:
         sys.stderr = original
-        configure_logging("auto", 0)
+        # Leave structlog as it was: a level filter left behind hides later tests' captured logs.
+        structlog.configure(**saved)
     record = json.loads(buffer.getvalue().strip().splitlines()[-1])
     assert record["client_token"] == REDACTED
     assert record["aws_secret_access_key"] == REDACTED

@@ -428,12 +428,13 @@ def test_core_controllers_stay_off_when_cluster_api_core_owns_the_cluster_crd(
         )
     controller = ControllerProcess(state, closed_endpoint)
     processes.append(controller)
-    assert controller.line("controllers running: ") == "controllers running: awscluster, awsmachine, workflow"
+    providers = "awscluster, awsmachine, workflow, tinkerbellcluster, tinkerbellmachine"
+    assert controller.line("controllers running: ") == f"controllers running: {providers}"
     on = ControllerProcess(tmp_path / "other.db", closed_endpoint, "--core-controllers", "on")
     processes.append(on)
     assert (
         on.line("controllers running: ")
-        == "controllers running: cluster, machine, awscluster, awsmachine, workflow"
+        == f"controllers running: cluster, machine, {providers}"
     )
     for process in (controller, on):
         process.proc.send_signal(signal.SIGTERM)
