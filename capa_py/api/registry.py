@@ -83,6 +83,7 @@ def default_registry() -> KindRegistry:
     from capa_py.api.apiextensions import CustomResourceDefinition
     from capa_py.api.aws import AWSCluster, AWSMachine
     from capa_py.api.cluster import Cluster, Machine
+    from capa_py.api.clusterconfig import ClusterConfig
     from capa_py.api.coordination import Lease
     from capa_py.api.core import ConfigMap, Event, Namespace, Secret
     from capa_py.api.tinkerbell import TINKERBELL_KINDS
@@ -105,6 +106,7 @@ def default_registry() -> KindRegistry:
         *ADMISSION_KINDS,
         *TINKERBELL_KINDS,
         *TINKERBELL_CAPI_KINDS,
+        ClusterConfig,
     )
     for model in kinds:
         registry.register(model)

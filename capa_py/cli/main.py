@@ -145,6 +145,7 @@ def _mount_subcommands() -> None:
     from capa_py.cli import (
         audit_cmd,
         aws_commands,
+        cluster_cmd,
         controller_cmd,
         ctrlkit_cmd,
         manifests_cmd,
@@ -157,6 +158,7 @@ def _mount_subcommands() -> None:
     audit_cmd.register(app)
     manifests_cmd.register(app)
     move_cmd.register(app)
+    cluster_cmd.register(app)
     serve_cmd.register(app)
     controller_cmd.register(app)
     app.add_typer(ctrlkit_cmd.app, name="ctrlkit", help="The ctrlkit DSL code generator and workflow graphs.")

@@ -14,6 +14,7 @@ inside the ``/tmp`` emptyDir, which Kubernetes allows); :mod:`capa_py.manifests.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from capa_py import __version__
@@ -62,17 +63,34 @@ def _probe(path: str, initial_delay: int, period: int) -> dict[str, Any]:
     }
 
 
-def deployment(image: str = DEFAULT_IMAGE) -> dict[str, Any]:
+def deployment(
+    image: str = DEFAULT_IMAGE,
+    extra_args: Sequence[str] = (),
+    extra_ports: Sequence[dict[str, Any]] = (),
+    webhooks: bool = True,
+) -> dict[str, Any]:
+    """The controller Deployment. ``extra_args`` follow the controller's own (``--providers``...),
+    ``extra_ports`` are more container ports; ``webhooks=False`` leaves out the webhook server (its flags,
+    port and certificate volume: without cert-manager there is no certificate to mount)."""
+    args = [*ARGS, *extra_args] if webhooks else [a for a in ARGS if "webhook" not in a] + list(extra_args)
+    ports: list[dict[str, Any]] = [
+        {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        {"name": "healthz", "containerPort": HEALTH_PORT, "protocol": "TCP"},
+    ]
+    if webhooks:
+        ports.append({"name": "webhook-server", "containerPort": WEBHOOK_PORT, "protocol": "TCP"})
+    ports += extra_ports
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {}}]
+    if webhooks:
+        mounts.append({"name": "webhook-cert", "mountPath": WEBHOOK_CERT_DIR, "readOnly": True})
+        volumes.append({"name": "webhook-cert", "secret": {"secretName": WEBHOOK_CERT_SECRET}})
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "args": list(ARGS),
-        "ports": [
-            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
-            {"name": "healthz", "containerPort": HEALTH_PORT, "protocol": "TCP"},
-            {"name": "webhook-server", "containerPort": WEBHOOK_PORT, "protocol": "TCP"},
-        ],
+        "args": args,
+        "ports": ports,
         "env": [{"name": "HOME", "value": "/tmp"}],
         "envFrom": [{"secretRef": {"name": CREDENTIALS_SECRET}}],
         "livenessProbe": _probe("/healthz", 15, 20),
@@ -87,10 +105,7 @@ def deployment(image: str = DEFAULT_IMAGE) -> dict[str, Any]:
             "runAsNonRoot": True,
             "capabilities": {"drop": ["ALL"]},
         },
-        "volumeMounts": [
-            {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "webhook-cert", "mountPath": WEBHOOK_CERT_DIR, "readOnly": True},
-        ],
+        "volumeMounts": mounts,
     }
     return {
         "apiVersion": "apps/v1",
@@ -111,10 +126,7 @@ def deployment(image: str = DEFAULT_IMAGE) -> dict[str, Any]:
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "containers": [container],
-                    "volumes": [
-                        {"name": "tmp", "emptyDir": {}},
-                        {"name": "webhook-cert", "secret": {"secretName": WEBHOOK_CERT_SECRET}},
-                    ],
+                    "volumes": volumes,
                 },
             },
         },

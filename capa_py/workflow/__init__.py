@@ -16,8 +16,14 @@ Layout:
   progress events, results), :mod:`~capa_py.workflow.checkpoint`, :mod:`~capa_py.workflow.diagnostics`
   (the error handler and its collectors), :mod:`~capa_py.workflow.render` (list and graph) and
   :mod:`~capa_py.workflow.progress` (the rich progress view);
-* ``management/`` and ``workload/`` (to come) — the create, upgrade and delete workflows of each cluster
-  kind: their contexts, their tasks and their ``new_*_workflow`` constructors.
+* :mod:`~capa_py.workflow.management` and :mod:`~capa_py.workflow.workload` — the create, upgrade and
+  delete workflows of each cluster kind: their contexts, their tasks and their ``new_*_workflow``
+  constructors;
+* what those workflows use: :mod:`~capa_py.workflow.config` (cluster files), :mod:`~capa_py.workflow.provider`
+  (the provider interface, the AWS and Tinkerbell providers, capa-py's own components),
+  :mod:`~capa_py.workflow.clusters` (reaching a cluster, the bootstrap cluster),
+  :mod:`~capa_py.workflow.steps` (behaviour several tasks share), :mod:`~capa_py.workflow.kubeapply`
+  (applying manifests to an API server) and :mod:`~capa_py.workflow.rollout` (Upgrade Cluster).
 
 See ``docs/workflows.md`` for how to write a task, a hook and a constructor.
 """
@@ -40,7 +46,16 @@ from capa_py.workflow.hook import (
     UpgradeHookRegistrar,
 )
 from capa_py.workflow.runner import TaskEvent, WorkflowResult, run_workflow
-from capa_py.workflow.task import CHECKPOINTED, HANDLE_ERROR, Context, Failure, Task, hook_point, task
+from capa_py.workflow.task import (
+    CHECKPOINTED,
+    HANDLE_ERROR,
+    Context,
+    Failure,
+    Task,
+    hook_point,
+    task,
+    task_of,
+)
 from capa_py.workflow.workflow import Workflow, WorkflowDefinitionError
 
 __all__ = [
@@ -69,4 +84,5 @@ __all__ = [
     "hook_point",
     "run_workflow",
     "task",
+    "task_of",
 ]

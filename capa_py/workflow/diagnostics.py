@@ -16,7 +16,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -151,6 +151,39 @@ class StoreCollector:
                         }
                     )
         return {"objects": objects, "conditions": conditions, "events": events, "errors": errors}
+
+
+class ClusterStoreCollector:
+    """A :class:`StoreCollector` over whichever cluster ``find()`` names when the bundle is written (a
+    workflow's clusters come and go while it runs); nothing when it names none."""
+
+    def __init__(
+        self,
+        find: Callable[[], ObjectStore | None],
+        kinds: Sequence[type[KubeObject]],
+        namespace: str | None = None,
+        name: str = "store",
+    ) -> None:
+        self.find = find
+        self.kinds = list(kinds)
+        self.namespace = namespace
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def recording(self) -> AbstractContextManager[object]:
+        return contextlib.nullcontext()
+
+    def collect(self) -> object:
+        store = self.find()
+        if store is None:
+            return {"objects": [], "conditions": [], "events": [], "errors": ["no cluster to read"]}
+        try:
+            return StoreCollector(store, self.kinds, self.namespace, self._name).collect()
+        finally:
+            store.close()
 
 
 class AWSCallCollector:

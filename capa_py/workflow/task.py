@@ -89,6 +89,14 @@ def task(name: str) -> Callable[[Callable[[C], None]], Task[C]]:
     return wrap
 
 
+def task_of(context: type[C], name: str, run: Callable[[C], None]) -> Task[C]:
+    """A task of workflows over ``context`` doing what ``run`` does. ``run`` may be written for a base of
+    ``context``: one behaviour (Create Bootstrap Cluster, say) then makes a task of each workflow kind that
+    lists it, each typed on its own context. The docstring is ``run``'s."""
+    del context  # only types the task
+    return Task(name=name, run=run, doc=inspect.cleandoc(run.__doc__ or ""))
+
+
 def _no_work(_: Context) -> None:
     return None
 

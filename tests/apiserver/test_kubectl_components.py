@@ -38,7 +38,7 @@ def _manifests(tmp_path: Path, what: str) -> Path:
 def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubectl, tmp_path: Path) -> None:
     crds = _manifests(tmp_path, "crds")
     created = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
-    assert len(created) == 11, created  # Cluster API, AWS, Tinkerbell and the bare-metal provider's kinds
+    assert len(created) == 12, created  # Cluster API, capa-py, AWS, Tinkerbell and the bare-metal provider's kinds
     assert all(line.endswith(" created") for line in created), created
     again = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     assert all(line.endswith(" unchanged") for line in again), again
@@ -46,6 +46,7 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     assert sorted(names) == [
         "customresourcedefinition.apiextensions.k8s.io/awsclusters.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsmachines.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/clusterconfigs.capa-py.io",
         "customresourcedefinition.apiextensions.k8s.io/clusters.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/hardware.tinkerbell.org",
         "customresourcedefinition.apiextensions.k8s.io/machines.cluster.x-k8s.io",
@@ -107,6 +108,7 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "capa-system/capa-py-serving-cert"
     )
     assert [w["name"] for w in webhooks["webhooks"]] == [
+        "validation.clusterconfig.capa-py.io",
         "validation.awscluster.infrastructure.cluster.x-k8s.io",
         "validation.awsmachine.infrastructure.cluster.x-k8s.io",
         "validation.tinkerbellcluster.infrastructure.cluster.x-k8s.io",

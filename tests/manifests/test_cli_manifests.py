@@ -33,6 +33,7 @@ def test_all_is_every_document_namespace_and_crds_first(cli: Cli) -> None:
     kinds = _kinds(_docs(result.stdout))
     assert kinds == [
         "Namespace/capa-system",
+        "CustomResourceDefinition/clusterconfigs.capa-py.io",
         "CustomResourceDefinition/clusters.cluster.x-k8s.io",
         "CustomResourceDefinition/machines.cluster.x-k8s.io",
         "CustomResourceDefinition/awsclusters.infrastructure.cluster.x-k8s.io",

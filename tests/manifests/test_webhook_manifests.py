@@ -67,6 +67,7 @@ def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one
         "TinkerbellCluster",
         "TinkerbellMachine",
         "TinkerbellMachineTemplate",
+        "ClusterConfig",
     }
     expected = {}
     # Cluster API core's kinds are left to Cluster API's own webhooks where it is installed.
@@ -171,6 +172,7 @@ def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(
     assert sorted(d["metadata"]["name"] for d in kinds) == [
         "awsclusters.infrastructure.cluster.x-k8s.io",
         "awsmachines.infrastructure.cluster.x-k8s.io",
+        "clusterconfigs.capa-py.io",
         "hardware.tinkerbell.org",
         "osies.tinkerbell.org",
         "templates.tinkerbell.org",

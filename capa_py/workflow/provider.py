@@ -1,0 +1,281 @@
+"""The provider interface of the cluster lifecycle workflows, and its two implementations.
+
+A provider does exactly what the workflows ask of it, no more:
+
+- ``install_components(cluster, spec)`` / ``upgrade_components``: make the provider's components run on
+  ``cluster``. On the bootstrap cluster (``cluster.in_process``) that means starting its controllers (and,
+  for Tinkerbell, the workflow service and Hegel) in this process against the bootstrap API server; on any
+  other cluster it means applying its manifests (:mod:`capa_py.manifests.components`) to the API server.
+  Both are idempotent.
+- ``create_cluster`` / ``upgrade_cluster`` / ``delete_cluster``: bring the cluster's objects on ``cluster``
+  (a bootstrap or management cluster) to the spec and wait until the controllers there are done.
+- ``bind_create_hooks`` / ``bind_upgrade_hooks`` / ``bind_delete_hooks``: hook into the workflows (no-ops
+  unless overridden).
+
+capa-py's own components (Cluster API core's Cluster and Machine controllers, its CRDs, RBAC and the
+controller Deployment) are installed by :class:`CoreComponents` before the provider's, in the same tasks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.cluster import Cluster, Machine
+from capa_py.api.clusterconfig import ClusterConfig, ProviderName
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
+from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
+from capa_py.logging import get_logger
+from capa_py.manifests.components import core_components, provider_components
+from capa_py.manifests.deployment import DEFAULT_IMAGE
+from capa_py.operations import apply_objects
+from capa_py.store.errors import NotFound
+from capa_py.store.kube import KubeStore
+from capa_py.workflow.clusters import ClusterAccess, Stoppable
+from capa_py.workflow.config import INFRASTRUCTURE_KINDS, ClusterFile
+from capa_py.workflow.hook import Binder, NoopHookRegistrar
+
+if TYPE_CHECKING:
+    from capa_py.aws.session import ClientPool
+    from capa_py.engine.engine import Engine
+    from capa_py.runtime.manager import Controller
+    from capa_py.store.protocol import ObjectStore
+    from capa_py.workflow.rollout import RolloutStep
+
+_log = get_logger("workflow.provider")
+
+CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
+
+
+class ProvisioningError(RuntimeError):
+    """The controllers did not bring the cluster's objects where the workflow needs them."""
+
+
+class Provider(Protocol):
+    """What the cluster lifecycle workflows need from an infrastructure provider."""
+
+    name: ProviderName
+
+    def install_components(self, cluster: ClusterAccess, spec: ClusterFile) -> None: ...
+
+    def upgrade_components(self, cluster: ClusterAccess, spec: ClusterFile) -> None: ...
+
+    def create_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None: ...
+
+    def upgrade_cluster(
+        self, cluster: ClusterAccess, spec: ClusterFile, timeout: float
+    ) -> list[RolloutStep]: ...
+
+    def delete_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None: ...
+
+    def bind_create_hooks(self, binder: Binder[Any]) -> None: ...
+
+    def bind_upgrade_hooks(self, binder: Binder[Any]) -> None: ...
+
+    def bind_delete_hooks(self, binder: Binder[Any]) -> None: ...
+
+
+@contextlib.contextmanager
+def opened(cluster: ClusterAccess) -> Iterator[KubeStore]:
+    store = cluster.store()
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def apply_documents_to(cluster: ClusterAccess, docs: Sequence[dict[str, object]]) -> None:
+    """Apply manifests to a cluster that is not the bootstrap cluster."""
+    from capa_py.workflow.kubeapply import apply_documents
+
+    applied = apply_documents(cluster.kubeconfig, docs)
+    _log.info(
+        "components applied",
+        cluster=cluster.name,
+        created=sum(a.outcome == "created" for a in applied),
+        configured=sum(a.outcome == "configured" for a in applied),
+        unchanged=sum(a.outcome == "unchanged" for a in applied),
+    )
+
+
+def wait_for(
+    cluster: ClusterAccess, targets: Sequence[KubeObject], goal: Literal["ready", "gone"], timeout: float
+) -> None:
+    """Wait until the controllers running for ``cluster`` bring every target to ``goal``; raise
+    :class:`ProvisioningError` naming every target that did not get there."""
+    from controllers.observe import observe
+
+    with opened(cluster) as store:
+        result = observe(store, targets, goal, timeout)
+    if result.converged:
+        return
+    lines = []
+    for ref, state in result.states.items():
+        if state == goal:
+            continue
+        blocked = result.blocked.get(ref)
+        lines.append(f"{ref}: {state}" + (f" ({blocked.reason}: {blocked.message})" if blocked else ""))
+    why = "timed out" if result.timed_out else "failed"
+    raise ProvisioningError(f"{why} waiting for {goal} on {cluster.name}: " + "; ".join(lines))
+
+
+def _targets(objects: Sequence[KubeObject]) -> list[KubeObject]:
+    """What a create waits on: the Cluster API objects that have a readiness (not Secrets, configs...)."""
+    kinds = (Cluster, Machine, AWSCluster, AWSMachine, TinkerbellCluster, TinkerbellMachine)
+    return [o for o in objects if isinstance(o, kinds)]
+
+
+class CoreComponents:
+    """capa-py's own components: Cluster API core's controllers, capa-py's CRDs, its RBAC and the controller
+    Deployment every provider's controllers run in."""
+
+    name = "core"
+
+    def __init__(self, image: str = DEFAULT_IMAGE) -> None:
+        self.image = image
+
+    def install(self, cluster: ClusterAccess, spec: ClusterFile) -> None:
+        if cluster.host is not None:
+            infra_cluster, infra_machine = INFRASTRUCTURE_KINDS[spec.provider]
+
+            def build(store: ObjectStore) -> list[Controller]:
+                from controllers.core import ClusterController, MachineController
+
+                return [
+                    ClusterController(store, infrastructure_kinds=(infra_cluster,)),
+                    MachineController(store, infrastructure_kinds=(infra_machine,)),
+                ]
+
+            cluster.host.run(self.name, build)
+            return
+        apply_documents_to(
+            cluster, core_components([spec.provider], spec.config.spec.tinkerbell, image=self.image)
+        )
+
+
+class ClusterAPIProvider(NoopHookRegistrar):
+    """Creating, upgrading and deleting a cluster's Cluster API objects, the same for every provider; the
+    subclasses say which components to run."""
+
+    name: ProviderName
+
+    def install_components(self, cluster: ClusterAccess, spec: ClusterFile) -> None:
+        if cluster.host is not None:
+            cluster.host.run(self.name, self.controllers, self.servers(spec))
+            return
+        apply_documents_to(cluster, provider_components(self.name, spec.config.spec.tinkerbell))
+
+    def upgrade_components(self, cluster: ClusterAccess, spec: ClusterFile) -> None:
+        """Components are versioned with capa-py: upgrading applies the current manifests again."""
+        self.install_components(cluster, spec)
+
+    def controllers(self, store: ObjectStore) -> Sequence[Controller]:
+        raise NotImplementedError
+
+    def servers(self, spec: ClusterFile) -> Callable[[ObjectStore], Sequence[Stoppable]] | None:
+        return None
+
+    def create_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None:
+        """Store the cluster's objects (each Machine and its infrastructure machine labelled with the name
+        the config gives it, for later upgrades) and the ClusterConfig, then wait until the Cluster, its
+        infrastructure and every machine are ready."""
+        from capa_py.workflow.rollout import label_machines
+
+        objects = label_machines(spec.objects)
+        with opened(cluster) as store:
+            applied = apply_objects(store, [*objects, _stored_config(spec)])
+        _log.info("cluster objects stored", cluster=spec.name, on=cluster.name, objects=len(applied))
+        wait_for(cluster, _targets([a.object for a in applied]), "ready", timeout)
+
+    def upgrade_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> list[RolloutStep]:
+        """Apply the cluster-level changes and roll the machines whose infrastructure changed, one at a
+        time (:mod:`capa_py.workflow.rollout`)."""
+        from capa_py.workflow.rollout import roll_out
+
+        with opened(cluster) as store:
+            steps: list[RolloutStep] = roll_out(store, list(spec.objects), timeout=timeout)
+        return steps
+
+    def delete_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None:
+        """Delete the Cluster (its controllers delete its machines and infrastructure, which de-provisions
+        them), wait until all of it is gone, then delete the cluster's Secrets and its ClusterConfig."""
+        with opened(cluster) as store:
+            try:
+                current = store.get(Cluster, spec.name, spec.namespace)
+            except NotFound:
+                current = None
+            if current is not None and not current.being_deleted:
+                store.delete(Cluster, spec.name, spec.namespace)
+            machines = store.list(
+                Machine, namespace=spec.namespace, label_selector=f"{CLUSTER_NAME_LABEL}={spec.name}"
+            )
+        targets: list[KubeObject] = [
+            spec.cluster,
+            *_targets([o for o in spec.objects if not isinstance(o, Cluster)]),
+        ]
+        targets += [m for m in machines if all(m.name != t.name or t.KIND != "Machine" for t in targets)]
+        wait_for(cluster, targets, "gone", timeout)
+        with opened(cluster) as store:
+            leftovers: list[KubeObject] = [o for o in spec.objects if isinstance(o, Secret)]
+            for obj in leftovers:
+                with contextlib.suppress(NotFound):
+                    store.delete(Secret, obj.name, obj.namespace)
+            with contextlib.suppress(NotFound):
+                store.delete(Secret, f"{spec.name}-kubeconfig", spec.namespace)
+            with contextlib.suppress(NotFound):
+                store.delete(ClusterConfig, spec.name, spec.namespace)
+
+
+def _stored_config(spec: ClusterFile) -> ClusterConfig:
+    config = spec.config.model_copy(deep=True)
+    config.metadata.labels[CLUSTER_NAME_LABEL] = spec.name
+    return config
+
+
+class AWSProvider(ClusterAPIProvider):
+    """The AWS provider: AWSCluster and AWSMachine, reconciled against the AWS endpoint ``aws()`` gives
+    (called when the controllers first run in this process)."""
+
+    name: ProviderName = "aws"
+
+    def __init__(self, aws: Callable[[], tuple[ClientPool, Engine]]) -> None:
+        self._aws = aws
+
+    def controllers(self, store: ObjectStore) -> Sequence[Controller]:
+        from controllers import aws_controllers
+
+        pool, engine = self._aws()
+        return [c for c in aws_controllers(store, pool, engine) if c.name not in ("cluster", "machine")]
+
+
+class TinkerbellProvider(ClusterAPIProvider):
+    """The Tinkerbell provider: Hardware, Templates, Workflows and the bare-metal Cluster API kinds, with the
+    workflow service the agents connect to and Hegel, on the ports the ClusterConfig gives."""
+
+    name: ProviderName = "tinkerbell"
+
+    def controllers(self, store: ObjectStore) -> Sequence[Controller]:
+        from controllers.tinkerbell import tinkerbell_controllers
+        from controllers.tinkerbell_capi import tinkerbell_capi_controllers
+
+        return [*tinkerbell_controllers(store), *tinkerbell_capi_controllers(store)]
+
+    def servers(self, spec: ClusterFile) -> Callable[[ObjectStore], Sequence[Stoppable]] | None:
+        settings = spec.config.tinkerbell_components
+
+        def start(store: ObjectStore) -> list[Stoppable]:
+            from capa_py.tinkerbell.hegel import start_in_thread as start_hegel
+            from capa_py.tinkerbell.server import start_in_thread as start_server
+
+            started: list[Stoppable] = [start_server(store, settings.bind, settings.server_port)]
+            try:
+                started.append(start_hegel(store, settings.bind, settings.hegel_port))
+            except BaseException:
+                started[0].stop()
+                raise
+            return started
+
+        return start
