@@ -179,35 +179,50 @@ class Interrupted(Exception):
     """Stands for the process being killed."""
 
 
-def test_replace_interrupted_before_the_old_is_deleted_finishes_with_one_new_instance(
+@pytest.mark.parametrize(
+    "killed_at",
+    ["replacement stored", "replacement ready", "old being deleted"],
+)
+def test_replace_interrupted_at_each_point_finishes_with_one_new_instance(
     harness: Harness,
     example: Callable[[], list[KubeObject]],
+    killed_at: str,
 ) -> None:
     _created(harness, example())
     old_instance = _instance_ids(harness)["demo-worker-1"]
     desired = _with(example(), _worker1_type("t3.large"))
     converging = _converging(harness)
 
-    def killed_once_replacement_is_ready(
-        targets: Sequence[KubeObject], goal: Goal, timeout: float
-    ) -> ConvergeResult:
+    def killed(targets: Sequence[KubeObject], goal: Goal, timeout: float) -> ConvergeResult:
+        replacement = any(t.name.startswith("demo-worker-1-") for t in targets)
+        if killed_at == "replacement stored" and goal == "ready" and replacement:
+            raise Interrupted
+        if killed_at == "old being deleted" and goal == "gone":
+            raise Interrupted
         result = converging(targets, goal, timeout)
-        if goal == "ready" and any(t.name.startswith("demo-worker-1-") for t in targets):
+        if killed_at == "replacement ready" and goal == "ready" and replacement:
             raise Interrupted
         return result
 
     counter = CallCounter()
     with call_scope(counter), pytest.raises(Interrupted):
-        roll_out(harness.store, desired, timeout=300.0, wait=killed_once_replacement_is_ready)
+        roll_out(harness.store, desired, timeout=300.0, wait=killed)
     names = sorted(m.name for m in harness.store.list(Machine) if m.name.startswith("demo-worker-1"))
     assert len(names) == 2, f"both the old and the replacement are stored: {names}"
+    deleting = harness.store.get(Machine, "demo-worker-1", "default").being_deleted
+    assert deleting == (killed_at == "old being deleted"), (
+        "the old machine is deleted only once the new is ready"
+    )
     assert plan_rollout(harness.store, desired)[-1].action == "replace"
 
     with call_scope(counter):
         steps = roll_out(harness.store, desired, timeout=300.0, wait=converging)
-    assert steps[-1].action == "replace"
-    assert steps[-1].old == "demo-worker-1"
-    assert steps[-1].new == names[1]
+    if killed_at == "old being deleted":
+        # Waiting for the cluster first may already let the Machine controller finish the deletion it was
+        # asked for; either way the replacement is the machine that stays.
+        assert (steps[-1].action, names[1]) in {("replace", steps[-1].new), ("unchanged", steps[-1].old)}
+    else:
+        assert (steps[-1].action, steps[-1].old, steps[-1].new) == ("replace", "demo-worker-1", names[1])
     assert counter.by_operation().get("ec2:RunInstances") == 1, counter.by_operation()
     assert counter.by_operation().get("ec2:TerminateInstances") == 1, counter.by_operation()
     live = [i for i in _instances(harness).values() if i["State"]["Name"] != "terminated"]
