@@ -350,10 +350,21 @@ def test_tinkerbell_machine_with_a_changed_spec_is_rolled_onto_other_hardware(st
         changed.spec.template_override = (changed.spec.template_override or "").replace(
             "streaming", "copying"
         )
+        since = store.current_resource_version()
         events: Events = []
         steps = roll_out(store, desired, timeout=60.0, on_step=lambda s, p: events.append((s, p)))
 
     new = steps[1].new
+    assert [(s.machine, p) for s, p in events] == [
+        ("m1", "started"),
+        ("m1", "finished"),
+        ("m2", "started"),
+        ("m2", "finished"),
+    ]
+    history = _machine_events(store, since)
+    ready_at = next(i for i, (n, _, phase) in enumerate(history) if n == new and phase == "Provisioned")
+    deleting_at = next(i for i, (n, deleting, _) in enumerate(history) if n == "m2" and deleting)
+    assert ready_at < deleting_at, history
     assert [(s.action, s.old) for s in steps] == [("unchanged", "m1"), ("replace", "m2")]
     assert new is not None
     assert _owners(store) == {claimed["m1"]: "m1", claimed["m2"]: None, claimed[None]: new}
