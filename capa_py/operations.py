@@ -76,7 +76,7 @@ def _three_way(current: Any, last: Any, wanted: Any) -> Any:
     return merged
 
 
-def _merge_manifest(current: KubeObject, manifest: KubeObject) -> KubeObject:
+def merge_manifest(current: KubeObject, manifest: KubeObject) -> KubeObject:
     """The stored object with the manifest applied over it (status, finalizers, owners kept)."""
     wanted = _manifest_doc(manifest)
     current_doc = current.to_dict()
@@ -132,7 +132,7 @@ def refuse_immutable_changes(store: ObjectStore, objects: Sequence[KubeObject]) 
     for manifest, current in _stored(store, objects):
         if current.being_deleted:
             continue
-        merged = _merge_manifest(current, manifest)
+        merged = merge_manifest(current, manifest)
         problems += [f"{current.ref()}: {i.path}: {i.message}" for i in merged.immutable_issues(current)]
     if problems:
         raise Invalid("; ".join(problems))
@@ -160,13 +160,13 @@ def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[App
                 current = store.get(kind, manifest.metadata.name, manifest.metadata.namespace)
         if current.being_deleted:
             raise BeingDeleted(current)
-        merged = _merge_manifest(current, manifest)
+        merged = merge_manifest(current, manifest)
         if merged.to_dict() == current.to_dict():
             results.append(Applied(current, "unchanged"))
             continue
 
         def overlay(obj: KubeObject, manifest: KubeObject = manifest) -> None:
-            fresh = _merge_manifest(obj, manifest)
+            fresh = merge_manifest(obj, manifest)
             for field in type(obj).model_fields:
                 if field not in ("metadata", "status"):
                     setattr(obj, field, getattr(fresh, field))

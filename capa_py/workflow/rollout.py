@@ -1,0 +1,476 @@
+"""Upgrade Cluster: bringing a stored cluster to a new config, rolling its machines one at a time.
+
+A cluster config (a Cluster, its infrastructure cluster, bootstrap Secrets, Machines and their
+infrastructure machines, maybe Hardware or templates) is applied to a cluster that already exists. Most of
+an infrastructure machine's spec cannot change on a live machine (an instance keeps its type, a bare-metal
+machine its hardware), so a machine whose spec changed is *replaced*: a new Machine and infrastructure
+machine are created beside the old ones, and only once both are ready is the old pair deleted. Machines are
+rolled one at a time, control-plane machines first, so the cluster never loses more than one machine's
+capacity.
+
+Every step is safe to repeat after the process is killed at any point: a replacement's name is derived from
+the desired spec (``<config name>-<hash>``), so a re-run finds the replacement an interrupted run made
+instead of making another, and every machine carries :data:`CONFIG_NAME_LABEL`, so the machine a config
+entry stands for is found whatever it is called now.
+
+The module is provider-neutral: it works on Machines and whatever kinds their ``spec.infrastructureRef``
+names (AWSMachine, TinkerbellMachine). The controllers that do the work run elsewhere (other threads or
+processes): waits go through a :data:`WaitFn`, by default :func:`controllers.observe.observe`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from capa_py.api.cluster import CONTROL_PLANE_LABEL, Cluster, Machine
+from capa_py.api.immutable import without
+from capa_py.api.meta import KubeObject
+from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.logging import get_logger
+from capa_py.operations import apply_objects, merge_manifest, refuse_immutable_changes
+from capa_py.store.errors import Invalid, NotFound
+from capa_py.store.helpers import get_or_none
+from capa_py.store.protocol import ObjectStore
+
+if TYPE_CHECKING:
+    from controllers.run import ConvergeResult
+
+CONFIG_NAME_LABEL = "capa-py.io/config-name"
+"""On a Machine and its infrastructure machine: the machine's name in the cluster config. A rolled
+replacement has another name but the same label, so later upgrades find a machine's current incarnation."""
+
+HASH_LENGTH = 5
+
+Goal = Literal["ready", "gone"]
+WaitFn = Callable[[Sequence[KubeObject], Goal, float], "ConvergeResult"]
+"""(targets, goal, timeout) → the result of waiting for the targets to reach the goal."""
+StepPhase = Literal["started", "finished"]
+StepAction = Literal["create", "replace", "delete", "unchanged"]
+
+_log = get_logger("workflow.rollout")
+
+
+class UpgradeRefused(ValueError):
+    """The config cannot be rolled out; nothing was written. ``problems`` lists each, naming object and
+    field: fix the config (or delete and create the cluster anew for immutable cluster-level changes)."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems))
+
+
+class RolloutError(RuntimeError):
+    """A wait did not converge (an object failed, is blocked or time ran out). What was done so far is
+    kept: running the rollout again carries on from there."""
+
+
+@dataclass(frozen=True)
+class RolloutStep:
+    action: StepAction
+    machine: str
+    """The machine's name in the config."""
+    old: str | None
+    """The stored Machine replaced, deleted or kept unchanged (names joined by ", " when an interrupted
+    replace left several)."""
+    new: str | None
+    """The Machine created."""
+
+
+# -- reading the config ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _ConfigMachine:
+    name: str
+    machine: Machine
+    infra: KubeObject
+
+
+@dataclass
+class _Config:
+    cluster: Cluster | None = None
+    infra_cluster: KubeObject | None = None
+    machines: list[_ConfigMachine] = field(default_factory=list)
+    others: list[KubeObject] = field(default_factory=list)
+    """Cluster-level objects and everything that is neither a Machine nor an infrastructure machine."""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def namespace(self) -> str | None:
+        return self.cluster.metadata.namespace if self.cluster is not None else None
+
+
+def _same(ref_kind: str | None, ref_name: str | None, obj: KubeObject) -> bool:
+    """Whether ``obj`` is the object a reference of that kind and name points at."""
+    return ref_kind == obj.KIND and ref_name == obj.metadata.name
+
+
+def _read_config(objects: Sequence[KubeObject]) -> _Config:
+    config = _Config()
+    clusters = [o for o in objects if isinstance(o, Cluster)]
+    if len(clusters) != 1:
+        config.problems.append(f"the config holds {len(clusters)} Clusters; an upgrade takes exactly one")
+    else:
+        config.cluster = clusters[0]
+    machines = [o for o in objects if isinstance(o, Machine)]
+    infra_ids: set[int] = set()
+    found: list[_ConfigMachine] = []
+    for machine in machines:
+        ref = machine.spec.infrastructure_ref
+        infra = next((o for o in objects if _same(ref.kind, ref.name, o)), None)
+        if infra is None:
+            config.problems.append(
+                f"{machine.ref()}: spec.infrastructureRef: {ref.kind} {ref.name} is not in the config"
+            )
+            continue
+        infra_ids.add(id(infra))
+        found.append(_ConfigMachine(machine.metadata.name, machine, infra))
+    # Control-plane machines first (a cluster keeps its API while workers roll), otherwise file order.
+    config.machines = sorted(found, key=lambda m: CONTROL_PLANE_LABEL not in m.machine.metadata.labels)
+    config.others = [o for o in objects if not isinstance(o, Machine) and id(o) not in infra_ids]
+    cluster = config.cluster
+    if cluster is None:
+        return config
+    cluster_ref = cluster.spec.infrastructure_ref
+    if cluster_ref is not None:
+        config.infra_cluster = next(
+            (o for o in objects if _same(cluster_ref.kind, cluster_ref.name, o)), None
+        )
+        if config.infra_cluster is None:
+            config.problems.append(
+                f"{cluster.ref()}: spec.infrastructureRef: {cluster_ref.kind} {cluster_ref.name} "
+                "is not in the config"
+            )
+    for entry in config.machines:
+        if entry.machine.spec.cluster_name != cluster.name:
+            config.problems.append(
+                f"{entry.machine.ref()}: spec.clusterName: {entry.machine.spec.cluster_name!r} is not "
+                f"the config's cluster {cluster.name!r}"
+            )
+    return config
+
+
+def label_machines(objects: Sequence[KubeObject]) -> list[KubeObject]:
+    """Copies of the objects with CONFIG_NAME_LABEL set on every Machine and on the infrastructure machine its
+    spec.infrastructureRef names (value = the Machine's own name in the config). Create uses this."""
+    copies = [o.model_copy(deep=True) for o in objects]
+    for machine in copies:
+        if not isinstance(machine, Machine):
+            continue
+        config_name = machine.metadata.labels.get(CONFIG_NAME_LABEL, machine.metadata.name)
+        machine.metadata.labels[CONFIG_NAME_LABEL] = config_name
+        ref = machine.spec.infrastructure_ref
+        for infra in copies:
+            if _same(ref.kind, ref.name, infra):
+                infra.metadata.labels[CONFIG_NAME_LABEL] = config_name
+    return copies
+
+
+# -- what is stored ----------------------------------------------------------------------------------------
+def _stored_infra(store: ObjectStore, machine: Machine) -> KubeObject | None:
+    ref = machine.spec.infrastructure_ref
+    if not ref.name or not ref.kind:
+        return None
+    try:
+        kind = REGISTRY.for_gvk(ref.api_version or "", ref.kind)
+    except UnknownKind:
+        return None
+    return get_or_none(store, kind, ref.name, ref.namespace or machine.metadata.namespace)
+
+
+def _cluster_machines(store: ObjectStore, cluster: Cluster) -> list[Machine]:
+    return [
+        m
+        for m in store.list(Machine, namespace=cluster.metadata.namespace)
+        if m.spec.cluster_name == cluster.name
+    ]
+
+
+def _incarnations(store: ObjectStore, cluster: Cluster, config_name: str) -> list[Machine]:
+    """The stored Machines of the cluster standing for config entry ``config_name``: those labelled so,
+    and the Machine of that exact name made before the label existed."""
+    return sorted(
+        (
+            m
+            for m in _cluster_machines(store, cluster)
+            if m.metadata.labels.get(CONFIG_NAME_LABEL, m.name if m.name == config_name else None)
+            == config_name
+        ),
+        key=lambda m: m.name,
+    )
+
+
+# -- what the config wants ---------------------------------------------------------------------------------
+def _mutable_fields(obj: KubeObject) -> tuple[str, ...]:
+    return tuple(getattr(type(obj), "MUTABLE_SPEC_FIELDS", ()))
+
+
+def _spec_of(obj: KubeObject, drop: Sequence[str] = ()) -> dict[str, Any]:
+    spec = getattr(obj, "spec", None)
+    if spec is None:
+        return {}
+    return without(spec, drop)
+
+
+def replacement_name(machine: Machine, infra: KubeObject) -> str:
+    """``<config name>-<hash>``: the hash covers what a replace carries out (the infrastructure machine's
+    spec, less the fields an update may change in place, and the Machine's spec, less the names), so the
+    same config always names the same replacement and a re-run finds it."""
+    config_name = machine.metadata.labels.get(CONFIG_NAME_LABEL, machine.metadata.name)
+    machine_spec = _spec_of(machine, ("providerID",))
+    machine_spec.get("infrastructureRef", {}).pop("name", None)
+    canonical = json.dumps(
+        {
+            "infrastructure": {"kind": infra.KIND, "spec": _spec_of(infra, _mutable_fields(infra))},
+            "machine": machine_spec,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    return f"{config_name}-{hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LENGTH]}"
+
+
+def _named(entry: _ConfigMachine, name: str, infra_name: str) -> tuple[Machine, KubeObject]:
+    """The config's Machine and infrastructure machine under the given names, labelled, the Machine pointing
+    at that infrastructure machine."""
+    machine = entry.machine.model_copy(deep=True)
+    infra = entry.infra.model_copy(deep=True)
+    machine.metadata.name = name
+    infra.metadata.name = infra_name
+    machine.spec.infrastructure_ref.name = infra_name
+    for obj in (machine, infra):
+        obj.metadata.labels[CONFIG_NAME_LABEL] = entry.name
+    return machine, infra
+
+
+def _unchanged(store: ObjectStore, entry: _ConfigMachine, current: Machine) -> bool:
+    """Whether ``current`` (not being deleted) already is what the config wants, apart from the fields an
+    update changes in place (tags)."""
+    if current.being_deleted:
+        return False
+    infra = _stored_infra(store, current)
+    if infra is None or infra.being_deleted or infra.KIND != entry.infra.KIND:
+        return False
+    desired_machine, desired_infra = _named(entry, current.name, infra.name)
+    mutable = _mutable_fields(infra)
+    merged_infra = merge_manifest(infra, desired_infra)
+    if _spec_of(merged_infra, mutable) != _spec_of(infra, mutable):
+        return False
+    return _spec_of(merge_manifest(current, desired_machine)) == _spec_of(current)
+
+
+@dataclass(frozen=True)
+class _MachinePlan:
+    step: RolloutStep
+    keep: str | None
+    """The Machine name the config entry ends up as."""
+    retire: list[Machine]
+    """Stored incarnations to delete once ``keep`` is ready."""
+
+
+def _plan_machine(store: ObjectStore, cluster: Cluster, entry: _ConfigMachine) -> _MachinePlan:
+    found = _incarnations(store, cluster, entry.name)
+    if not found:
+        return _MachinePlan(RolloutStep("create", entry.name, None, entry.name), entry.name, [])
+    if len(found) == 1 and _unchanged(store, entry, found[0]):
+        return _MachinePlan(RolloutStep("unchanged", entry.name, found[0].name, None), found[0].name, [])
+    machine, infra = _named(entry, entry.name, entry.infra.name)
+    new = replacement_name(machine, infra)
+    retire = [m for m in found if m.name != new]
+    old = ", ".join(m.name for m in retire) or None
+    return _MachinePlan(RolloutStep("replace", entry.name, old, new), new, retire)
+
+
+def _retired(store: ObjectStore, cluster: Cluster, config: _Config) -> list[Machine]:
+    """Stored Machines of the cluster whose config entry is gone from the config."""
+    wanted = {m.name for m in config.machines}
+    return [
+        m
+        for m in sorted(_cluster_machines(store, cluster), key=lambda m: m.name)
+        if CONFIG_NAME_LABEL in m.metadata.labels and m.metadata.labels[CONFIG_NAME_LABEL] not in wanted
+    ]
+
+
+# -- checks and plans --------------------------------------------------------------------------------------
+def _checked(store: ObjectStore, objects: Sequence[KubeObject]) -> tuple[_Config, Cluster]:
+    config = _read_config(objects)
+    problems = list(config.problems)
+    stored_cluster: Cluster | None = None
+    if config.cluster is not None:
+        stored_cluster = get_or_none(store, Cluster, config.cluster.name, config.namespace)
+        if stored_cluster is None:
+            problems.append(f"{config.cluster.ref()}: not in the store (create the cluster first)")
+        elif stored_cluster.being_deleted:
+            problems.append(f"{config.cluster.ref()}: being deleted")
+        for entry in config.machines:
+            same_name = get_or_none(store, Machine, entry.machine.name, entry.machine.namespace)
+            if same_name is not None and same_name.spec.cluster_name != config.cluster.name:
+                problems.append(
+                    f"{entry.machine.ref()}: spec.clusterName: the stored machine of this name belongs to "
+                    f"cluster {same_name.spec.cluster_name!r}"
+                )
+    try:
+        refuse_immutable_changes(store, config.others)
+    except Invalid as exc:
+        problems.append(str(exc))
+    if problems or stored_cluster is None:
+        raise UpgradeRefused(problems)
+    return config, stored_cluster
+
+
+def check_upgrade(store: ObjectStore, objects: Sequence[KubeObject]) -> None:
+    """Raise UpgradeRefused naming every problem before anything is written: immutable changes to
+    cluster-level objects (Cluster, AWSCluster, TinkerbellCluster, ...), a Machine whose clusterName is not
+    the Cluster's, a Machine without its infrastructure object in ``objects``, the cluster missing from the
+    store."""
+    _checked(store, objects)
+
+
+def plan_rollout(store: ObjectStore, objects: Sequence[KubeObject]) -> list[RolloutStep]:
+    """What :func:`roll_out` would do, in order, without writing anything (UpgradeRefused as
+    :func:`check_upgrade`)."""
+    config, cluster = _checked(store, label_machines(objects))
+    steps = [_plan_machine(store, cluster, entry).step for entry in config.machines]
+    steps += [
+        RolloutStep("delete", m.metadata.labels[CONFIG_NAME_LABEL], m.name, None)
+        for m in _retired(store, cluster, config)
+    ]
+    return steps
+
+
+# -- rolling out -------------------------------------------------------------------------------------------
+def _ready(objects: Iterable[KubeObject]) -> bool:
+    from controllers.observe import observed_readiness
+
+    return all(observed_readiness(o) == "ready" for o in objects)
+
+
+def _describe_wait(result: ConvergeResult, goal: Goal) -> str:
+    states = ", ".join(f"{ref}: {state}" for ref, state in result.states.items())
+    why = "; ".join(f"{ref} is blocked: {b.reason}: {b.message}" for ref, b in result.blocked.items())
+    failures = []
+    for obj in result.objects:
+        failure = obj.failure()
+        if failure is not None:
+            failures.append(f"{obj.ref()} failed: {failure[0]}: {failure[1] or ''}".rstrip(": "))
+    ending = "timed out" if result.timed_out else "stopped"
+    detail = "; ".join(p for p in (why, "; ".join(failures)) if p)
+    return f"waiting for {goal} {ending} after {result.elapsed:.0f}s ({states})" + (
+        f": {detail}" if detail else ""
+    )
+
+
+class _Rollout:
+    def __init__(
+        self,
+        store: ObjectStore,
+        timeout: float,
+        wait: WaitFn | None,
+        on_step: Callable[[RolloutStep, StepPhase], None] | None,
+    ) -> None:
+        self.store = store
+        self.deadline = time.monotonic() + timeout
+        self.wait_fn = wait if wait is not None else self._observe
+        self.on_step = on_step
+
+    def _observe(self, targets: Sequence[KubeObject], goal: Goal, timeout: float) -> ConvergeResult:
+        from controllers.observe import observe
+
+        return observe(self.store, targets, goal, timeout)
+
+    def wait(self, targets: Sequence[KubeObject], goal: Goal) -> None:
+        remaining = max(0.0, self.deadline - time.monotonic())
+        result = self.wait_fn(targets, goal, remaining)
+        if not result.converged:
+            raise RolloutError(_describe_wait(result, goal))
+
+    def report(self, step: RolloutStep, phase: StepPhase) -> None:
+        _log.info(
+            "rollout step", action=step.action, machine=step.machine, old=step.old, new=step.new, phase=phase
+        )
+        if self.on_step is not None:
+            self.on_step(step, phase)
+
+    def retire(self, machines: Sequence[Machine]) -> None:
+        """Delete the machines (their infrastructure machines too: the Machine controller deletes those of
+        a Machine it finalizes, this does it for one already gone) and wait until every one is gone."""
+        targets: list[KubeObject] = []
+        for machine in machines:
+            infra = _stored_infra(self.store, machine)
+            targets += [machine] if infra is None else [machine, infra]
+            if not machine.being_deleted:
+                with contextlib.suppress(NotFound):
+                    self.store.delete(Machine, machine.name, machine.namespace)
+            still_there = get_or_none(self.store, Machine, machine.name, machine.namespace)
+            if infra is not None and still_there is None:
+                # No finalizer held the Machine back (never reconciled): nothing will delete its infra.
+                with contextlib.suppress(NotFound):
+                    self.store.delete(type(infra), infra.name, infra.namespace)
+        self.wait(targets, "gone")
+
+    def machine(self, cluster: Cluster, entry: _ConfigMachine) -> RolloutStep:
+        plan = _plan_machine(self.store, cluster, entry)
+        step = plan.step
+        self.report(step, "started")
+        if step.action == "unchanged":
+            current = self.store.get(Machine, step.old or entry.name, cluster.metadata.namespace)
+            infra = _stored_infra(self.store, current)
+            machine, desired_infra = _named(entry, current.name, infra.name if infra else entry.infra.name)
+            applied = apply_objects(self.store, [desired_infra, machine])
+            # Rolling the next machine while this one is down would take two out of service at once.
+            if any(a.outcome != "unchanged" for a in applied) or not _ready(a.object for a in applied):
+                self.wait([machine, desired_infra], "ready")
+        else:
+            name = plan.keep or entry.name
+            # A create keeps the config's names; a replacement's infrastructure machine takes the Machine's.
+            infra_name = entry.infra.name if step.action == "create" else name
+            machine, infra = _named(entry, name, infra_name)
+            for obj in (machine, infra):
+                stale = get_or_none(self.store, type(obj), obj.name, obj.namespace)
+                if stale is not None and stale.being_deleted:
+                    # The name of an earlier roll being torn down: let it go before making it anew.
+                    self.wait([stale], "gone")
+            apply_objects(self.store, [infra, machine])
+            self.wait([machine, infra], "ready")
+            if plan.retire:
+                self.retire(plan.retire)
+        self.report(step, "finished")
+        return step
+
+    def delete(self, machine: Machine) -> RolloutStep:
+        step = RolloutStep("delete", machine.metadata.labels[CONFIG_NAME_LABEL], machine.name, None)
+        self.report(step, "started")
+        self.retire([machine])
+        self.report(step, "finished")
+        return step
+
+
+def roll_out(
+    store: ObjectStore,
+    objects: Sequence[KubeObject],
+    *,
+    timeout: float,
+    wait: WaitFn | None = None,
+    on_step: Callable[[RolloutStep, StepPhase], None] | None = None,
+) -> list[RolloutStep]:
+    """Bring the stored cluster to ``objects``: apply the cluster-level objects and wait for the cluster,
+    then create, replace (new machine ready before the old is deleted) or keep each machine, one at a time,
+    control-plane machines first, then delete the machines the config no longer has.
+
+    ``timeout`` bounds the whole rollout (every wait gets what is left of it); ``wait`` waits for objects
+    reconciled elsewhere (:func:`controllers.observe.observe` by default); ``on_step`` hears each step start
+    and finish. UpgradeRefused before anything is written; RolloutError when a wait does not converge.
+    """
+    labelled = label_machines(objects)
+    config, cluster = _checked(store, labelled)
+    run = _Rollout(store, timeout, wait, on_step)
+    apply_objects(store, config.others)
+    assert config.cluster is not None  # _checked refused a config without one
+    run.wait([o for o in (config.cluster, config.infra_cluster) if o is not None], "ready")
+    steps = [run.machine(cluster, entry) for entry in config.machines]
+    steps += [run.delete(m) for m in _retired(store, cluster, config)]
+    return steps
