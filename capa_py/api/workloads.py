@@ -3,8 +3,9 @@
 ``capa manifests all`` is what a management cluster installs: a ServiceAccount, a ClusterRole and its
 binding (``rbac.authorization.k8s.io/v1``), the controller Deployment (``apps/v1``) and its metrics Service.
 A cluster's network add-on (its CNI manifest) adds a DaemonSet, one agent per node, and a ConfigMap.
-``capa serve`` stores them so that ``kubectl apply -f <(capa manifests all)`` and a CNI manifest apply to it as
-to a real cluster; nothing acts on them (no pods are run, no Service gets an address, no role is enforced).
+``capa serve`` stores them so that ``kubectl apply -f <(capa manifests all)`` and a CNI manifest apply to it
+as to a real cluster; nothing acts on them (no pods are run, no Service gets an address, no role is
+enforced).
 
 Their contents are stored exactly as given (:class:`AsGiven`): the wire form drops no empty map or list
 inside them, since an ``emptyDir: {}`` volume or ``resources: [""]`` means something there.
