@@ -2,8 +2,10 @@
 
 ``capa manifests all`` is what a management cluster installs: a ServiceAccount, a ClusterRole and its
 binding (``rbac.authorization.k8s.io/v1``), the controller Deployment (``apps/v1``) and its metrics Service.
-``capa serve`` stores them so that ``kubectl apply -f <(capa manifests all)`` works against it as against a
-real cluster; nothing acts on them (no pods are run, no Service gets an address, no role is enforced).
+A cluster's network add-on (its CNI manifest) adds a DaemonSet, one agent per node, and a ConfigMap.
+``capa serve`` stores them so that ``kubectl apply -f <(capa manifests all)`` and a CNI manifest apply to it
+as to a real cluster; nothing acts on them (no pods are run, no Service gets an address, no role is
+enforced).
 
 Their contents are stored exactly as given (:class:`AsGiven`): the wire form drops no empty map or list
 inside them, since an ``emptyDir: {}`` volume or ``resources: [""]`` means something there.
@@ -82,6 +84,17 @@ class Deployment(AsGiven):
     status: dict[str, Any] = Field(default_factory=dict)
 
 
+class DaemonSet(AsGiven):
+    API_VERSION: ClassVar[str] = "apps/v1"
+    KIND: ClassVar[str] = "DaemonSet"
+    PLURAL: ClassVar[str] = "daemonsets"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ds",)
+    AS_GIVEN: ClassVar[tuple[str, ...]] = ("spec", "status")
+
+    spec: dict[str, Any] = Field(default_factory=dict)
+    status: dict[str, Any] = Field(default_factory=dict)
+
+
 class Service(AsGiven):
     API_VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "Service"
@@ -98,5 +111,6 @@ WORKLOAD_KINDS: tuple[type[KubeObject], ...] = (
     ClusterRole,
     ClusterRoleBinding,
     Deployment,
+    DaemonSet,
     Service,
 )

@@ -1,0 +1,445 @@
+"""Applying arbitrary manifests to a cluster's API server: the CNI a cluster config names, a provider's
+components.
+
+The typed :class:`~capa_py.store.protocol.ObjectStore` knows only the kinds capa-py models; a CNI manifest
+holds whatever its authors chose (DaemonSets, RBAC, ConfigMaps, CRDs and objects of those CRDs). So this
+module talks to the API server through the official client's ``DynamicClient``, which maps any
+apiVersion/kind onto a REST path by discovery, as kubectl does.
+
+Applying is create-or-merge, one document at a time, in order, stopping at the first that fails:
+
+* absent: created;
+* present: a JSON merge patch of the document, sent only when it would change something. A first check is
+  local (the document merged onto the stored object); when that says "changed" the patch is sent as a dry
+  run and its answer compared with the stored object, because servers default and normalise fields (a
+  container's ``imagePullPolicy``, a Secret's ``stringData``) that a manifest leaves out, and without the
+  dry run such a document would be reported ``configured`` on every apply;
+* a document whose kind a CRD earlier in the same list defines waits for that kind to appear in discovery
+  (a real API server serves a new CRD's kind a moment after accepting it).
+
+Errors:
+
+* :class:`ManifestError` (a ``ValueError``): the manifest or a document is wrong, or the server refused a
+  document. It names the source or the document (``cni.yaml: document 3: metadata.name: required``) and,
+  for an apply, which documents were applied before it (:attr:`ManifestError.applied`). Fix the manifest.
+* :class:`ClusterUnreachable` (a ``ConnectionError``): the API server did not answer. Retry later; every
+  document applied so far is applied again as ``unchanged``.
+
+Neither the errors nor the log lines carry a document's contents: a manifest may hold Secrets, and a
+kubeconfig holds credentials.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import urllib3
+import yaml
+from kubernetes import client, config
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import (
+    DynamicApiError,
+    NotFoundError,
+    ResourceNotFoundError,
+    ResourceNotUniqueError,
+)
+
+from capa_py.api.core import Secret
+from capa_py.apiserver.patch import MERGE, merge_patch
+from capa_py.logging import get_logger
+from capa_py.store.helpers import get_or_none
+from capa_py.store.protocol import ObjectStore
+
+KUBECONFIG_KEY = "value"
+"""The data key of Cluster API's ``<cluster>-kubeconfig`` Secret that holds the kubeconfig."""
+
+CRD_POLL_INTERVAL = 0.25
+SHOWN_APPLIED = 5
+"""How many of the documents applied before a failing one its error lists by name."""
+# Fields the server changes on every write, or on none: they say nothing about whether the document differs.
+_VOLATILE_METADATA = ("resourceVersion", "managedFields")
+# Metadata only the server sets. A manifest exported from a cluster or written by a generator carries some
+# (``creationTimestamp: null``); sent in a merge patch they would be a precondition or a removal, not a wish.
+_SERVER_OWNED_METADATA = (
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "managedFields",
+    "selfLink",
+)
+
+_log = get_logger("workflow.kubeapply")
+
+Outcome = Literal["created", "configured", "unchanged"]
+
+
+class ManifestError(ValueError):
+    """A manifest or one of its documents cannot be read or applied; the message names which."""
+
+    def __init__(self, message: str, applied: Sequence[AppliedDocument] = ()) -> None:
+        super().__init__(message)
+        self.applied: list[AppliedDocument] = list(applied)
+
+
+class ClusterUnreachable(ConnectionError):
+    """The cluster's API server did not answer; applying again later is safe."""
+
+
+@dataclass(frozen=True)
+class AppliedDocument:
+    """One document applied: ``ref`` is ``Kind/namespace/name`` (``Kind/name`` when cluster-scoped)."""
+
+    ref: str
+    outcome: Outcome
+
+
+# -- reading ------------------------------------------------------------------------------------------
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and what, without the offending text (which may be a secret)."""
+    problem = getattr(exc, "problem", None) or "not valid YAML"
+    mark = getattr(exc, "problem_mark", None)
+    if mark is None:
+        return str(problem)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
+
+
+def _fetch(source: str, timeout: float) -> bytes:
+    try:
+        with urllib.request.urlopen(source, timeout=timeout) as response:
+            data: bytes = response.read()
+            return data
+    except urllib.error.HTTPError as exc:
+        raise ManifestError(f"{source}: cannot be fetched: HTTP {exc.code} {exc.reason}") from exc
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise ManifestError(f"{source}: cannot be fetched: {reason}") from exc
+
+
+def _read_file(source: str, base_dir: Path) -> bytes:
+    path = base_dir / source
+    try:
+        return path.read_bytes()
+    except FileNotFoundError as exc:
+        raise ManifestError(f"{source}: no such file ({path})") from exc
+    except OSError as exc:
+        raise ManifestError(f"{source}: cannot be read ({path}): {exc.strerror or exc}") from exc
+
+
+def _check_document(doc: Any, where: str) -> dict[str, Any]:
+    """``doc`` when it has what applying needs; ``where`` names it (``cni.yaml: document 3``)."""
+    if not isinstance(doc, dict):
+        raise ManifestError(f"{where}: a document must be a mapping, not {type(doc).__name__}")
+    for field in ("apiVersion", "kind"):
+        value = doc.get(field)
+        if value is None or value == "":
+            raise ManifestError(f"{where}: {field}: required")
+        if not isinstance(value, str):
+            raise ManifestError(f"{where}: {field}: must be a string")
+    metadata = doc.get("metadata")
+    if metadata is None:
+        raise ManifestError(f"{where}: metadata.name: required")
+    if not isinstance(metadata, dict):
+        raise ManifestError(f"{where}: metadata: must be a mapping")
+    name = metadata.get("name")
+    if name is None or name == "":
+        raise ManifestError(f"{where}: metadata.name: required")
+    if not isinstance(name, str):
+        raise ManifestError(f"{where}: metadata.name: must be a string")
+    namespace = metadata.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise ManifestError(f"{where}: metadata.namespace: must be a string")
+    return doc
+
+
+def _flatten(doc: Any, where: str) -> list[dict[str, Any]]:
+    """A ``kind: List`` (what ``kubectl get -o yaml`` prints) as its items, anything else as itself."""
+    if isinstance(doc, dict) and doc.get("kind") == "List":
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise ManifestError(f"{where}: items: must be a list")
+        return [_check_document(item, f"{where}: items[{i}]") for i, item in enumerate(items)]
+    return [_check_document(doc, where)]
+
+
+def parse_manifest(text: str, source: str) -> list[dict[str, Any]]:
+    """The documents of a multi-document YAML text, ``source`` naming it in errors: empty documents
+    skipped, ``kind: List`` flattened. Documents are numbered from 1 as they stand in the text, empty ones
+    included, so the number in an error is the one a reader counts."""
+    docs: list[dict[str, Any]] = []
+    number = 0
+    loader = yaml.safe_load_all(text)
+    while True:
+        number += 1
+        try:
+            doc = next(loader)
+        except StopIteration:
+            break
+        except yaml.YAMLError as exc:
+            raise ManifestError(f"{source}: document {number}: {_yaml_problem(exc)}") from exc
+        if doc is None:
+            continue
+        docs.extend(_flatten(doc, f"{source}: document {number}"))
+    return docs
+
+
+def read_manifest(source: str, base_dir: Path, *, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """The documents of a manifest: a file path (relative to ``base_dir``, or absolute) or an ``http(s)://``
+    URL, fetched with ``timeout`` seconds to answer. Every document has ``apiVersion``, ``kind`` and
+    ``metadata.name``; a missing file, a URL that cannot be fetched, text that is not UTF-8 YAML or a
+    document without one of those fields is a :class:`ManifestError` naming ``source``."""
+    is_url = source.startswith(("http://", "https://"))
+    data = _fetch(source, timeout) if is_url else _read_file(source, base_dir)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{source}: not UTF-8 text (byte {exc.start})") from exc
+    docs = parse_manifest(text, source)
+    _log.debug("manifest read", source=source, documents=len(docs))
+    return docs
+
+
+# -- the cluster's kubeconfig -------------------------------------------------------------------------
+
+
+def kubeconfig_secret_name(cluster: str) -> str:
+    """Cluster API's name for the Secret holding a cluster's admin kubeconfig."""
+    return f"{cluster}-kubeconfig"
+
+
+def kubeconfig_from_secret(secret: Secret) -> dict[str, Any]:
+    """The kubeconfig a Cluster API ``<cluster>-kubeconfig`` Secret holds under data key ``value``."""
+    where = f"Secret {secret.ref()} key {KUBECONFIG_KEY!r}"
+    try:
+        raw = secret.value(KUBECONFIG_KEY)
+    except KeyError as exc:
+        raise ManifestError(f"{where}: missing; it holds no kubeconfig") from exc
+    try:
+        parsed = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"{where}: not UTF-8 text") from exc
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{where}: not a YAML kubeconfig: {_yaml_problem(exc)}") from exc
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("clusters"), list):
+        raise ManifestError(f"{where}: not a kubeconfig (no clusters list)")
+    return parsed
+
+
+def cluster_kubeconfig(store: ObjectStore, namespace: str, cluster: str) -> dict[str, Any] | None:
+    """The kubeconfig in Secret ``<cluster>-kubeconfig`` of ``namespace``, or None while there is none
+    (the cluster's control plane has not published it yet)."""
+    secret = get_or_none(store, Secret, kubeconfig_secret_name(cluster), namespace)
+    return None if secret is None else kubeconfig_from_secret(secret)
+
+
+# -- applying -----------------------------------------------------------------------------------------
+
+
+def _api_client(kubeconfig: dict[str, Any] | Path) -> client.ApiClient:
+    """A client of its own: the process-wide default configuration stays as it was."""
+    where = f"kubeconfig {kubeconfig}" if isinstance(kubeconfig, Path) else "kubeconfig"
+    if isinstance(kubeconfig, Path) and not kubeconfig.is_file():
+        raise ManifestError(f"{where}: no such file")
+    configuration = client.Configuration()
+    try:
+        if isinstance(kubeconfig, Path):
+            return config.new_client_from_config(  # type: ignore[no-untyped-call,no-any-return]
+                config_file=str(kubeconfig), persist_config=False, client_configuration=configuration
+            )
+        return config.new_client_from_config_dict(  # type: ignore[no-untyped-call,no-any-return]
+            config_dict=kubeconfig, persist_config=False, client_configuration=configuration
+        )
+    except ConfigException as exc:
+        raise ManifestError(f"{where}: not usable: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{where}: not YAML: {_yaml_problem(exc)}") from exc
+    except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
+        # The loader reports a malformed kubeconfig through whatever lookup failed first.
+        raise ManifestError(f"{where}: not usable ({type(exc).__name__})") from exc
+
+
+def document_ref(doc: dict[str, Any], namespaced: bool = True) -> str:
+    """``Kind/namespace/name``, or ``Kind/name`` for a cluster-scoped kind or a document without namespace."""
+    metadata = doc.get("metadata") or {}
+    namespace = metadata.get("namespace") if namespaced else None
+    parts = [doc.get("kind", "?"), namespace, metadata.get("name", "?")]
+    return "/".join(str(p) for p in parts if p)
+
+
+def _server_message(exc: DynamicApiError) -> str:
+    try:
+        status = json.loads(exc.body or b"{}")
+    except (ValueError, TypeError):
+        status = {}
+    message = status.get("message") if isinstance(status, dict) else None
+    return f"{exc.status} {message or exc.reason}"
+
+
+def _crd_kinds(doc: dict[str, Any]) -> set[tuple[str, str]]:
+    """The (apiVersion, kind) pairs a CustomResourceDefinition document serves."""
+    if doc.get("kind") != "CustomResourceDefinition" or not str(doc.get("apiVersion")).startswith(
+        "apiextensions.k8s.io/"
+    ):
+        return set()
+    spec = doc.get("spec") or {}
+    group, kind = spec.get("group"), (spec.get("names") or {}).get("kind")
+    if not group or not kind:
+        return set()
+    return {
+        (f"{group}/{version['name']}", str(kind))
+        for version in spec.get("versions") or []
+        if isinstance(version, dict) and version.get("name") and version.get("served", True)
+    }
+
+
+def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    result = copy.deepcopy(obj)
+    metadata = result.get("metadata")
+    if isinstance(metadata, dict):
+        for field in _VOLATILE_METADATA:
+            metadata.pop(field, None)
+    return result
+
+
+class _Applier:
+    """One apply: the client, its discovery and what was applied so far."""
+
+    def __init__(self, dynamic: DynamicClient, server: str, timeout: float) -> None:
+        # The dynamic client's calls carry no annotations.
+        self.dynamic: Any = dynamic
+        self.server = server
+        self.timeout = timeout
+        self.applied: list[AppliedDocument] = []
+        self.defined: dict[tuple[str, str], str] = {}  # (apiVersion, kind) -> the CRD defining it
+
+    def fail(self, message: str) -> ManifestError:
+        if self.applied:
+            shown = ", ".join(a.ref for a in self.applied[:SHOWN_APPLIED])
+            more = len(self.applied) - SHOWN_APPLIED
+            message += f" (applied before it: {shown}{f' and {more} more' if more > 0 else ''})"
+        return ManifestError(message, self.applied)
+
+    def resource(self, doc: dict[str, Any], where: str) -> Any:
+        """The discovered resource of a document's kind, waiting for a kind a CRD of this apply defines."""
+        api_version, kind = doc["apiVersion"], doc["kind"]
+        crd = self.defined.get((api_version, kind))
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                # A miss makes the client rediscover the server's groups before answering.
+                return self.dynamic.resources.get(api_version=api_version, kind=kind)
+            except ResourceNotFoundError:
+                if crd is None or time.monotonic() >= deadline:
+                    break
+            except ResourceNotUniqueError as exc:
+                raise self.fail(f"{where}: kind {kind} of apiVersion {api_version} is ambiguous") from exc
+            time.sleep(CRD_POLL_INTERVAL)
+        message = f"{where}: kind {kind} of apiVersion {api_version} is not served by {self.server}"
+        if crd is not None:
+            message += (
+                f" (CustomResourceDefinition {crd} was applied, but the kind did not appear in discovery "
+                f"within {self.timeout:g}s)"
+            )
+        raise self.fail(message)
+
+    def read(self, resource: Any, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            response = self.dynamic.get(
+                resource, name=name, namespace=namespace, serialize=False, _request_timeout=self.timeout
+            )
+        except NotFoundError:
+            return None
+        return _json(response)
+
+    def apply(self, number: int, doc: dict[str, Any]) -> AppliedDocument:
+        where = f"document {number} ({document_ref(doc)})"
+        resource = self.resource(doc, where)
+        body = copy.deepcopy(doc)
+        metadata = body["metadata"]
+        for field in _SERVER_OWNED_METADATA:
+            metadata.pop(field, None)
+        if resource.namespaced:
+            metadata["namespace"] = metadata.get("namespace") or "default"
+            namespace: str | None = metadata["namespace"]
+        else:
+            # The server would refuse a namespace on a cluster-scoped kind's path; kubectl drops it too.
+            metadata.pop("namespace", None)
+            namespace = None
+        ref = document_ref(body, resource.namespaced)
+        where = f"document {number} ({ref})"
+        name = metadata["name"]
+        kwargs: dict[str, Any] = {"serialize": False, "_request_timeout": self.timeout}
+        try:
+            current = self.read(resource, name, namespace)
+            if current is None:
+                self.dynamic.create(resource, body=body, namespace=namespace, **kwargs)
+                outcome: Outcome = "created"
+            elif merge_patch(current, body) == current:
+                outcome = "unchanged"
+            else:
+                patch = {"name": name, "namespace": namespace, "content_type": MERGE, **kwargs}
+                dry = _json(self.dynamic.patch(resource, body=body, dry_run="All", **patch))
+                if _comparable(dry) == _comparable(current):
+                    outcome = "unchanged"
+                else:
+                    self.dynamic.patch(resource, body=body, **patch)
+                    outcome = "configured"
+        except DynamicApiError as exc:
+            raise self.fail(f"{where}: refused by {self.server}: {_server_message(exc)}") from exc
+        self.defined.update(dict.fromkeys(_crd_kinds(body), name))
+        applied = AppliedDocument(ref=ref, outcome=outcome)
+        self.applied.append(applied)
+        _log.info("manifest document applied", document=number, ref=ref, outcome=outcome, server=self.server)
+        return applied
+
+
+def _json(response: Any) -> dict[str, Any]:
+    data = json.loads(response.data or b"{}")
+    return data if isinstance(data, dict) else {}
+
+
+def apply_documents(
+    kubeconfig: dict[str, Any] | Path, docs: Sequence[dict[str, Any]], *, timeout: float = 60.0
+) -> list[AppliedDocument]:
+    """Apply each document, in order, to the API server of ``kubeconfig`` (a parsed kubeconfig or its file;
+    its current context): created when absent, merge-patched when it would change something, else left
+    unchanged. A namespaced kind without ``metadata.namespace`` goes to ``default``. A document of a kind
+    that a CustomResourceDefinition earlier in ``docs`` defines waits for that kind to be served.
+
+    ``timeout`` bounds each request and each wait for a CRD's kind. Stops at the first document that fails
+    with a :class:`ManifestError` naming it (number from 1 in ``docs``, and ref) and the server's message;
+    an unreachable server is :class:`ClusterUnreachable`. Returns the outcome of every document."""
+    checked = [item for number, doc in enumerate(docs, 1) for item in _flatten(doc, f"document {number}")]
+    api = _api_client(kubeconfig)
+    server = str(api.configuration.host)
+    # The client caches discovery in a file named after the server's address; a file of our own keeps
+    # it from outliving this apply (a later server on the same port would be answered from it).
+    with api, tempfile.TemporaryDirectory(prefix="capa-discovery-") as cache:
+        applier: _Applier | None = None
+        try:
+            dynamic = DynamicClient(api, cache_file=str(Path(cache) / "discovery.json"))  # type: ignore[no-untyped-call]
+            applier = _Applier(dynamic, server, timeout)
+            _log.info("applying manifest", documents=len(checked), server=server)
+            for number, doc in enumerate(checked, 1):
+                applier.apply(number, doc)
+            return applier.applied
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ClusterUnreachable(f"the API server {server} does not answer: {exc}") from exc
+        except DynamicApiError as exc:
+            # Discovery itself was refused (credentials, a broken aggregated API).
+            message = f"discovery refused by {server}: {_server_message(exc)}"
+            raise (applier.fail(message) if applier else ManifestError(message)) from exc
