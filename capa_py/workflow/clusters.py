@@ -192,6 +192,7 @@ class BootstrapCluster:
             path.unlink(missing_ok=True)
         for suffix in ("-wal", "-shm", "-journal"):
             self.database.with_name(self.database.name + suffix).unlink(missing_ok=True)
-        with contextlib.suppress(OSError):
-            self.directory.rmdir()
+        for directory in (self.directory, self.directory.parent):
+            with contextlib.suppress(OSError):  # not empty: another cluster's bootstrap lives there
+                directory.rmdir()
         _log.info("bootstrap cluster deleted", database=str(self.database))

@@ -13,24 +13,28 @@ import shutil
 import time
 from pathlib import Path
 
-import yaml
-
 from capa_py.api.clusterconfig import ClusterConfig
 from capa_py.api.core import Secret
 from capa_py.api.meta import ObjectMeta
 from capa_py.logging import get_logger
 from capa_py.move import MoveResult, move
 from capa_py.operations import apply_objects
-from capa_py.store.errors import AlreadyExists, NotFound
+from capa_py.store.errors import AlreadyExists
 from capa_py.workflow.clusters import ClusterAccess, write_kubeconfig
 from capa_py.workflow.config import ClusterFile
+from capa_py.workflow.kubeapply import (
+    KUBECONFIG_KEY,
+    ManifestError,
+    apply_documents,
+    cluster_kubeconfig,
+    kubeconfig_secret_name,
+    read_manifest,
+)
 from capa_py.workflow.provider import CLUSTER_NAME_LABEL, CoreComponents, Provider, ProvisioningError, opened
 
 _log = get_logger("workflow.steps")
 
 KUBECONFIG_SECRET_TYPE = "cluster.x-k8s.io/secret"
-KUBECONFIG_KEY = "value"
-"""Cluster API keeps a cluster's kubeconfig under this key of the Secret ``<cluster>-kubeconfig``."""
 POLL_INTERVAL = 0.5
 
 
@@ -41,10 +45,6 @@ def cluster_directory(state_dir: Path, name: str) -> Path:
 
 def cluster_kubeconfig_path(state_dir: Path, name: str) -> Path:
     return cluster_directory(state_dir, name) / "kubeconfig"
-
-
-def kubeconfig_secret_name(cluster: str) -> str:
-    return f"{cluster}-kubeconfig"
 
 
 def store_stand_in_kubeconfig(cluster: ClusterAccess, spec: ClusterFile) -> None:
@@ -75,30 +75,22 @@ def fetch_cluster_kubeconfig(
 ) -> Path:
     """Wait (up to ``timeout``) for the ``<cluster>-kubeconfig`` Secret on ``cluster`` and write its
     kubeconfig to the cluster's directory; the path written."""
-    name = kubeconfig_secret_name(spec.name)
     deadline = time.monotonic() + timeout
     with opened(cluster) as store:
         while True:
             try:
-                secret = store.get(Secret, name, spec.namespace)
+                document = cluster_kubeconfig(store, spec.namespace, spec.name)
+            except ManifestError as exc:
+                raise ProvisioningError(str(exc)) from exc
+            if document is not None:
                 break
-            except NotFound:
-                if time.monotonic() >= deadline:
-                    raise ProvisioningError(
-                        f"no Secret {spec.namespace}/{name} on {cluster.name} after {timeout:g}s: the "
-                        "control-plane provider writes it, or set spec.controlPlane.kubeconfigFile in the "
-                        "ClusterConfig"
-                    ) from None
-                time.sleep(POLL_INTERVAL)
-    try:
-        document = yaml.safe_load(secret.value(KUBECONFIG_KEY))
-    except (KeyError, yaml.YAMLError) as exc:
-        raise ProvisioningError(
-            f"Secret {spec.namespace}/{name}: key {KUBECONFIG_KEY!r} holds no kubeconfig "
-            f"({type(exc).__name__})"
-        ) from exc
-    if not isinstance(document, dict):
-        raise ProvisioningError(f"Secret {spec.namespace}/{name}: key {KUBECONFIG_KEY!r} holds no kubeconfig")
+            if time.monotonic() >= deadline:
+                raise ProvisioningError(
+                    f"no Secret {spec.namespace}/{kubeconfig_secret_name(spec.name)} on {cluster.name} after "
+                    f"{timeout:g}s: the control-plane provider writes it, or set "
+                    "spec.controlPlane.kubeconfigFile in the ClusterConfig"
+                )
+            time.sleep(POLL_INTERVAL)
     path = cluster_kubeconfig_path(state_dir, spec.name)
     write_kubeconfig(path, document)
     return path
@@ -106,8 +98,6 @@ def fetch_cluster_kubeconfig(
 
 def install_networking(kubeconfig: Path, spec: ClusterFile) -> None:
     """Apply the config's CNI manifest to the cluster's API server."""
-    from capa_py.workflow.kubeapply import apply_documents, read_manifest
-
     source = spec.config.spec.networking.cni_manifest
     if source is None:
         raise ValueError("the ClusterConfig names no CNI manifest (spec.networking.cniManifest)")
