@@ -148,7 +148,7 @@ class _Classifier:
                 self.managed_vpcs[f.id] = f.owner
 
     def ours(self, found: Found) -> bool:
-        return foreign_store(found.tags, self.view.store_uid) is None
+        return foreign_store(found.tags, self.view.store_uid_of(found.owner)) is None
 
     def row(self, found: Found, classification: AuditClass, cluster: str | None, reason: str) -> AuditRow:
         created_at = found.created_at
@@ -217,7 +217,7 @@ class _Classifier:
         return None
 
     def classify_owned(self, found: Found, cluster: str) -> AuditRow:
-        other = foreign_store(found.tags, self.view.store_uid)
+        other = foreign_store(found.tags, self.view.store_uid_of(cluster))
         if other:
             reason = f"owned by cluster {cluster} of capa-py store {other}, not of this store"
             return self.row(found, AuditClass.FOREIGN_STORE, cluster, reason)

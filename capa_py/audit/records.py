@@ -15,6 +15,7 @@ from datetime import datetime
 
 from capa_py.api.aws import AWSCluster, AWSMachine, IntentRecord
 from capa_py.api.cluster import Cluster
+from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.inventory import cluster_of
 from capa_py.store.protocol import ObjectStore
 
@@ -51,6 +52,13 @@ class StoreView:
     """Regions the AWSClusters name."""
     store_uid: str = ""
     """This store's uid: resources carrying another one (or none) in ``capa-py.io/store`` are foreign."""
+    moved_from: dict[str, str] = field(default_factory=dict)
+    """Cluster name → the uid of the store a move brought the cluster from (its AWSCluster's
+    ``capa-py.io/store-uid``): that cluster's resources carry that uid and are this store's."""
+
+    def store_uid_of(self, cluster: str | None) -> str:
+        """The store uid the resources of ``cluster`` carry when they are this store's."""
+        return self.moved_from.get(cluster, self.store_uid) if cluster else self.store_uid
 
     def __post_init__(self) -> None:
         self._by_id = {(r.kind, r.id): r for r in self.records}
@@ -92,4 +100,9 @@ def read_store(store: ObjectStore, default_region: str) -> StoreView:
         clusters=frozenset(clusters),
         regions=frozenset(c.spec.region for c in awsclusters),
         store_uid=store.uid,
+        moved_from={
+            cluster_of(c): c.metadata.annotations[STORE_UID_ANNOTATION]
+            for c in awsclusters
+            if c.metadata.annotations.get(STORE_UID_ANNOTATION)
+        },
     )

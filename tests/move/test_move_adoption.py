@@ -55,3 +55,41 @@ def test_the_targets_controllers_adopt_a_moved_aws_cluster_with_no_mutating_aws_
         assert {m.name: m.status.phase for m in target.list(Machine, namespace="default")} == phases
     finally:
         target.close()
+
+
+def test_an_audit_of_the_target_counts_a_moved_clusters_resources_as_its_own(
+    harness: Harness, example: Callable[[], list[KubeObject]], tmp_path: Path
+) -> None:
+    """The moved cluster's resources keep the source store's tag; the target acts for that uid for the
+    moved cluster only, so its audit reports the moved cluster's unrecorded resource as its own leak (an
+    orphan it may delete), not another store's (a pivoted management cluster audits itself once its
+    bootstrap store is gone)."""
+    from capa_py.audit import AuditClass, AuditOptions, run_audit
+
+    applied = harness.apply(example())
+    assert harness.converge(_targets(applied)).converged
+    target = SQLiteStore(tmp_path / "target.db")
+    try:
+        move(harness.store, target, namespace="default")
+        cluster = target.get(AWSCluster, "demo", "default")
+        # A lost status write: one security group is no longer recorded.
+        role = next(r for r, res in cluster.status.resources.items() if res.kind == "security-group")
+        lost = cluster.status.resources.pop(role).id
+        target.update_status(cluster)
+
+        report = run_audit(target, harness.pool, AuditOptions())
+        by_id = {row.id: row for row in report.rows}
+        assert by_id[lost].classification == AuditClass.ORPHAN_UNRECORDED, by_id[lost].reason
+        others = {row.classification for row in report.rows if row.id != lost}
+        assert others == {AuditClass.MANAGED}, [(r.kind, r.id, r.reason) for r in report.rows]
+
+        # A store that moved nothing still sees the cluster's resources as another store's.
+        other = SQLiteStore(tmp_path / "other.db")
+        try:
+            report = run_audit(other, harness.pool, AuditOptions(clusters=frozenset({"demo"})))
+            assert report.rows
+            assert {row.classification for row in report.rows} == {AuditClass.FOREIGN_STORE}
+        finally:
+            other.close()
+    finally:
+        target.close()
