@@ -75,6 +75,12 @@ class ClusterFile:
         return Path(self.resolve(given)) if given else None
 
 
+def document_number(objects: Sequence[KubeObject], obj: KubeObject) -> int:
+    """The 1-based document of ``obj``, found by identity: a document repeated verbatim is equal to the
+    first copy, and the problem is with the later one."""
+    return next(number for number, candidate in enumerate(objects, 1) if candidate is obj)
+
+
 def load_cluster_file(path: Path, check_files: bool = True) -> ClusterFile:
     """Load and check ``path``; :class:`~capa_py.api.loader.ManifestError` lists every problem.
     ``check_files=False`` does not require the files the config names to exist yet (a plan reads none)."""
@@ -83,7 +89,7 @@ def load_cluster_file(path: Path, check_files: bool = True) -> ClusterFile:
     problems: list[ManifestProblem] = []
 
     def problem(obj: KubeObject | None, field: str, message: str) -> None:
-        index = objects.index(obj) + 1 if obj is not None else 0
+        index = document_number(objects, obj) if obj is not None else 0
         subject = f"{obj.KIND} {obj.namespace}/{obj.name}" if obj is not None and obj.namespace else ""
         problems.append(ManifestProblem(source, index, subject, field, message))
 
@@ -122,10 +128,16 @@ def _check(
 
     def problem(obj: KubeObject, field: str, message: str) -> None:
         subject = f"{obj.KIND} {obj.namespace}/{obj.name}" if obj.namespace else f"{obj.KIND} {obj.name}"
-        problems.append(ManifestProblem(source, objects.index(obj) + 1, subject, field, message))
+        problems.append(ManifestProblem(source, document_number(objects, obj), subject, field, message))
 
     if config.name != cluster.name:
         problem(config, "metadata.name", f"must be the Cluster's name ({cluster.name})")
+    # Applied in file order, a repeated object would silently replace the first: say which one is meant.
+    first: dict[tuple[str, str], int] = {}
+    for obj in objects:
+        number = first.setdefault((obj.KIND, obj.name), document_number(objects, obj))
+        if number != document_number(objects, obj):
+            problem(obj, "metadata.name", f"{obj.KIND} {obj.name} is already document {number}")
     for obj in objects:
         if obj.NAMESPACED and obj.namespace != loaded.namespace:
             problem(obj, "metadata.namespace", f"must be the ClusterConfig's namespace ({loaded.namespace})")
