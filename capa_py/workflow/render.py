@@ -7,6 +7,7 @@ chain with a dashed edge.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,11 +15,14 @@ from capa_py.workflow.hook import handler_name
 from capa_py.workflow.task import HANDLE_ERROR, Task
 from capa_py.workflow.workflow import Workflow
 
+LIST_WIDTH = 110
+
 
 @dataclass(frozen=True)
 class PlanStep:
     name: str
     summary: str
+    description: str
     before: tuple[str, ...]
     after: tuple[str, ...]
 
@@ -27,6 +31,7 @@ def _step(workflow: Workflow[Any], task: Task[Any]) -> PlanStep:
     return PlanStep(
         name=task.name,
         summary=task.summary,
+        description=task.description,
         before=tuple(handler_name(h) for h in workflow.binder.handlers_before(task)),
         after=tuple(handler_name(h) for h in workflow.binder.handlers_after(task)),
     )
@@ -38,15 +43,30 @@ def plan(workflow: Workflow[Any]) -> list[PlanStep]:
 
 
 def to_list(workflow: Workflow[Any]) -> str:
-    """A numbered list: each task with its docstring's first line and the hooks bound around it."""
+    """A numbered list: each task with its docstring's first paragraph (wrapped) and the hooks bound around
+    it."""
     lines = [f"{workflow.name}:"]
     steps = plan(workflow)
     for number, step in enumerate(steps[:-1], start=1):
-        lines.append(f"{number:>3}. {step.name} — {step.summary}")
+        lines.extend(
+            textwrap.wrap(
+                f"{number:>3}. {step.name} — {step.description}",
+                width=LIST_WIDTH,
+                subsequent_indent=" " * 7,
+                break_on_hyphens=False,
+            )
+        )
         lines.extend(f"       before: {name}" for name in step.before)
         lines.extend(f"       after:  {name}" for name in step.after)
     error = steps[-1]
-    lines.append(f"  on error: {error.name} — {error.summary}")
+    lines.extend(
+        textwrap.wrap(
+            f"  on error: {error.name} — {error.description}",
+            width=LIST_WIDTH,
+            subsequent_indent=" " * 7,
+            break_on_hyphens=False,
+        )
+    )
     lines.extend(f"       before: {name}" for name in error.before)
     lines.extend(f"       after:  {name}" for name in error.after)
     return "\n".join(lines) + "\n"

@@ -73,8 +73,14 @@ class Task(Generic[C]):
 
     @property
     def summary(self) -> str:
-        """The first line of the docstring."""
-        return self.doc.strip().splitlines()[0] if self.doc.strip() else ""
+        """The first sentence of the docstring (its first paragraph when that has no full stop)."""
+        head, dot, _ = self.description.partition(". ")
+        return head + dot.strip() if dot else self.description
+
+    @property
+    def description(self) -> str:
+        """The docstring's first paragraph, on one line: when the task runs, what it assumes and does."""
+        return " ".join(self.doc.strip().split("\n\n")[0].split())
 
     def __repr__(self) -> str:
         return f"Task({self.name!r})"

@@ -28,7 +28,7 @@ def bind(binder: Binder[SampleContext]) -> None:
     binder.before(HANDLE_ERROR, tell_support)
 
 
-def test_the_list_shows_each_task_its_summary_and_its_hooks() -> None:
+def test_the_list_shows_each_task_its_description_and_its_hooks() -> None:
     workflow = new_sample_workflow(networking=False, extras=True, hooks=[bind])
     assert to_list(workflow) == (
         "sample create:\n"
@@ -37,11 +37,13 @@ def test_the_list_shows_each_task_its_summary_and_its_hooks() -> None:
         "context.\n"
         "  3. Install Extras — Runs when extras were asked for; assumes the cluster exists.\n"
         "  4. Use Kubeconfig — Runs after the cluster exists; assumes the kubeconfig path recorded by Create "
-        "Bootstrap Cluster.\n"
+        "Bootstrap\n"
+        "       Cluster.\n"
         "       after:  write_config\n"
         "  5. Post Create — Runs last, after every task succeeded; executes post hooks.\n"
         "  on error: Handle Error — Runs when a task or a hook raised: records the failure and writes the "
-        "diagnostics bundle.\n"
+        "diagnostics\n"
+        "       bundle.\n"
         "       before: tell_support\n"
     )
     assert [step.name for step in plan(workflow)][-1] == "Handle Error"
