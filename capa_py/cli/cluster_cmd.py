@@ -253,6 +253,8 @@ def _document(run: _Run, result: WorkflowResult, seconds: dict[str, float]) -> d
 def _execute(run: _Run, resume: bool, output: str) -> None:
     seconds: dict[str, float] = {}
     view = WorkflowProgress(run.workflow, stderr)
+    if output == "table":
+        run.context.notify = lambda line: stderr.print(f"      {line}", markup=False, highlight=False)
 
     def on_event(event: TaskEvent) -> None:
         if event.seconds is not None:

@@ -43,7 +43,10 @@ if TYPE_CHECKING:
     from capa_py.engine.engine import Engine
     from capa_py.runtime.manager import Controller
     from capa_py.store.protocol import ObjectStore
-    from capa_py.workflow.rollout import RolloutStep
+    from capa_py.workflow.rollout import RolloutStep, StepPhase
+
+    OnStep = Callable[[RolloutStep, StepPhase], None]
+    """Hears each machine's rollout step as it starts and finishes."""
 
 _log = get_logger("workflow.provider")
 
@@ -66,7 +69,7 @@ class Provider(Protocol):
     def create_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None: ...
 
     def upgrade_cluster(
-        self, cluster: ClusterAccess, spec: ClusterFile, timeout: float
+        self, cluster: ClusterAccess, spec: ClusterFile, timeout: float, on_step: OnStep | None = None
     ) -> list[RolloutStep]: ...
 
     def delete_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None: ...
@@ -190,13 +193,15 @@ class ClusterAPIProvider(NoopHookRegistrar):
         _log.info("cluster objects stored", cluster=spec.name, on=cluster.name, objects=len(applied))
         wait_for(cluster, _targets([a.object for a in applied]), "ready", timeout)
 
-    def upgrade_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> list[RolloutStep]:
+    def upgrade_cluster(
+        self, cluster: ClusterAccess, spec: ClusterFile, timeout: float, on_step: OnStep | None = None
+    ) -> list[RolloutStep]:
         """Apply the cluster-level changes and roll the machines whose infrastructure changed, one at a
-        time (:mod:`capa_py.workflow.rollout`)."""
+        time (:mod:`capa_py.workflow.rollout`); ``on_step`` hears each machine's step start and finish."""
         from capa_py.workflow.rollout import roll_out
 
         with opened(cluster) as store:
-            steps: list[RolloutStep] = roll_out(store, list(spec.objects), timeout=timeout)
+            steps: list[RolloutStep] = roll_out(store, list(spec.objects), timeout=timeout, on_step=on_step)
         return steps
 
     def delete_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from capa_py.api.clusterconfig import ClusterConfig
@@ -31,6 +32,7 @@ from capa_py.workflow.kubeapply import (
     read_manifest,
 )
 from capa_py.workflow.provider import CLUSTER_NAME_LABEL, CoreComponents, Provider, ProvisioningError, opened
+from capa_py.workflow.rollout import RolloutStep, StepPhase
 
 _log = get_logger("workflow.steps")
 
@@ -145,3 +147,27 @@ def write_cluster_files(state_dir: Path, spec: ClusterFile) -> Path:
 
 def remove_cluster_files(state_dir: Path, name: str) -> None:
     shutil.rmtree(cluster_directory(state_dir, name), ignore_errors=True)
+
+
+def describe_rollout_step(step: RolloutStep, phase: StepPhase) -> str | None:
+    """One progress line for a machine's rollout step (None: nothing worth saying)."""
+    if step.action == "unchanged":
+        return None
+    if step.action == "replace":
+        if phase == "started":
+            return f"replacing machine {step.machine}: {step.old} -> {step.new}"
+        return f"replaced machine {step.machine}: {step.new} ready, {step.old} deleted"
+    verb = {"create": ("creating", "created"), "delete": ("deleting", "deleted")}[step.action]
+    name = step.new if step.action == "create" else step.old
+    return f"{verb[0] if phase == 'started' else verb[1]} machine {step.machine} ({name})"
+
+
+def rollout_reporter(notify: Callable[[str], None]) -> Callable[[RolloutStep, StepPhase], None]:
+    """An ``on_step`` for :func:`~capa_py.workflow.rollout.roll_out` that reports through ``notify``."""
+
+    def report(step: RolloutStep, phase: StepPhase) -> None:
+        line = describe_rollout_step(step, phase)
+        if line is not None:
+            notify(line)
+
+    return report

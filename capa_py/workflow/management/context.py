@@ -3,6 +3,7 @@ workflow works with (the cluster file, the provider, the bootstrap cluster, the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +12,10 @@ from capa_py.workflow.config import ClusterFile
 from capa_py.workflow.provider import CoreComponents, Provider
 from capa_py.workflow.steps import cluster_kubeconfig_path, install_components
 from capa_py.workflow.task import CHECKPOINTED, Context
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 @dataclass
@@ -28,6 +33,8 @@ class ManagementContext(Context):
     state_dir: Path
     timeout: float = 1800.0
     """How long one task may wait for controllers."""
+    notify: Callable[[str], None] = field(default=_quiet, repr=False)
+    """Where tasks report progress within a task (each machine an upgrade replaces); the CLI prints it."""
     bootstrap_components: list[str] = field(default_factory=list, metadata=CHECKPOINTED)
     """The components installed on the bootstrap cluster (empty once it is deleted)."""
     _bootstrap: BootstrapCluster | None = field(default=None, init=False, repr=False)

@@ -93,7 +93,9 @@ def upgrade_cluster(ctx: ManagementContext) -> None:
     """Runs with the cluster's objects on the bootstrap cluster. Asks the provider to bring the cluster to
     the config: mutable changes applied, each machine whose infrastructure changed replaced, one at a time
     (the new machine ready before the old one is deleted)."""
-    steps_done = ctx.provider.upgrade_cluster(ctx.bootstrap(), ctx.spec, ctx.timeout)
+    steps_done = ctx.provider.upgrade_cluster(
+        ctx.bootstrap(), ctx.spec, ctx.timeout, steps.rollout_reporter(ctx.notify)
+    )
     _log.info(
         "cluster upgraded", cluster=ctx.spec.name, steps=[f"{s.action} {s.machine}" for s in steps_done]
     )

@@ -3,7 +3,8 @@ workflow works with (the cluster file, the provider, the management cluster that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from capa_py.workflow.clusters import ClusterAccess
@@ -11,6 +12,10 @@ from capa_py.workflow.config import ClusterFile
 from capa_py.workflow.provider import CoreComponents, Provider
 from capa_py.workflow.steps import cluster_kubeconfig_path, fetch_cluster_kubeconfig
 from capa_py.workflow.task import Context
+
+
+def _quiet(_: str) -> None:
+    return None
 
 
 @dataclass
@@ -25,6 +30,8 @@ class WorkloadContext(Context):
     state_dir: Path
     timeout: float = 1800.0
     """How long one task may wait for controllers."""
+    notify: Callable[[str], None] = field(default=_quiet, repr=False)
+    """Where tasks report progress within a task (each machine an upgrade replaces); the CLI prints it."""
 
     def workload(self) -> ClusterAccess:
         """The workload cluster, through the kubeconfig its ``<cluster>-kubeconfig`` Secret on the management

@@ -57,7 +57,9 @@ def upgrade_cluster(ctx: WorkloadContext) -> None:
     """Runs with the workload cluster's components current. Asks the provider to bring the cluster's
     objects on the management cluster to the config: mutable changes applied, each machine whose
     infrastructure changed replaced, one at a time (the new machine ready before the old is deleted)."""
-    done = ctx.provider.upgrade_cluster(ctx.management, ctx.spec, ctx.timeout)
+    done = ctx.provider.upgrade_cluster(
+        ctx.management, ctx.spec, ctx.timeout, steps.rollout_reporter(ctx.notify)
+    )
     _log.info("cluster upgraded", cluster=ctx.spec.name, steps=[f"{s.action} {s.machine}" for s in done])
 
 
