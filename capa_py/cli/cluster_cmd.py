@@ -18,11 +18,19 @@ from typing import Annotated, Any, Literal
 import typer
 
 from capa_py.api.loader import ManifestError
-from capa_py.cli.common import EXIT_FAILED, EXIT_INVALID, aws_context, fail, globals_of, stderr, stdout
+from capa_py.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    aws_context,
+    fail,
+    globals_of,
+    reachable_kube_store,
+    stderr,
+    stdout,
+)
 from capa_py.cli.durations import parse_duration
 from capa_py.cli.output import render_json
 from capa_py.manifests.deployment import DEFAULT_IMAGE
-from capa_py.store import Unavailable
 from capa_py.store.kube import KubeStore
 from capa_py.store.protocol import ObjectStore
 from capa_py.workflow import management, render, workload
@@ -62,16 +70,7 @@ def _load(path: Path, check_files: bool) -> ClusterFile:
 
 def _reachable(kubeconfig: Path, flag: str) -> None:
     """Exit 2 when the kubeconfig cannot be used, 1 when its server does not answer."""
-    try:
-        store = KubeStore.from_kubeconfig(kubeconfig)
-    except Unavailable as exc:
-        fail(f"{flag}: {exc}", EXIT_INVALID)
-    try:
-        store.check()
-    except Unavailable as exc:
-        fail(f"{flag}: the cluster does not answer: {exc}")
-    finally:
-        store.close()
+    reachable_kube_store(kubeconfig, flag).close()
 
 
 def _provider(

@@ -178,3 +178,19 @@ def calls_summary(calls: CallCounter) -> dict[str, Any]:
         "byOperation": calls.by_operation(),
         "byOutcome": calls.by_outcome(),
     }
+
+
+def reachable_kube_store(kubeconfig: Path, flag: str, unreachable: str | None = None) -> KubeStore:
+    """The API server a kubeconfig names, checked to answer: a kubeconfig that cannot be used exits 2
+    naming ``flag``; a server that does not answer exits 1 saying ``unreachable`` (by default, naming
+    ``flag``)."""
+    try:
+        store = KubeStore.from_kubeconfig(kubeconfig)
+    except Unavailable as exc:
+        fail(f"{flag}: {exc}", EXIT_INVALID)
+    try:
+        store.check()
+    except Unavailable as exc:
+        store.close()
+        fail(f"{unreachable or flag + ': the server does not answer'}: {exc}")
+    return store

@@ -532,9 +532,7 @@ def _run(
     from controllers import embedded_controllers
 
     def build(cache: ObjectStore) -> Sequence[Controller]:
-        built = embedded_controllers(
-            cache, pool, engine, workflow_timeouts=timeouts, tinkerbell=tinkerbell
-        )
+        built = embedded_controllers(cache, pool, engine, workflow_timeouts=timeouts, tinkerbell=tinkerbell)
         return [c for c in built if core or c.name not in CORE_CONTROLLERS]
 
     metrics = ControllerMetrics()

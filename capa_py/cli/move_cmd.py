@@ -8,11 +8,10 @@ from typing import Annotated
 
 import typer
 
-from capa_py.cli.common import EXIT_INVALID, fail, globals_of, stdout
+from capa_py.cli.common import EXIT_INVALID, fail, globals_of, reachable_kube_store, stdout
 from capa_py.move import MoveError, MoveResult, move
 from capa_py.store import Unavailable, open_store
 from capa_py.store.errors import StoreError
-from capa_py.store.kube import KubeStore
 from capa_py.store.protocol import ObjectStore
 
 
@@ -29,16 +28,9 @@ def _open_target(to_kubeconfig: Path | None, to_state: Path | None, source_state
         except Unavailable as exc:
             fail(f"--to-state: {exc}", EXIT_INVALID)
     assert to_kubeconfig is not None
-    try:
-        store = KubeStore.from_kubeconfig(to_kubeconfig)
-    except Unavailable as exc:
-        fail(f"--to-kubeconfig: {exc}", EXIT_INVALID)
-    try:
-        store.check()
-    except Unavailable as exc:
-        store.close()
-        fail(f"the target is unreachable, nothing was moved: {exc}")
-    return store
+    return reachable_kube_store(
+        to_kubeconfig, "--to-kubeconfig", "the target is unreachable, nothing was moved"
+    )
 
 
 def _print(result: MoveResult) -> None:

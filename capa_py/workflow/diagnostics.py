@@ -107,7 +107,7 @@ class StoreCollector:
 
     def __init__(
         self,
-        store: ObjectStore,
+        store: ObjectStore | None,
         kinds: Sequence[type[KubeObject]],
         namespace: str | None = None,
         name: str = "store",
@@ -125,6 +125,10 @@ class StoreCollector:
         return contextlib.nullcontext()
 
     def collect(self) -> object:
+        assert self.store is not None, "a StoreCollector needs a store"
+        return self.collect_from(self.store)
+
+    def collect_from(self, store: ObjectStore) -> object:
         objects: list[dict[str, Any]] = []
         conditions: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
@@ -133,7 +137,7 @@ class StoreCollector:
         for kind in kinds:
             try:
                 namespace = self.namespace if kind.NAMESPACED else None
-                items: list[KubeObject] = self.store.list(kind, namespace=namespace)
+                items: list[KubeObject] = store.list(kind, namespace=namespace)
             except Exception as exc:  # a bundle is best effort: note what could not be read
                 errors.append(f"{kind.KIND}: {type(exc).__name__}: {exc}")
                 continue
@@ -153,9 +157,10 @@ class StoreCollector:
         return {"objects": objects, "conditions": conditions, "events": events, "errors": errors}
 
 
-class ClusterStoreCollector:
+class ClusterStoreCollector(StoreCollector):
     """A :class:`StoreCollector` over whichever cluster ``find()`` names when the bundle is written (a
-    workflow's clusters come and go while it runs); nothing when it names none."""
+    workflow's clusters come and go while it runs); nothing when it names none. The store it opens is
+    closed after reading."""
 
     def __init__(
         self,
@@ -164,24 +169,15 @@ class ClusterStoreCollector:
         namespace: str | None = None,
         name: str = "store",
     ) -> None:
+        super().__init__(None, kinds, namespace, name)
         self.find = find
-        self.kinds = list(kinds)
-        self.namespace = namespace
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def recording(self) -> AbstractContextManager[object]:
-        return contextlib.nullcontext()
 
     def collect(self) -> object:
         store = self.find()
         if store is None:
             return {"objects": [], "conditions": [], "events": [], "errors": ["no cluster to read"]}
         try:
-            return StoreCollector(store, self.kinds, self.namespace, self._name).collect()
+            return self.collect_from(store)
         finally:
             store.close()
 

@@ -162,7 +162,7 @@ def test_a_management_cluster_that_does_not_answer(cli: Cli, tmp_path: Path, exa
     )
     result = cli("cluster", "create", "-f", str(examples / "work.yaml"), "--kubeconfig", str(kubeconfig))
     assert result.exit_code == 1, result
-    assert "--kubeconfig: the cluster does not answer" in result.stderr.replace("\n", ""), result
+    assert "--kubeconfig: the server does not answer" in result.stderr.replace("\n", ""), result
     assert not (tmp_path / "workflows").exists(), "nothing ran"
 
 
