@@ -223,7 +223,7 @@ def kubeconfig_secret_name(cluster: str) -> str:
 
 def kubeconfig_from_secret(secret: Secret) -> dict[str, Any]:
     """The kubeconfig a Cluster API ``<cluster>-kubeconfig`` Secret holds under data key ``value``."""
-    where = f"Secret {secret.ref()} key {KUBECONFIG_KEY!r}"
+    where = f"{secret.ref()} key {KUBECONFIG_KEY!r}"
     try:
         raw = secret.value(KUBECONFIG_KEY)
     except KeyError as exc:
