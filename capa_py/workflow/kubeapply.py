@@ -315,6 +315,21 @@ def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+class _TimedDynamicClient(DynamicClient):
+    """A dynamic client whose every request, discovery's included, gives up after ``timeout`` seconds:
+    the library sends discovery requests with no timeout at all, so a server that accepts the connection
+    and never answers would hang the apply."""
+
+    def __init__(self, api: client.ApiClient, cache_file: str, timeout: float) -> None:
+        # Set before the base class runs: its constructor already asks the server for discovery.
+        self._timeout = timeout
+        super().__init__(api, cache_file=cache_file)  # type: ignore[no-untyped-call]
+
+    def request(self, method: str, path: str, body: Any = None, **params: Any) -> Any:
+        params.setdefault("_request_timeout", self._timeout)
+        return super().request(method, path, body, **params)
+
+
 class _Applier:
     """One apply: the client, its discovery and what was applied so far."""
 
@@ -358,9 +373,7 @@ class _Applier:
 
     def read(self, resource: Any, name: str, namespace: str | None) -> dict[str, Any] | None:
         try:
-            response = self.dynamic.get(
-                resource, name=name, namespace=namespace, serialize=False, _request_timeout=self.timeout
-            )
+            response = self.dynamic.get(resource, name=name, namespace=namespace, serialize=False)
         except NotFoundError:
             return None
         return _json(response)
@@ -382,7 +395,7 @@ class _Applier:
         ref = document_ref(body, resource.namespaced)
         where = f"document {number} ({ref})"
         name = metadata["name"]
-        kwargs: dict[str, Any] = {"serialize": False, "_request_timeout": self.timeout}
+        kwargs: dict[str, Any] = {"serialize": False}
         try:
             current = self.read(resource, name, namespace)
             if current is None:
@@ -431,7 +444,7 @@ def apply_documents(
     with api, tempfile.TemporaryDirectory(prefix="capa-discovery-") as cache:
         applier: _Applier | None = None
         try:
-            dynamic = DynamicClient(api, cache_file=str(Path(cache) / "discovery.json"))  # type: ignore[no-untyped-call]
+            dynamic = _TimedDynamicClient(api, str(Path(cache) / "discovery.json"), timeout)
             applier = _Applier(dynamic, server, timeout)
             _log.info("applying manifest", documents=len(checked), server=server)
             for number, doc in enumerate(checked, 1):

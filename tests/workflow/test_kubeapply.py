@@ -235,12 +235,8 @@ def test_a_document_the_server_refuses_names_it_and_carries_the_servers_message(
     assert raised.value.applied == [AppliedDocument("ConfigMap/default/before-refused", "created")]
 
 
-def test_a_server_that_does_not_answer_is_unreachable_not_a_manifest_error(tmp_path: Path) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    # Nothing listens on the port once the probe is closed.
-    kubeconfig = {
+def loopback_kubeconfig(port: int) -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "gone", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
@@ -248,8 +244,29 @@ def test_a_server_that_does_not_answer_is_unreachable_not_a_manifest_error(tmp_p
         "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "gone"}}],
         "current-context": "gone",
     }
+
+
+def test_a_server_that_does_not_answer_is_unreachable_not_a_manifest_error() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Nothing listens on the port once the probe is closed.
     with pytest.raises(ClusterUnreachable, match=f"http://127.0.0.1:{port} does not answer"):
-        apply_documents(kubeconfig, [config_map("never")], timeout=5.0)
+        apply_documents(loopback_kubeconfig(port), [config_map("never")], timeout=5.0)
+
+
+@pytest.mark.timeout(30)
+def test_a_server_that_accepts_but_never_answers_gives_up_within_the_timeout() -> None:
+    # A listening socket nobody accepts from: connections succeed (the backlog), no answer ever comes.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        port = silent.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(ClusterUnreachable, match="does not answer"):
+            apply_documents(loopback_kubeconfig(port), [config_map("never")], timeout=0.5)
+        # The client retries a read that timed out a few times; each try is bounded.
+        assert time.monotonic() - started < 10.0
 
 
 def test_a_kubeconfig_file_that_is_not_there_is_named(tmp_path: Path) -> None:
