@@ -7,16 +7,18 @@ from __future__ import annotations
 import base64
 import copy
 import functools
+import logging
 import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 from structlog.testing import capture_logs
 
@@ -125,8 +127,21 @@ def test_the_example_cni_is_created_then_unchanged_then_only_a_changed_configmap
     assert stored.stdout.strip() == '{"network": "10.244.0.0/16"}', stored.stderr
 
 
+@pytest.fixture
+def logged() -> Iterator[list[MutableMapping[str, Any]]]:
+    """Every log line of the test, at every level, whatever level an earlier test left configured; the
+    configuration is restored afterwards."""
+    saved = structlog.get_config()
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.DEBUG))
+    try:
+        with capture_logs() as logs:
+            yield logs
+    finally:
+        structlog.configure(**saved)
+
+
 def test_a_document_the_server_normalises_is_unchanged_when_applied_again_and_never_logged(
-    served: Path,
+    served: Path, logged: list[MutableMapping[str, Any]]
 ) -> None:
     # The server folds stringData into data and drops creationTimestamp: null, so the document never equals
     # what is stored; only the dry run tells that applying it again changes nothing.
@@ -136,13 +151,12 @@ def test_a_document_the_server_normalises_is_unchanged_when_applied_again_and_ne
         "metadata": {"name": "normalised", "namespace": "default", "creationTimestamp": None},
         "stringData": {"token": "s3cr3t-first"},
     }
-    with capture_logs() as logs:
-        assert apply_documents(served, [secret]) == [AppliedDocument("Secret/default/normalised", "created")]
-        assert apply_documents(served, [secret])[0].outcome == "unchanged"
-        secret["stringData"] = {"token": "s3cr3t-second"}
-        assert apply_documents(served, [secret])[0].outcome == "configured"
-    assert logs, "applying logged nothing"
-    assert not [line for line in logs if "s3cr3t" in repr(line)], "a Secret's value reached the log"
+    assert apply_documents(served, [secret]) == [AppliedDocument("Secret/default/normalised", "created")]
+    assert apply_documents(served, [secret])[0].outcome == "unchanged"
+    secret["stringData"] = {"token": "s3cr3t-second"}
+    assert apply_documents(served, [secret])[0].outcome == "configured"
+    assert logged, "applying logged nothing"
+    assert not [line for line in logged if "s3cr3t" in repr(line)], "a Secret's value reached the log"
     stored = kubectl(served, "get", "secret", "normalised", "-o", "jsonpath={.data.token}")
     assert base64.b64decode(stored.stdout) == b"s3cr3t-second"
 
