@@ -182,14 +182,21 @@ def test_a_failure_writes_a_bundle_with_store_aws_calls_and_logs_but_no_secrets(
 def test_the_log_collector_leaves_the_console_at_its_level(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import structlog
+
     from capa_py.logging import configure_logging
 
+    saved = structlog.get_config()
     configure_logging("json", verbosity=0)
-    collector = LogCollector()
-    with collector.recording():
-        log.info("quiet detail", step=1)
-        log.warning("loud problem", step=2)
-    log.info("after the run", step=3)
+    try:
+        collector = LogCollector()
+        with collector.recording():
+            log.info("quiet detail", step=1)
+            log.warning("loud problem", step=2)
+        log.info("after the run", step=3)
+    finally:
+        # Leave structlog as it was: a level filter left behind hides later tests' captured logs.
+        structlog.configure(**saved)
     assert [line["event"] for line in collector.lines] == ["quiet detail", "loud problem"]
     printed = capsys.readouterr().err
     assert "loud problem" in printed
