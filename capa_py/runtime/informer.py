@@ -284,7 +284,13 @@ class CachedStore:
 
     def _record(self, obj: T) -> T:
         informer = self.informer_for(type(obj))
-        if informer is not None:
+        if informer is None:
+            return obj
+        if obj.being_deleted and not obj.metadata.finalizers:
+            # The write took the last finalizer off an object marked for deletion: the store deleted it.
+            # Recording it could bring it back for good when the watch's DELETED event came first.
+            informer.forget(obj)
+        else:
             informer.record(obj)
         return obj
 

@@ -170,6 +170,17 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
 
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.dispatcher = dispatcher
+        self._open: set[StreamOutbox] = set()
+
+    async def end_streams(self, timeout: float) -> None:
+        """Tell every connected agent the service is stopping (UNAVAILABLE: they reconnect), and give the
+        streams ``timeout`` to end. Streams still open when the server stops are cancelled instead, which
+        gRPC reports as unhandled errors."""
+        for outbox in list(self._open):
+            outbox.abort(grpc.StatusCode.UNAVAILABLE, "the workflow service is stopping")
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self._open and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
 
     async def GetWorkflows(
         self, request: pb.GetWorkflowsRequest, context: grpc.aio.ServicerContext[Any, Any]
@@ -179,6 +190,7 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
             session = await asyncio.to_thread(self.dispatcher.connect, request.agent_id, outbox)
         except Refused as exc:
             await context.abort(exc.code, exc.message)
+        self._open.add(outbox)
         try:
             while True:
                 item = await outbox.queue.get()
@@ -186,6 +198,7 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
                     await context.abort(item.code, item.message)
                 yield item
         finally:
+            self._open.discard(outbox)
             self.dispatcher.disconnect(session)
 
     async def PublishEvent(
@@ -256,7 +269,8 @@ def start_in_thread(
 
     async def serve(stopping: asyncio.Event, ready: Ready) -> None:
         server = grpc.aio.server(options=SERVER_OPTIONS)
-        pb_grpc.add_WorkflowServiceServicer_to_server(WorkflowService(dispatcher), server)
+        service = WorkflowService(dispatcher)
+        pb_grpc.add_WorkflowServiceServicer_to_server(service, server)
         checks = health.aio.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(checks, server)
         address = _address(bind, port)
@@ -281,6 +295,7 @@ def start_in_thread(
             await stopping.wait()
         finally:
             await checks.enter_graceful_shutdown()
+            await service.end_streams(timeout=1.0)
             await server.stop(grace=1.0)
             _log.info("workflow service stopped", address=served)
 

@@ -19,6 +19,7 @@ controller Deployment) are installed by :class:`CoreComponents` before the provi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -27,6 +28,7 @@ from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.clusterconfig import ClusterConfig, ProviderName
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
+from capa_py.api.tinkerbell import Hardware
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
 from capa_py.logging import get_logger
 from capa_py.manifests.components import core_components, provider_components
@@ -234,6 +236,19 @@ class ClusterAPIProvider(NoopHookRegistrar):
                 store.delete(ClusterConfig, spec.name, spec.namespace)
 
 
+def with_hardware_labelled(spec: ClusterFile) -> ClusterFile:
+    """``spec`` with a copy of each of its Hardware labelled ``cluster.x-k8s.io/cluster-name``."""
+    objects: list[KubeObject] = []
+    for obj in spec.objects:
+        if not isinstance(obj, Hardware):
+            objects.append(obj)
+            continue
+        labelled = obj.model_copy(deep=True)
+        labelled.metadata.labels[CLUSTER_NAME_LABEL] = spec.name
+        objects.append(labelled)
+    return dataclasses.replace(spec, objects=tuple(objects))
+
+
 def _stored_config(spec: ClusterFile) -> ClusterConfig:
     config = spec.config.model_copy(deep=True)
     config.metadata.labels[CLUSTER_NAME_LABEL] = spec.name
@@ -267,6 +282,13 @@ class TinkerbellProvider(ClusterAPIProvider):
         from controllers.tinkerbell_capi import tinkerbell_capi_controllers
 
         return [*tinkerbell_controllers(store), *tinkerbell_capi_controllers(store)]
+
+    def create_cluster(self, cluster: ClusterAccess, spec: ClusterFile, timeout: float) -> None:
+        """As for every provider, with the cluster file's Hardware labelled with the cluster's name: a pivot
+        moves only what belongs to the cluster, and without the label the Hardware no machine claimed would
+        stay behind on the bootstrap cluster and go with it, leaving the management cluster no spare
+        Hardware for a rollout or another cluster."""
+        super().create_cluster(cluster, with_hardware_labelled(spec), timeout)
 
     def servers(self, spec: ClusterFile) -> Callable[[ObjectStore], Sequence[Stoppable]] | None:
         settings = spec.config.tinkerbell_components

@@ -160,6 +160,34 @@ def test_cache_reads_its_own_writes_before_the_watch_delivers_them(store: SQLite
         cache.get(Cluster, "mine")
 
 
+def test_removing_the_last_finalizer_of_a_deleted_object_leaves_it_out_of_the_cache(
+    store: SQLiteStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create(
+        Cluster.model_validate({"metadata": {"name": "c", "namespace": "default", "finalizers": ["f"]}})
+    )
+    informer = Informer(store, Cluster)
+    informer.relist()  # no watch running: the test delivers the DELETED event itself
+    cache = CachedStore(store, [informer])
+    cache.delete(Cluster, "c", "default")
+    marked = cache.get(Cluster, "c")
+    marked.metadata.finalizers = []
+    real_update = store.update
+
+    def update_seen_by_the_watch_first(obj: Cluster) -> Cluster:
+        # The watch's DELETED event reaches the informer before the write's response reaches the cache.
+        final = real_update(obj)
+        informer.apply(WatchEvent("DELETED", final, final.metadata.resource_version or ""))
+        return final
+
+    monkeypatch.setattr(store, "update", update_seen_by_the_watch_first)
+    cache.update(marked)
+
+    with pytest.raises(NotFound):
+        cache.get(Cluster, "c")
+    assert cache.list(Cluster, namespace="default") == []
+
+
 def test_a_conflicting_write_brings_the_cache_up_to_date_for_the_retry(store: SQLiteStore) -> None:
     store.create(cluster("c"))
     informer = Informer(store, Cluster)
