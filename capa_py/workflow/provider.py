@@ -290,6 +290,13 @@ class TinkerbellProvider(ClusterAPIProvider):
         Hardware for a rollout or another cluster."""
         super().create_cluster(cluster, with_hardware_labelled(spec), timeout)
 
+    def upgrade_cluster(
+        self, cluster: ClusterAccess, spec: ClusterFile, timeout: float, on_step: OnStep | None = None
+    ) -> list[RolloutStep]:
+        """As for every provider, with the Hardware labelled as at create: applying the file without the
+        label would remove it, and the next pivot would leave the spare Hardware behind."""
+        return super().upgrade_cluster(cluster, with_hardware_labelled(spec), timeout, on_step)
+
     def servers(self, spec: ClusterFile) -> Callable[[ObjectStore], Sequence[Stoppable]] | None:
         settings = spec.config.tinkerbell_components
 
