@@ -50,6 +50,7 @@ from controllers import aws_controllers
 from controllers.run import converge
 from tests.cli.served import capa_serve
 from tests.controllers.conftest import Harness
+from tests.e2e.e2e_support import capa_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -60,7 +61,7 @@ TIMEOUT = 120.0
 NS = "default"
 
 
-# -- cluster files and clusters -----------------------------------------------------------------------------
+# -- cluster files and clusters ------------------------------------------------------------------------------
 def cluster_file(directory: Path, name: str, kubeconfig: Path, edits: Sequence[tuple[str, str]] = ()) -> Path:
     """``examples/clusters/<name>.yaml`` written to ``directory``, its kubeconfigFile pointing at the
     stand-in API server's kubeconfig, its CNI manifest at the example's, each ``(old, new)`` edit applied."""
@@ -149,7 +150,7 @@ class PivotCalls(NoopHookRegistrar):
         self.during = calls_since(self.before)
 
 
-# -- AWS, as moto has it ------------------------------------------------------------------------------------
+# -- AWS, as moto has it -------------------------------------------------------------------------------------
 def instances(harness: Harness) -> list[dict[str, Any]]:
     pages = harness.aws.ec2.pages("DescribeInstances", "Reservations")
     return [i for r in pages for i in r["Instances"]]
@@ -454,5 +455,87 @@ def test_management_create_killed_after_a_task_resumes_and_launches_nothing_twic
         }, made
         assert not (state / "bootstrap").exists()
         with KubeStore.from_kubeconfig(mgmt_api) as store:
-            ids = {m.name: m.status.instance_id for m in store.list(AWSMachine, namespace=NS)}
+            ids = {m.name: m.status.instance_id or "" for m in store.list(AWSMachine, namespace=NS)}
         assert sorted(ids.values()) == sorted(i["InstanceId"] for i in launched)
+
+
+# -- 4. the CLI ----------------------------------------------------------------------------------------------
+def capa_cluster_create(
+    tmp_path: Path, state: Path, path: Path, url: str, *extra: str
+) -> subprocess.CompletedProcess[str]:
+    command = ["--state", str(state / "capa.db"), "cluster", "create", "-f", str(path), "--management"]
+    return subprocess.run(
+        [sys.executable, "-m", "capa_py.cli", *command, "--aws-endpoint", url, *extra],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT * 2,
+        check=False,
+        env=capa_env(tmp_path / "home"),
+        cwd=tmp_path,
+    )
+
+
+def test_cli_create_reports_every_task_done_as_json(harness: Harness, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with stand_in(tmp_path / "mgmt-api") as mgmt_api:
+        path = cluster_file(tmp_path / "files", "mgmt", mgmt_api)
+        done = capa_cluster_create(tmp_path, state, path, harness.server.url, "-o", "json")
+        assert done.returncode == 0, done.stderr[-3000:]
+        report = json.loads(done.stdout)
+        assert report["succeeded"] is True
+        assert report["workflowId"] == WORKFLOW_ID
+        states = {t["name"]: t["state"] for t in report["tasks"]}
+        names = management.new_create_workflow(
+            load_cluster_file(path), AWSProvider(lambda: (harness.pool, harness.engine))
+        ).task_names
+        assert list(states) == names
+        assert set(states.values()) == {"done"}, states
+        assert Path(report["kubeconfig"]) == state / "clusters" / "mgmt" / "kubeconfig"
+    assert len(running(harness)) == 2
+
+
+def test_cli_create_that_fails_exits_1_naming_the_task_and_the_bundle(
+    harness: Harness, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    with stand_in(tmp_path / "mgmt-api") as mgmt_api:
+        path = cluster_file(tmp_path / "files", "mgmt", mgmt_api, [("id: ami-785db401", "id: ami-12345678")])
+        failed = capa_cluster_create(
+            tmp_path, state, path, harness.server.url, "--timeout", "60s", "-o", "json"
+        )
+    assert failed.returncode == 1, failed.stderr[-3000:]
+    errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
+    assert errors, failed.stderr[-3000:]
+    assert errors[-1].startswith("error: management create failed at Create Management Cluster: "), errors
+    assert "AWSMachine default/mgmt-cp-0: failed" in errors[-1], errors
+    bundles = [
+        line.removeprefix("diagnostics: ")
+        for line in failed.stderr.splitlines()
+        if line.startswith("diagnostics: ")
+    ]
+    assert len(bundles) == 1, failed.stderr[-3000:]
+    bundle = Path(bundles[0])
+    assert bundle.parent == state / "diagnostics"
+    assert sorted(p.name for p in bundle.iterdir()) == [
+        "aws-calls.json",
+        "failure.json",
+        "log.json",
+        "store.json",
+    ]
+    failure = json.loads((bundle / "failure.json").read_text())
+    assert failure["task"] == "Create Management Cluster", failure
+    calls = json.loads((bundle / "aws-calls.json").read_text())
+    assert calls["byOutcome"].get("InvalidAMIID.NotFound"), calls["byOutcome"]
+    assert "ec2:RunInstances" not in calls["byOperation"], (
+        "an instance was launched from an AMI that is not there"
+    )
+    assert "mgmt-cp-0" in (bundle / "store.json").read_text()
+
+    report = json.loads(failed.stdout)
+    assert report["succeeded"] is False
+    assert report["failure"]["task"] == "Create Management Cluster"
+    assert report["bundle"] == str(bundle)
+    assert [t["state"] for t in report["tasks"]][:5] == ["done", "done", "done", "failed", "pending"]
+    # What running the command again resumes from: the three tasks done, the failed one not.
+    checkpoint = json.loads((state / "workflows" / f"{WORKFLOW_ID}.json").read_text())
+    assert checkpoint["completed"] == 3, checkpoint
