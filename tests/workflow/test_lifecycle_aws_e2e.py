@@ -59,6 +59,8 @@ WORKFLOW_ID = "management-create-default-mgmt"
 TIMEOUT = 120.0
 """How long one task may wait for controllers: far more than moto needs, short enough to fail a test."""
 NS = "default"
+ROLLED_ONE_MACHINE = {"ec2:RunInstances": 1, "ec2:TerminateInstances": 1}
+"""The mutating AWS calls of replacing one machine, and nothing else."""
 
 
 # -- cluster files and clusters ------------------------------------------------------------------------------
@@ -265,26 +267,51 @@ def machine_history(store: KubeStore, since: str) -> list[tuple[str, bool, str |
     ]
 
 
+def assert_new_before_old(history: list[tuple[str, bool, str | None]], new: str, old: str) -> None:
+    ready_at = next(
+        (i for i, (n, _, phase) in enumerate(history) if n == new and phase == "Provisioned"), None
+    )
+    deleting_at = next((i for i, (n, deleting, _) in enumerate(history) if n == old and deleting), None)
+    assert ready_at is not None, f"{new} never Provisioned: {history}"
+    assert deleting_at is not None, f"{old} never deleted: {history}"
+    assert ready_at < deleting_at, f"{old} was deleted before {new} was Provisioned: {history}"
+
+
+class BootstrapRollout(NoopHookRegistrar):
+    """Records the Machine changes Upgrade Cluster makes on the bootstrap cluster of a management upgrade."""
+
+    def __init__(self) -> None:
+        self.since = ""
+        self.history: list[tuple[str, bool, str | None]] = []
+
+    def bind_upgrade_hooks(self, binder: Binder[Any]) -> None:
+        binder.before(management.upgrade.UPGRADE_CLUSTER, self.start)
+        binder.after(management.upgrade.UPGRADE_CLUSTER, self.record)
+
+    def start(self, ctx: management.UpgradeContext) -> None:
+        """Runs before Upgrade Cluster, with the cluster on the bootstrap cluster: notes where its history
+        starts."""
+        with ctx.bootstrap().store() as store:
+            self.since = store.current_resource_version()
+
+    def record(self, ctx: management.UpgradeContext) -> None:
+        """Runs after Upgrade Cluster, before the pivot back: reads the Machine changes it made."""
+        with ctx.bootstrap().store() as store:
+            self.history = machine_history(store, self.since)
+
+
 def assert_replaced_alone(
     store: KubeStore, since: str, calls: dict[str, int], cluster: str, rolled: str, kept: dict[str, str]
 ) -> str:
     """``rolled`` was replaced by one new machine, Provisioned before the old one was marked for deletion,
     with one instance launched and one terminated; the machines of ``kept`` keep their instances. The new
     machine's name."""
-    assert calls.get("ec2:RunInstances") == 1, calls
-    assert calls.get("ec2:TerminateInstances") == 1, calls
+    assert calls == ROLLED_ONE_MACHINE, f"rolling {rolled} changed more than one instance in AWS: {calls}"
     machines = store.list(Machine, namespace=NS, label_selector=f"cluster.x-k8s.io/cluster-name={cluster}")
     new = [m.name for m in machines if m.metadata.labels.get(CONFIG_NAME_LABEL) == rolled]
     assert len(new) == 1, f"not one replacement of {rolled}: {[m.name for m in machines]}"
     assert new[0].startswith(f"{rolled}-"), new
-    history = machine_history(store, since)
-    ready_at = next(
-        (i for i, (n, _, phase) in enumerate(history) if n == new[0] and phase == "Provisioned"), None
-    )
-    deleting_at = next((i for i, (n, deleting, _) in enumerate(history) if n == rolled and deleting), None)
-    assert ready_at is not None, f"{new[0]} never Provisioned: {history}"
-    assert deleting_at is not None, f"{rolled} never deleted: {history}"
-    assert ready_at < deleting_at, f"{rolled} was deleted before {new[0]} was Provisioned: {history}"
+    assert_new_before_old(machine_history(store, since), new[0], rolled)
     ids = {m.name: m.status.instance_id for m in store.list(AWSMachine, namespace=NS)}
     assert {n: ids.get(n) for n in kept} == kept, "a machine that did not change lost its instance"
     return new[0]
@@ -363,14 +390,19 @@ def test_workload_and_management_lifecycle_rolls_one_machine_and_deletes_everyth
             )
             since, before = store.current_resource_version(), mutating_calls()
             ctx = management.UpgradeContext(mgmt_spec, provider, core, state, TIMEOUT)
-            run(management.new_upgrade_workflow(mgmt_spec, provider), ctx, "mu", state)
+            rollout = BootstrapRollout()
+            run(management.new_upgrade_workflow(mgmt_spec, provider, hooks=[rollout]), ctx, "mu", state)
             assert not (state / "bootstrap").exists()
             calls = calls_since(before)
-            assert calls.get("ec2:RunInstances") == 1, calls
-            assert calls.get("ec2:TerminateInstances") == 1, calls
+            assert calls == ROLLED_ONE_MACHINE, f"the management upgrade changed more in AWS: {calls}"
             after = {m.name: m.status.instance_id for m in store.list(AWSMachine, namespace=NS)}
             assert after.pop("mgmt-cp-0") == mgmt_ids["mgmt-cp-0"], "the control plane machine was replaced"
-            assert [n for n in after if n.startswith("mgmt-worker-0-")] == list(after), after
+            assert len(after) == 1, after
+            new = next(iter(after))
+            assert new.startswith("mgmt-worker-0-"), after
+            assert_new_before_old(rollout.history, new, "mgmt-worker-0")
+            types = {i["InstanceId"]: i["InstanceType"] for i in running(harness)}
+            assert types[after[new] or ""] == "t3.xlarge"
             assert store.get(Cluster, "mgmt", NS).spec.paused is not True
 
             # Management delete.
