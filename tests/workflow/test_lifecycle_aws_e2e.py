@@ -5,9 +5,10 @@ No control-plane provider comes with capa-py, so nothing brings up a cluster's A
 run: each cluster's API server is a ``capa serve`` subprocess started by the test, whose kubeconfig the
 cluster file names (``spec.controlPlane.kubeconfigFile``), as a control-plane provider would write it. And
 nothing runs Deployments on those servers: the controller Deployment that Install Management Components
-applies to the management cluster is stood in for by the same controllers run in the test process
-(:class:`~capa_py.workflow.clusters.InProcessHost` over the management cluster's kubeconfig), started once
-the management create has finished.
+applies to the management cluster is stood in for by the same controllers run in the test process, started
+once the management create has finished: an :class:`~capa_py.workflow.clusters.InProcessHost` over the
+management cluster's kubeconfig while workflows run against it, and ``controllers.run.converge`` where a
+test needs to know that every object was reconciled after the pivot.
 
 What is pinned: every task runs; the pivot makes no AWS call that changes anything, and the management
 cluster's controllers adopt what the bootstrap cluster's made without changing anything either; a rolled
@@ -424,6 +425,7 @@ def test_workload_and_management_lifecycle_rolls_one_machine_and_deletes_everyth
 
 
 # -- 3. resume after a kill ----------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("killed_after", "when"),
     [
