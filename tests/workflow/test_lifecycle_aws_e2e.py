@@ -537,39 +537,47 @@ def test_cli_create_that_fails_exits_1_naming_the_task_and_the_bundle(
         failed = capa_cluster_create(
             tmp_path, state, path, harness.server.url, "--timeout", "60s", "-o", "json"
         )
-    assert failed.returncode == 1, failed.stderr[-3000:]
-    errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
-    assert errors, failed.stderr[-3000:]
-    assert errors[-1].startswith("error: management create failed at Create Management Cluster: "), errors
-    assert "AWSMachine default/mgmt-cp-0: failed" in errors[-1], errors
-    bundles = [
-        line.removeprefix("diagnostics: ")
-        for line in failed.stderr.splitlines()
-        if line.startswith("diagnostics: ")
-    ]
-    assert len(bundles) == 1, failed.stderr[-3000:]
-    bundle = Path(bundles[0])
-    assert bundle.parent == state / "diagnostics"
-    assert sorted(p.name for p in bundle.iterdir()) == [
-        "aws-calls.json",
-        "failure.json",
-        "log.json",
-        "store.json",
-    ]
-    failure = json.loads((bundle / "failure.json").read_text())
-    assert failure["task"] == "Create Management Cluster", failure
-    calls = json.loads((bundle / "aws-calls.json").read_text())
-    assert calls["byOutcome"].get("InvalidAMIID.NotFound"), calls["byOutcome"]
-    assert "ec2:RunInstances" not in calls["byOperation"], (
-        "an instance was launched from an AMI that is not there"
-    )
-    assert "mgmt-cp-0" in (bundle / "store.json").read_text()
+        assert failed.returncode == 1, failed.stderr[-3000:]
+        errors = [line for line in failed.stderr.splitlines() if line.startswith("error: ")]
+        assert errors, failed.stderr[-3000:]
+        assert errors[-1].startswith("error: management create failed at Create Management Cluster: "), errors
+        assert "AWSMachine default/mgmt-cp-0: failed" in errors[-1], errors
+        bundles = [
+            line.removeprefix("diagnostics: ")
+            for line in failed.stderr.splitlines()
+            if line.startswith("diagnostics: ")
+        ]
+        assert len(bundles) == 1, failed.stderr[-3000:]
+        bundle = Path(bundles[0])
+        assert bundle.parent == state / "diagnostics"
+        assert sorted(p.name for p in bundle.iterdir()) == [
+            "aws-calls.json",
+            "failure.json",
+            "log.json",
+            "store.json",
+        ]
+        failure = json.loads((bundle / "failure.json").read_text())
+        assert failure["task"] == "Create Management Cluster", failure
+        calls = json.loads((bundle / "aws-calls.json").read_text())
+        assert calls["byOutcome"].get("InvalidAMIID.NotFound"), calls["byOutcome"]
+        assert "ec2:RunInstances" not in calls["byOperation"], (
+            "an instance was launched from an AMI that is not there"
+        )
+        assert "mgmt-cp-0" in (bundle / "store.json").read_text()
 
-    report = json.loads(failed.stdout)
-    assert report["succeeded"] is False
-    assert report["failure"]["task"] == "Create Management Cluster"
-    assert report["bundle"] == str(bundle)
-    assert [t["state"] for t in report["tasks"]][:5] == ["done", "done", "done", "failed", "pending"]
-    # What running the command again resumes from: the three tasks done, the failed one not.
-    checkpoint = json.loads((state / "workflows" / f"{WORKFLOW_ID}.json").read_text())
-    assert checkpoint["completed"] == 3, checkpoint
+        report = json.loads(failed.stdout)
+        assert report["succeeded"] is False
+        assert report["failure"]["task"] == "Create Management Cluster"
+        assert report["bundle"] == str(bundle)
+        assert [t["state"] for t in report["tasks"]][:5] == ["done", "done", "done", "failed", "pending"]
+        # The checkpoint a second run resumes from: the three tasks done, the failed one not.
+        checkpoint = json.loads((state / "workflows" / f"{WORKFLOW_ID}.json").read_text())
+        assert checkpoint["completed"] == 3, checkpoint
+
+        # Running the command again resumes: the three tasks are not run again, the failed one is.
+        again = capa_cluster_create(
+            tmp_path, state, path, harness.server.url, "--timeout", "60s", "-o", "json"
+        )
+        assert again.returncode == 1, again.stderr[-3000:]
+        states = [t["state"] for t in json.loads(again.stdout)["tasks"]]
+        assert states[:5] == ["resumed", "resumed", "resumed", "failed", "pending"], states
