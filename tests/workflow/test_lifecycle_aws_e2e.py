@@ -142,11 +142,8 @@ class PivotCalls(NoopHookRegistrar):
         """Runs before Pivot to Management, with the machines ready on the bootstrap cluster: records the
         call counts and each AWSMachine's instance id."""
         self.before = mutating_calls()
-        store = ctx.bootstrap().store()
-        try:
+        with ctx.bootstrap().store() as store:
             self.instance_ids = {m.name: m.status.instance_id or "" for m in store.list(AWSMachine)}
-        finally:
-            store.close()
 
     def compare(self, ctx: management.CreateContext) -> None:
         """Runs after Pivot to Management: records the mutating calls the pivot made."""
@@ -371,6 +368,7 @@ def test_workload_and_management_lifecycle_rolls_one_machine_and_deletes_everyth
             assert types[store.get(AWSMachine, new, NS).status.instance_id or ""] == "t3.xlarge"
 
             # Workload delete.
+            assert len([i for i in running(harness) if tagged(i, "work")]) == 2, "instances not tagged"
             ctx = workload.DeleteContext(work_spec, provider, core, mgmt, state, TIMEOUT)
             run(
                 workload.new_delete_workflow(work_spec, provider, hooks=[ClusterFiles(state)]),
