@@ -18,6 +18,7 @@ controller Deployment) are installed by :class:`CoreComponents` before the provi
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
@@ -39,6 +40,7 @@ from capa_py.store.kube import KubeStore
 from capa_py.workflow.clusters import ClusterAccess, Stoppable
 from capa_py.workflow.config import INFRASTRUCTURE_KINDS, ClusterFile
 from capa_py.workflow.hook import Binder, NoopHookRegistrar
+from capa_py.workflow.kubeapply import apply_documents, kubeconfig_secret_name
 
 if TYPE_CHECKING:
     from capa_py.aws.session import ClientPool
@@ -94,8 +96,6 @@ def opened(cluster: ClusterAccess) -> Iterator[KubeStore]:
 
 def apply_documents_to(cluster: ClusterAccess, docs: Sequence[dict[str, object]]) -> None:
     """Apply manifests to a cluster that is not the bootstrap cluster."""
-    from capa_py.workflow.kubeapply import apply_documents
-
     applied = apply_documents(cluster.kubeconfig, docs)
     _log.info(
         "components applied",
@@ -161,7 +161,7 @@ class CoreComponents:
         )
 
 
-class ClusterAPIProvider(NoopHookRegistrar):
+class ClusterAPIProvider(NoopHookRegistrar, abc.ABC):
     """Creating, upgrading and deleting a cluster's Cluster API objects, the same for every provider; the
     subclasses say which components to run."""
 
@@ -177,8 +177,10 @@ class ClusterAPIProvider(NoopHookRegistrar):
         """Components are versioned with capa-py: upgrading applies the current manifests again."""
         self.install_components(cluster, spec)
 
+    @abc.abstractmethod
     def controllers(self, store: ObjectStore) -> Sequence[Controller]:
-        raise NotImplementedError
+        """The provider's controllers (Cluster API core's come with :class:`CoreComponents`), built over
+        ``store``."""
 
     def servers(self, spec: ClusterFile) -> Callable[[ObjectStore], Sequence[Stoppable]] | None:
         return None
@@ -231,7 +233,7 @@ class ClusterAPIProvider(NoopHookRegistrar):
                 with contextlib.suppress(NotFound):
                     store.delete(Secret, obj.name, obj.namespace)
             with contextlib.suppress(NotFound):
-                store.delete(Secret, f"{spec.name}-kubeconfig", spec.namespace)
+                store.delete(Secret, kubeconfig_secret_name(spec.name), spec.namespace)
             with contextlib.suppress(NotFound):
                 store.delete(ClusterConfig, spec.name, spec.namespace)
 
