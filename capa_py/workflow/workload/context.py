@@ -10,7 +10,7 @@ from pathlib import Path
 from capa_py.workflow.clusters import ClusterAccess
 from capa_py.workflow.config import ClusterFile
 from capa_py.workflow.provider import CoreComponents, Provider
-from capa_py.workflow.steps import cluster_kubeconfig_path, fetch_cluster_kubeconfig
+from capa_py.workflow.steps import fetch_cluster_kubeconfig
 from capa_py.workflow.task import Context
 
 
@@ -35,10 +35,9 @@ class WorkloadContext(Context):
 
     def workload(self) -> ClusterAccess:
         """The workload cluster, through the kubeconfig its ``<cluster>-kubeconfig`` Secret on the management
-        cluster holds (fetched once, then read from ``<state dir>/clusters/<cluster>/kubeconfig``)."""
-        path = cluster_kubeconfig_path(self.state_dir, self.spec.name)
-        if not path.exists():
-            path = fetch_cluster_kubeconfig(self.management, self.spec, self.state_dir, self.timeout)
+        cluster holds now (read again each time, so a rotated kubeconfig is followed; written to
+        ``<state dir>/clusters/<cluster>/kubeconfig``)."""
+        path = fetch_cluster_kubeconfig(self.management, self.spec, self.state_dir, self.timeout)
         return ClusterAccess(self.spec.name, path)
 
     def close(self) -> None:
