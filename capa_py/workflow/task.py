@@ -80,7 +80,8 @@ class Task(Generic[C]):
     @property
     def description(self) -> str:
         """The docstring's first paragraph, on one line: when the task runs, what it assumes and does."""
-        return " ".join(self.doc.strip().split("\n\n")[0].split())
+        # Docstrings mark code with reST's double backquotes; a plan reads better with single ones.
+        return " ".join(self.doc.strip().split("\n\n")[0].split()).replace("``", "`")
 
     def __repr__(self) -> str:
         return f"Task({self.name!r})"
