@@ -95,20 +95,12 @@ def load_cluster_file(path: Path, check_files: bool = True) -> ClusterFile:
 
     configs = [o for o in objects if isinstance(o, ClusterConfig)]
     clusters = [o for o in objects if isinstance(o, Cluster)]
-    if len(configs) != 1:
-        what = "no" if not configs else f"{len(configs)}"
-        problem(
-            configs[1] if len(configs) > 1 else None,
-            "",
-            f"{what} ClusterConfig ({CAPA_API_VERSION}) documents; a cluster file holds exactly one",
-        )
-    if len(clusters) != 1:
-        what = "no" if not clusters else f"{len(clusters)}"
-        problem(
-            clusters[1] if len(clusters) > 1 else None,
-            "",
-            f"{what} Cluster documents; a cluster file holds exactly one cluster",
-        )
+    for found, what in (
+        (configs, f"ClusterConfig ({CAPA_API_VERSION}) documents; a cluster file holds exactly one"),
+        (clusters, "Cluster documents; a cluster file holds exactly one cluster"),
+    ):
+        if len(found) != 1:
+            problem(found[1] if found else None, "", f"{len(found) or 'no'} {what}")
     if problems:
         raise ManifestError(problems)
     config = configs[0]

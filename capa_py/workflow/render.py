@@ -44,31 +44,19 @@ def plan(workflow: Workflow[Any]) -> list[PlanStep]:
 
 def to_list(workflow: Workflow[Any]) -> str:
     """A numbered list: each task with its docstring's first paragraph (wrapped) and the hooks bound around
-    it."""
-    lines = [f"{workflow.name}:"]
+    it, then the error handling step."""
     steps = plan(workflow)
-    for number, step in enumerate(steps[:-1], start=1):
-        lines.extend(
-            textwrap.wrap(
-                f"{number:>3}. {step.name} — {step.description}",
-                width=LIST_WIDTH,
-                subsequent_indent=" " * 7,
-                break_on_hyphens=False,
-            )
-        )
-        lines.extend(f"       before: {name}" for name in step.before)
-        lines.extend(f"       after:  {name}" for name in step.after)
-    error = steps[-1]
-    lines.extend(
-        textwrap.wrap(
-            f"  on error: {error.name} — {error.description}",
+    labelled = [(f"{number:>3}.", step) for number, step in enumerate(steps[:-1], start=1)]
+    lines = [f"{workflow.name}:"]
+    for label, step in [*labelled, ("  on error:", steps[-1])]:
+        lines += textwrap.wrap(
+            f"{label} {step.name} — {step.description}",
             width=LIST_WIDTH,
             subsequent_indent=" " * 7,
             break_on_hyphens=False,
         )
-    )
-    lines.extend(f"       before: {name}" for name in error.before)
-    lines.extend(f"       after:  {name}" for name in error.after)
+        lines += [f"       before: {name}" for name in step.before]
+        lines += [f"       after:  {name}" for name in step.after]
     return "\n".join(lines) + "\n"
 
 

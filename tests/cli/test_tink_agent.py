@@ -8,7 +8,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -99,6 +100,28 @@ def agent_process(
         env=capa_env(tmp_path / "home", env),
         cwd=tmp_path,
     )
+
+
+@contextmanager
+def running_agents(
+    tmp_path: Path, address: str, agent_ids: Sequence[str], *flags: str
+) -> Iterator[list[subprocess.Popen[str]]]:
+    """One ``capa tink agent`` per id, pointed at ``address``; on a normal exit each is stopped with SIGTERM
+    and must exit 0, and any still running is killed on the way out."""
+    agents: list[subprocess.Popen[str]] = []
+    try:
+        agents = [agent_process(tmp_path, address, *flags, agent_id=agent_id) for agent_id in agent_ids]
+        yield agents
+        for agent in agents:
+            agent.send_signal(signal.SIGTERM)
+        assert [a.wait(SAFETY_TIMEOUT) for a in agents] == [0] * len(agents)
+    finally:
+        for agent in agents:
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait(SAFETY_TIMEOUT)
+            if agent.stdout is not None:
+                agent.stdout.close()
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str]:

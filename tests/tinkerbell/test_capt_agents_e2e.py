@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_controller_cmd import SAFETY_TIMEOUT, ControllerProcess
-from tests.cli.test_tink_agent import agent_process
+from tests.cli.test_controller_cmd import ControllerProcess
+from tests.cli.test_tink_agent import running_agents
 from tests.cli.test_tink_hegel import _free_port
 from tests.e2e.e2e_support import Capa
 
@@ -38,25 +38,15 @@ def lab(tmp_path: Path) -> Iterator[tuple[Capa, int, list[subprocess.Popen[str]]
         *("--providers", "tinkerbell"),
         *("--tink-server-port", str(server_port), "--hegel-port", str(hegel_port)),
     )
-    agents: list[subprocess.Popen[str]] = []
     try:
         address = controller.line("tink server: ").split(": ", 1)[1]
         assert address == f"127.0.0.1:{server_port}"
         controller.line("controllers running: ")
-        agents = [agent_process(tmp_path, address, agent_id=hw) for hw in HARDWARE]
-        yield Capa(state), hegel_port, agents
-        for agent in agents:
-            agent.send_signal(signal.SIGTERM)
-        assert [a.wait(SAFETY_TIMEOUT) for a in agents] == [0] * len(agents)
+        with running_agents(tmp_path, address, HARDWARE) as agents:
+            yield Capa(state), hegel_port, agents
         controller.proc.send_signal(signal.SIGTERM)
         assert controller.wait() == 0, str(controller)
     finally:
-        for agent in agents:
-            if agent.poll() is None:
-                agent.kill()
-                agent.wait(SAFETY_TIMEOUT)
-            if agent.stdout is not None:
-                agent.stdout.close()
         controller.close()
 
 

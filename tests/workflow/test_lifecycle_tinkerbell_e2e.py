@@ -7,7 +7,6 @@ taken over by the management cluster's own controllers without being provisioned
 from __future__ import annotations
 
 import dataclasses
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -35,8 +34,7 @@ from capa_py.workflow.provider import CoreComponents, TinkerbellProvider
 from capa_py.workflow.runner import WorkflowResult, run_workflow
 from capa_py.workflow.steps import cluster_directory, cluster_kubeconfig_path
 from tests.cli.served import capa_serve
-from tests.cli.test_controller_cmd import SAFETY_TIMEOUT
-from tests.cli.test_tink_agent import agent_process
+from tests.cli.test_tink_agent import running_agents
 from tests.cli.test_tink_hegel import _free_port
 
 pytestmark = pytest.mark.slow
@@ -78,24 +76,12 @@ def lab(tmp_path: Path) -> Iterator[Lab]:
     cluster_file = tmp_path / "lab.yaml"
     cluster_file.write_text(text, encoding="utf-8")
     (tmp_path / "stand-in").mkdir()
-    agents: list[subprocess.Popen[str]] = []
-    with capa_serve(tmp_path / "stand-in") as stand_in:
-        try:
-            address = f"127.0.0.1:{server_port}"
-            agents = [
-                agent_process(tmp_path, address, "--runtime", "process", agent_id=hw) for hw in HARDWARE
-            ]
-            yield Lab(cluster_file, stand_in, tmp_path / "state", agents)
-            for agent in agents:
-                agent.send_signal(signal.SIGTERM)
-            assert [a.wait(SAFETY_TIMEOUT) for a in agents] == [0] * len(agents)
-        finally:
-            for agent in agents:
-                if agent.poll() is None:
-                    agent.kill()
-                    agent.wait(SAFETY_TIMEOUT)
-                if agent.stdout is not None:
-                    agent.stdout.close()
+    address = f"127.0.0.1:{server_port}"
+    with (
+        capa_serve(tmp_path / "stand-in") as stand_in,
+        running_agents(tmp_path, address, HARDWARE, "--runtime", "process") as agents,
+    ):
+        yield Lab(cluster_file, stand_in, tmp_path / "state", agents)
 
 
 class BootstrapWitness(NoopHookRegistrar):
