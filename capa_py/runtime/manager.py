@@ -286,6 +286,15 @@ class Manager:
                     # writers, not a fault. Retried with back-off like any error; no traceback.
                     _log.info("object changed during the reconcile; retrying", key=str(key), error=str(exc))
                     result = Result(error=exc)
+                except NotFound as exc:
+                    if str(exc) != f"{key} not found":
+                        _log.exception("reconcile raised", key=str(key))
+                        result = Result(error=exc)
+                    else:
+                        # The object itself went away under the reconcile (deleted, or moved to another
+                        # store): nothing is left to reconcile, and its deletion event says the rest.
+                        _log.info("object gone during the reconcile", key=str(key))
+                        result = Result()
                 except Exception as exc:
                     _log.exception("reconcile raised", key=str(key))
                     result = Result(error=exc)

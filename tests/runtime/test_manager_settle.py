@@ -97,3 +97,46 @@ def test_a_reconciles_own_status_write_does_not_wake_it(store: SQLiteStore) -> N
     manager.poll_changes()
     _drain(manager)
     assert controller.saw == ["cluster"]
+
+
+def _gone_during_reconcile(store: SQLiteStore) -> tuple[Manager, list[dict[str, object]]]:
+    """A reconcile during which its object goes away for good (a pivot moving it to another store deletes
+    it without finalizers), so its status write finds nothing."""
+    import structlog.testing
+
+    def vanish() -> None:
+        current = store.get(Cluster, "c", "default")
+        current.metadata.finalizers = []
+        store.update(current)
+        store.delete(Cluster, "c", "default")
+
+    manager = Manager(store, [StatusWriter(store, vanish)])
+    manager.prime()
+    with structlog.testing.capture_logs() as logs:
+        _drain(manager)
+    return manager, logs
+
+
+def test_an_object_gone_during_its_reconcile_ends_it_without_an_error(store: SQLiteStore) -> None:
+    manager, logs = _gone_during_reconcile(store)
+    assert list(manager.errors) == []
+    assert not [line for line in logs if line["event"] == "reconcile raised"], logs
+    assert [line["key"] for line in logs if line["event"] == "object gone during the reconcile"] == [
+        "Cluster default/c"
+    ]
+
+
+def test_another_object_missing_during_a_reconcile_is_still_an_error(store: SQLiteStore) -> None:
+    class ReadsAMissingMachine(StatusWriter):
+        def reconcile(self, key: ObjectKey) -> Result:
+            from capa_py.api import Machine
+
+            self.store.get(Machine, "absent", "default")
+            return no_requeue()
+
+    manager = Manager(store, [ReadsAMissingMachine(store, lambda: None)])
+    manager.prime()
+    _drain(manager)
+    assert [(str(key), error) for key, error in manager.errors] == [
+        ("Cluster default/c", "Machine default/absent not found")
+    ]
