@@ -14,7 +14,7 @@ CONTROLLER_BENCH_ARGS ?=
 SCALE_BENCH_ARGS ?=
 DELAY_BENCH_ARGS ?=
 
-.PHONY: setup run test lint bench localstack-test e2e clean proto
+.PHONY: setup run test lint bench localstack-test e2e clean proto peers peer-cluster
 
 setup: $(STAMP)
 
@@ -60,6 +60,17 @@ LOCALSTACK_PYTHON ?=
 
 localstack-test: setup
 	LOCALSTACK_PYTHON="$(LOCALSTACK_PYTHON)" bash localstack/run-tests.sh $(PYTEST_ARGS)
+
+# The upstream peers (etcd, kube-apiserver, kube-controller-manager) from tests/peers, built with Go into a
+# cache outside the repository ($$CAPA_PEERS_CACHE, else ~/.cache/capa-py/peers), once per version. `make test`
+# builds them on first use. `make peer-cluster KUBECONFIG_OUT=PATH` runs a real API server in the foreground
+# until Ctrl-C, with an admin kubeconfig at PATH.
+peers: setup
+	$(BIN)/python -m tests.peers build
+
+peer-cluster: setup
+	@test -n "$(KUBECONFIG_OUT)" || { echo "usage: make peer-cluster KUBECONFIG_OUT=PATH" >&2; exit 2; }
+	$(BIN)/python -m tests.peers cluster --kubeconfig-out "$(KUBECONFIG_OUT)"
 
 # The end-to-end tests; with KUBECONFIG set, also the controller against that cluster
 # (tests/e2e/test_against_cluster.py). `make e2e KUBECONFIG=path` names one explicitly.
