@@ -27,6 +27,10 @@ from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, Propagation
 
 PATCH_RETRIES = 5
+# pydantic's error types as the API server's cause reasons: a value of the wrong JSON type is
+# FieldValueTypeInvalid, as a CRD's structural schema reports it.
+_CAUSE_REASONS = {"missing": "FieldValueRequired", "extra_forbidden": "FieldValueNotSupported"}
+_TYPE_ERROR_SUFFIXES = ("_type", "_parsing")
 BUILT_IN_GROUPS = ("", "coordination.k8s.io")
 
 
@@ -95,9 +99,9 @@ def admit(target: Target, doc: Any, old: KubeObject | None = None) -> KubeObject
     except ValidationError as exc:
         causes = []
         for error in exc.errors():
-            reason = "FieldValueRequired" if error["type"] == "missing" else "FieldValueInvalid"
-            if error["type"] == "extra_forbidden":
-                reason = "FieldValueNotSupported"
+            reason = _CAUSE_REASONS.get(error["type"], "FieldValueInvalid")
+            if error["type"].endswith(_TYPE_ERROR_SUFFIXES):
+                reason = "FieldValueTypeInvalid"
             causes.append(Cause(format_loc(error["loc"]), _clean_message(error["msg"]), reason))
         raise target.invalid(name, causes) from exc
     issues = obj.semantic_issues()
@@ -169,17 +173,21 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
 
 
 def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
-    current = get(store, target)
     meta = body.get("metadata") if isinstance(body, dict) else None
     if isinstance(meta, dict) and meta.get("name") not in (None, target.name):
+        # Checked before the object is read, as the API server does: a mismatch is a bad request even
+        # when no object has the URL's name.
         raise ApiError(400, "the name of the object does not match the name on the URL")
+    current = get(store, target)
     obj = admit(target, body, old=None if target.subresource == "status" else current)
     _check_namespace(target, obj)
     obj.metadata.name = target.name or ""
     if target.custom and not obj.metadata.resource_version:
         # Custom resources allow no unconditional update (core kinds such as Secret and Lease do).
         cause = Cause("metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")
-        raise target.invalid(obj.metadata.name, [cause])
+        error = target.invalid(obj.metadata.name, [cause])
+        error.kind = target.resource  # the API server names the resource here, not the kind
+        raise error
     return _write(store, target, obj, dry_run)
 
 
@@ -228,8 +236,9 @@ def delete(
         raise target.api_error(exc) from exc
     if last is None:
         return success(target.name, target.resource, target.group)
-    if target.custom or last.metadata.finalizers:
-        # Custom resources answer with the object; built-in kinds do while it waits for finalizers.
+    if last.metadata.finalizers:
+        # An object left waiting for its finalizers is answered with its state; one that is gone with a
+        # Success Status (custom resources included).
         return last.to_dict()
     return success(target.name, target.resource, target.group, last.metadata.uid)
 

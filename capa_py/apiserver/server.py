@@ -15,7 +15,7 @@ from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import discovery, openapi, resources
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.patch import SUPPORTED
-from capa_py.apiserver.status import ApiError, from_store_error
+from capa_py.apiserver.status import ApiError, Cause, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
 from capa_py.logging import get_logger
@@ -23,7 +23,7 @@ from capa_py.runtime.background import BackgroundLoop, Ready, start_loop_thread
 from capa_py.store.errors import StoreError
 from capa_py.store.identity import publish_identity
 from capa_py.store.protocol import ObjectStore
-from capa_py.store.selectors import FieldSelector
+from capa_py.store.selectors import FieldSelector, LabelSelector
 
 _log = get_logger("apiserver")
 
@@ -38,6 +38,32 @@ def _json(document: Any, status: int = 200) -> web.Response:
 
 def _truthy(value: str | None) -> bool:
     return value is not None and value.lower() in ("1", "true", "yes")
+
+
+_OPTIONS_KIND = {
+    "POST": "CreateOptions",
+    "PUT": "UpdateOptions",
+    "PATCH": "PatchOptions",
+    "DELETE": "DeleteOptions",
+}
+
+
+def _dry_run(method: str, values: Any) -> bool:
+    """Whether a write is a dry run; ``All`` is the only value the API defines, anything else is refused
+    as the API server refuses it (422 naming the options kind and the ``dryRun`` field)."""
+    listed = [str(v) for v in values] if isinstance(values, list) else [str(values)]
+    unsupported = [v for v in listed if v != "All"]
+    if unsupported:
+        message = f"Unsupported value: {json.dumps(unsupported)}: supported values: \"All\""
+        kind = _OPTIONS_KIND.get(method, "CreateOptions")
+        raise ApiError(
+            422,
+            f'{kind}.meta.k8s.io "" is invalid: dryRun: {message}',
+            kind=kind,
+            group="meta.k8s.io",
+            causes=[Cause("dryRun", message, "FieldValueNotSupported")],
+        )
+    return bool(listed)
 
 
 class ApiServer:
@@ -132,8 +158,8 @@ class ApiServer:
     # -- resources ------------------------------------------------------------------------------------
     async def _resource(self, request: web.Request, target: resources.Target) -> web.StreamResponse:
         query = request.query
-        dry_run = "All" in query.getall("dryRun", [])
         method = request.method
+        dry_run = _dry_run(method, query.getall("dryRun", []))
         store = self.store
         if target.name is None:
             if method == "GET":
@@ -172,7 +198,7 @@ class ApiServer:
             options = options if isinstance(options, dict) else {}
             propagation = query.get("propagationPolicy") or options.get("propagationPolicy")
             preconditions = options.get("preconditions") or {}
-            dry_run = dry_run or "All" in (options.get("dryRun") or [])
+            dry_run = dry_run or _dry_run(method, options.get("dryRun") or [])
             last = await asyncio.to_thread(
                 resources.delete, store, target, propagation, preconditions.get("resourceVersion"), dry_run
             )
@@ -200,6 +226,11 @@ class ApiServer:
             limit = int(limit_text) if limit_text else None
         except ValueError as exc:
             raise ApiError(400, f"limit must be an integer, not {limit_text!r}") from exc
+        try:
+            LabelSelector.parse(query.get("labelSelector"))
+            FieldSelector.parse(query.get("fieldSelector"))
+        except StoreError as exc:  # a selector that does not parse is a bad request, not an invalid object
+            raise ApiError(400, str(exc)) from exc
         items, metadata = await asyncio.to_thread(
             resources.list_page,
             self.store,
@@ -226,6 +257,7 @@ class ApiServer:
         try:
             timeout = float(timeout_text) if timeout_text else None
             fields = FieldSelector.parse(query.get("fieldSelector"))
+            LabelSelector.parse(query.get("labelSelector"))
         except ValueError as exc:
             raise ApiError(400, f"timeoutSeconds must be a number, not {timeout_text!r}") from exc
         except StoreError as exc:

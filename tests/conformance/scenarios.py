@@ -1,0 +1,402 @@
+"""The scenarios of the differential suite: the same requests against ``capa serve`` and kube-apiserver.
+
+Each scenario takes an :class:`Endpoint` and a namespace of its own (already created on both servers) and
+returns what a client observes, step by step, reduced to what must agree: status codes, ``Status`` reasons
+and causes, object fields, list contents, watch event types. What legitimately differs from one server to
+another (uids, resourceVersions, timestamps, managedFields) is left out by :func:`view` and
+:func:`status_view`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from tests.conformance.endpoints import Endpoint, Reply
+from tests.conformance.support import EXAMPLE
+
+Observation = dict[str, Any]
+Scenario = Callable[[Endpoint, str], Observation]
+GROUP_PATH = "/apis/infrastructure.cluster.x-k8s.io/v1beta2"
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def view(body: Any) -> Any:
+    """An object as clients compare it: name, labels, finalizers, generation, whether it is being deleted,
+    and its content (data, spec, status); a Status as :func:`status_view`."""
+    if not isinstance(body, dict):
+        return body
+    if body.get("kind") == "Status":
+        return status_view(body)
+    meta = body.get("metadata") or {}
+    seen: dict[str, Any] = {"kind": body.get("kind"), "name": meta.get("name")}
+    for key in ("labels", "finalizers", "generation"):
+        if meta.get(key):
+            seen[key] = meta[key]
+    if meta.get("deletionTimestamp"):
+        seen["deleting"] = True
+    for key in ("data", "spec", "status"):
+        if body.get(key):
+            seen[key] = body[key]
+    return seen
+
+
+def status_view(body: dict[str, Any]) -> dict[str, Any]:
+    """A Status as clients branch on it: code, reason, and the details' kind, name and causes' fields."""
+    details = body.get("details") or {}
+    seen: dict[str, Any] = {"code": body.get("code"), "reason": body.get("reason")}
+    for key in ("kind", "name", "group"):
+        if details.get(key):
+            seen[key] = details[key]
+    causes = details.get("causes") or []
+    if causes:
+        seen["causes"] = sorted({(c.get("reason"), c.get("field")) for c in causes}, key=str)
+    return seen
+
+
+def step(reply: Reply) -> dict[str, Any]:
+    return {"status": reply.status, "body": view(reply.body)}
+
+
+def names(reply: Reply) -> list[str]:
+    return [item["metadata"]["name"] for item in (reply.body or {}).get("items", [])]
+
+
+def configmap(name: str, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
+    if labels:
+        doc["metadata"]["labels"] = labels
+    doc.update(extra)
+    return doc
+
+
+def aws_cluster(name: str) -> dict[str, Any]:
+    for doc in yaml.safe_load_all(EXAMPLE.read_text()):
+        if doc and doc["kind"] == "AWSCluster":
+            found = copy.deepcopy(doc)
+            found["metadata"] = {"name": name}
+            return found  # type: ignore[no-any-return]
+    raise KeyError("AWSCluster")
+
+
+def configmaps(ns: str) -> str:
+    return f"/api/v1/namespaces/{ns}/configmaps"
+
+
+def awsclusters(ns: str) -> str:
+    return f"{GROUP_PATH}/namespaces/{ns}/awsclusters"
+
+
+def wait_gone(ep: Endpoint, path: str, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ep.call("GET", path).status == 404:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+# -- scenarios ---------------------------------------------------------------------------------------------
+def crud_builtin(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    created = ep.call("POST", base, configmap("one", data={"a": "1"}))
+    rv = created.body["metadata"]["resourceVersion"]
+    again = ep.call("POST", base, configmap("one"))
+    fresh = ep.call("PUT", f"{base}/one", configmap("one", data={"a": "2"}))
+    stale = copy.deepcopy(configmap("one", data={"a": "3"}))
+    stale["metadata"]["resourceVersion"] = rv
+    conflict = ep.call("PUT", f"{base}/one", stale)
+    got = ep.call("GET", f"{base}/one")
+    deleted = ep.call("DELETE", f"{base}/one")
+    missing = ep.call("GET", f"{base}/one")
+    return {
+        "create": step(created),
+        "create again": step(again),
+        "update unconditionally": step(fresh),
+        "update with a stale resourceVersion": step(conflict),
+        "get": step(got),
+        "delete": {"status": deleted.status, "kind": (deleted.body or {}).get("kind")},
+        "get deleted": step(missing),
+    }
+
+
+def crud_custom(ep: Endpoint, ns: str) -> Observation:
+    base = awsclusters(ns)
+    created = ep.call("POST", base, aws_cluster("one"))
+    again = ep.call("POST", base, aws_cluster("one"))
+    unconditional = ep.call("PUT", f"{base}/one", aws_cluster("one"))
+    current = copy.deepcopy(created.body)
+    current["spec"]["additionalTags"] = {"team": "red"}
+    updated = ep.call("PUT", f"{base}/one", current)
+    deleted = ep.call("DELETE", f"{base}/one")
+    missing = ep.call("GET", f"{base}/one")
+    return {
+        "create": {"status": created.status, "generation": created.body["metadata"].get("generation")},
+        "create again": step(again),
+        "update without a resourceVersion": step(unconditional),
+        "update": {
+            "status": updated.status,
+            "generation": updated.body["metadata"].get("generation"),
+            "tags": updated.body["spec"].get("additionalTags"),
+        },
+        "delete": {"status": deleted.status, "kind": (deleted.body or {}).get("kind")},
+        "get deleted": step(missing),
+    }
+
+
+def status_subresource(ep: Endpoint, ns: str) -> Observation:
+    base = awsclusters(ns)
+    with_status = aws_cluster("st")
+    with_status["status"] = {"ready": True}
+    created = ep.call("POST", base, with_status)
+    status_write = copy.deepcopy(created.body)
+    status_write["status"] = {"ready": True}
+    status_write["spec"]["additionalTags"] = {"ignored": "yes"}
+    written = ep.call("PUT", f"{base}/st/status", status_write)
+    main_write = copy.deepcopy(written.body)
+    main_write["status"] = {"ready": False}
+    main_write["spec"]["additionalTags"] = {"kept": "yes"}
+    main = ep.call("PUT", f"{base}/st", main_write)
+    patched = ep.call("PATCH", f"{base}/st/status", {"status": {"ready": False}}, MERGE)
+    return {
+        "create ignores status": created.body.get("status", {}).get("ready"),
+        "status write": {
+            "status": written.status,
+            "ready": written.body["status"].get("ready"),
+            "tags": written.body["spec"].get("additionalTags"),
+            "generation": written.body["metadata"].get("generation"),
+        },
+        "main write": {
+            "ready": main.body["status"].get("ready"),
+            "tags": main.body["spec"].get("additionalTags"),
+            "generation": main.body["metadata"].get("generation"),
+        },
+        "status patch": {"status": patched.status, "ready": patched.body["status"].get("ready")},
+    }
+
+
+def patch_types(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("p", data={"a": "1", "b": "2"}))
+    merge = ep.call("PATCH", f"{base}/p", {"data": {"a": None, "c": "3"}}, MERGE)
+    json_patch = ep.call(
+        "PATCH", f"{base}/p", [{"op": "add", "path": "/metadata/labels", "value": {"x": "y"}}], JSON_PATCH
+    )
+    failed_test = ep.call("PATCH", f"{base}/p", [{"op": "test", "path": "/data/b", "value": "9"}], JSON_PATCH)
+    strategic = ep.call("PATCH", f"{base}/p", {"data": {"d": "4"}}, STRATEGIC)
+    unknown_type = ep.call("PATCH", f"{base}/p", {"data": {}}, "text/plain")
+    missing = ep.call("PATCH", f"{base}/nope", {"data": {}}, MERGE)
+    return {
+        "merge": step(merge),
+        "json": step(json_patch),
+        "json test fails": {"status": failed_test.status, "reason": failed_test.reason},
+        "strategic on a built-in kind": step(strategic),
+        "unsupported media type": {"status": unknown_type.status, "reason": unknown_type.reason},
+        "patch a missing object": step(missing),
+    }
+
+
+def custom_patch_types(ep: Endpoint, ns: str) -> Observation:
+    base = awsclusters(ns)
+    ep.call("POST", base, aws_cluster("cp"))
+    merge = ep.call("PATCH", f"{base}/cp", {"spec": {"additionalTags": {"a": "b"}}}, MERGE)
+    json_patch = ep.call(
+        "PATCH", f"{base}/cp", [{"op": "replace", "path": "/spec/additionalTags/a", "value": "c"}], JSON_PATCH
+    )
+    strategic = ep.call("PATCH", f"{base}/cp", {"spec": {"additionalTags": {"a": "d"}}}, STRATEGIC)
+    return {
+        "merge": {"status": merge.status, "tags": (merge.body.get("spec") or {}).get("additionalTags")},
+        "json": {
+            "status": json_patch.status,
+            "tags": (json_patch.body.get("spec") or {}).get("additionalTags"),
+        },
+        "strategic": {"status": strategic.status, "reason": strategic.reason},
+    }
+
+
+def label_selectors(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    for name, env in (("a1", "a"), ("b1", "b"), ("c1", "c")):
+        ep.call("POST", base, configmap(name, {"env": env}))
+    ep.call("POST", base, configmap("none"))
+    seen: Observation = {}
+    for selector in ("env=a", "env!=a", "env in (a,b)", "env notin (a)", "!env", "env", "env=a,env=b"):
+        seen[selector] = names(ep.call("GET", base, query={"labelSelector": selector}))
+    bad = ep.call("GET", base, query={"labelSelector": "env in a"})
+    seen["malformed"] = {"status": bad.status, "reason": bad.reason}
+    bad_watch = ep.call("GET", base, query={"labelSelector": "env in a", "watch": "1", "timeoutSeconds": "1"})
+    seen["malformed on a watch"] = {"status": bad_watch.status, "reason": bad_watch.reason}
+    return seen
+
+
+def field_selectors(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    for name in ("f1", "f2"):
+        ep.call("POST", base, configmap(name))
+    return {
+        "metadata.name=f1": names(ep.call("GET", base, query={"fieldSelector": "metadata.name=f1"})),
+        "metadata.name!=f1": names(ep.call("GET", base, query={"fieldSelector": "metadata.name!=f1"})),
+        "metadata.namespace": names(
+            ep.call("GET", base, query={"fieldSelector": f"metadata.namespace={ns}"})
+        ),
+        "a field of the content": ep.call("GET", base, query={"fieldSelector": "data.x=y"}).status,
+    }
+
+
+def paging(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    for i in range(5):
+        ep.call("POST", base, configmap(f"page-{i}"))
+    pages: list[dict[str, Any]] = []
+    token: str | None = None
+    while True:
+        query = {"limit": "2"}
+        if token:
+            query["continue"] = token
+        reply = ep.call("GET", base, query=query)
+        meta = reply.body["metadata"]
+        pages.append({"names": names(reply), "remaining": meta.get("remainingItemCount")})
+        token = meta.get("continue")
+        if not token:
+            break
+    bad = ep.call("GET", base, query={"limit": "2", "continue": "not-a-token"})
+    return {"pages": pages, "malformed continue": {"status": bad.status, "reason": bad.reason}}
+
+
+def watch_from_resource_version(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    created = ep.call("POST", base, configmap("w", data={"n": "0"}))
+    rv = created.body["metadata"]["resourceVersion"]
+    for i in (1, 2):
+        ep.call("PATCH", f"{base}/w", {"data": {"n": str(i)}}, MERGE)
+    ep.call("DELETE", f"{base}/w")
+    events = ep.call("GET", base, query={"watch": "1", "resourceVersion": rv, "timeoutSeconds": "2"}).body
+    plain = [
+        (e["type"], e["object"]["metadata"]["name"], (e["object"].get("data") or {}).get("n")) for e in events
+    ]
+    return {"events": plain}
+
+
+def dry_run(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    created = ep.call("POST", base, configmap("dry"), query={"dryRun": "All"})
+    after_create = ep.call("GET", f"{base}/dry")
+    ep.call("POST", base, configmap("real", data={"a": "1"}))
+    patched = ep.call("PATCH", f"{base}/real", {"data": {"a": "2"}}, MERGE, query={"dryRun": "All"})
+    deleted = ep.call("DELETE", f"{base}/real", query={"dryRun": "All"})
+    after = ep.call("GET", f"{base}/real")
+    bad = ep.call("POST", base, configmap("bad"), query={"dryRun": "Everything"})
+    bad_delete = ep.call("DELETE", f"{base}/real", {"dryRun": ["Bad"]})
+    return {
+        "create": step(created),
+        "get after dry create": after_create.status,
+        "patch": step(patched),
+        "delete": {"status": deleted.status},
+        "object after dry patch and delete": step(after),
+        "unknown dryRun value": step(bad),
+        "unknown dryRun value in DeleteOptions": step(bad_delete),
+    }
+
+
+def finalizers(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    doc = configmap("fin")
+    doc["metadata"]["finalizers"] = ["example.com/hold"]
+    ep.call("POST", base, doc)
+    deleted = ep.call("DELETE", f"{base}/fin")
+    held = ep.call("GET", f"{base}/fin")
+    released = ep.call("PATCH", f"{base}/fin", {"metadata": {"finalizers": None}}, MERGE)
+    return {
+        "delete": step(deleted),
+        "while held": step(held),
+        "release": {"status": released.status},
+        "gone": wait_gone(ep, f"{base}/fin"),
+    }
+
+
+def _owned(ep: Endpoint, ns: str, owner_name: str, dependent_name: str) -> None:
+    base = configmaps(ns)
+    owner = ep.call("POST", base, configmap(owner_name)).body
+    dependent = configmap(dependent_name)
+    dependent["metadata"]["ownerReferences"] = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": owner_name, "uid": owner["metadata"]["uid"]}
+    ]
+    held = dependent["metadata"]
+    held["finalizers"] = ["example.com/hold"]
+    ep.call("POST", base, dependent)
+
+
+def background_deletion(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    _owned(ep, ns, "bg-owner", "bg-dep")
+    deleted = ep.call("DELETE", f"{base}/bg-owner", query={"propagationPolicy": "Background"})
+    owner_gone = wait_gone(ep, f"{base}/bg-owner")
+    deadline = time.monotonic() + 60
+    dependent = ep.call("GET", f"{base}/bg-dep")
+    while not dependent.body["metadata"].get("deletionTimestamp") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        dependent = ep.call("GET", f"{base}/bg-dep")
+    ep.call("PATCH", f"{base}/bg-dep", {"metadata": {"finalizers": None}}, MERGE)
+    return {
+        "delete": {"status": deleted.status},
+        "owner gone at once": owner_gone,
+        "dependent marked": step(dependent),
+        "dependent gone once released": wait_gone(ep, f"{base}/bg-dep"),
+    }
+
+
+def foreground_deletion(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    _owned(ep, ns, "fg-owner", "fg-dep")
+    deleted = ep.call("DELETE", f"{base}/fg-owner", query={"propagationPolicy": "Foreground"})
+    owner = ep.call("GET", f"{base}/fg-owner")
+    deadline = time.monotonic() + 60
+    dependent = ep.call("GET", f"{base}/fg-dep")
+    while not dependent.body["metadata"].get("deletionTimestamp") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        dependent = ep.call("GET", f"{base}/fg-dep")
+    ep.call("PATCH", f"{base}/fg-dep", {"metadata": {"finalizers": None}}, MERGE)
+    return {
+        "delete": step(deleted),
+        "owner waits": step(owner),
+        "dependent marked": step(dependent),
+        "owner gone after its dependent": wait_gone(ep, f"{base}/fg-owner"),
+    }
+
+
+def error_bodies(ep: Endpoint, ns: str) -> Observation:
+    base = configmaps(ns)
+    return {
+        "not found": step(ep.call("GET", f"{base}/absent")),
+        "invalid name": step(ep.call("POST", base, configmap("Not_A_Name"))),
+        "malformed JSON": {"status": ep.call("POST", base, b"{not json").status},
+        "name mismatch": step(ep.call("PUT", f"{base}/x", configmap("y"))),
+        "unknown resource": {"status": ep.call("GET", f"/api/v1/namespaces/{ns}/nothings").status},
+        "invalid custom object": step(
+            ep.call("POST", awsclusters(ns), {**aws_cluster("bad"), "spec": {"region": 5}})
+        ),
+    }
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "CRUD of a built-in kind (ConfigMap)": crud_builtin,
+    "CRUD of a custom kind (AWSCluster)": crud_custom,
+    "status subresource and generation": status_subresource,
+    "patch types on a built-in kind": patch_types,
+    "patch types on a custom kind": custom_patch_types,
+    "label selectors": label_selectors,
+    "field selectors": field_selectors,
+    "paging with limit and continue": paging,
+    "watch from a resourceVersion": watch_from_resource_version,
+    "dryRun": dry_run,
+    "finalizers": finalizers,
+    "background deletion": background_deletion,
+    "foreground deletion": foreground_deletion,
+    "error Status bodies": error_bodies,
+}
