@@ -30,6 +30,7 @@ run: setup
 	$(BIN)/capa --state $(STATE) resources --aws-endpoint local
 
 test: setup
+	$(BIN)/python -m tests.peers build --optional
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
@@ -63,8 +64,9 @@ localstack-test: setup
 
 # The upstream peers (etcd, kube-apiserver, kube-controller-manager) from tests/peers, built with Go into a
 # cache outside the repository ($$CAPA_PEERS_CACHE, else ~/.cache/capa-py/peers), once per version. `make test`
-# builds them on first use. `make peer-cluster KUBECONFIG_OUT=PATH` runs a real API server in the foreground
-# until Ctrl-C, with an admin kubeconfig at PATH.
+# builds them first when the cache lacks them (and only says so where Go is missing).
+# `make peer-cluster KUBECONFIG_OUT=PATH` runs a real API server in the foreground until Ctrl-C, with an
+# admin kubeconfig at PATH.
 peers: setup
 	$(BIN)/python -m tests.peers build
 
