@@ -196,8 +196,9 @@ class ApiServer:
             if target.model is CustomResourceDefinition and not dry_run:
                 last = await asyncio.to_thread(self._delete_definition, target, preconditions)
             if last is None:
+                precondition = preconditions.get("resourceVersion")
                 last = await asyncio.to_thread(
-                    resources.delete, store, target, propagation, preconditions.get("resourceVersion"), dry_run
+                    resources.delete, store, target, propagation, precondition, dry_run
                 )
             await self._defined(target, dry_run)
             if propagation == "Foreground":
