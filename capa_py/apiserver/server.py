@@ -150,16 +150,19 @@ class ApiServer:
             if method == "POST":
                 if target.model.NAMESPACED and target.namespace is None:
                     raise ApiError(404, "the server could not find the requested resource")
+                body = resources.parse_body(await request.read())
                 if target.served is not None and target.served.terminating:
+                    meta = body.get("metadata") if isinstance(body, dict) else None
+                    name = str(meta.get("name", "")) if isinstance(meta, dict) else ""
                     raise ApiError(
                         403,
-                        f'{target.resource}.{target.group} "{target.served.crd}" is forbidden: create not '
-                        "allowed while custom resource definition is terminating",
+                        f'{target.resource}.{target.group} "{name}" is forbidden: create not allowed while '
+                        "custom resource definition is terminating",
                         "Forbidden",
+                        name=name,
                         kind=target.resource,
                         group=target.group,
                     )
-                body = resources.parse_body(await request.read())
                 created = await asyncio.to_thread(resources.create, store, target, body, dry_run)
                 await self._defined(target, dry_run)
                 return self._respond(request, target, created, 201)

@@ -170,7 +170,11 @@ class Api:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             with exc:
-                return exc.code, json.loads(exc.read() or b"null")
+                raw = exc.read()
+            try:
+                return exc.code, json.loads(raw or b"null")
+            except json.JSONDecodeError:  # the API server's plain-text "404 page not found"
+                return exc.code, raw.decode()
 
     def until(self, check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout

@@ -94,9 +94,7 @@ def build(log: Callable[[str], None] | None = None) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if target.is_file():  # another builder finished while this one waited
             return target
-        say(
-            f"building the upstream peers (etcd, kube-apiserver, controller-manager) in {target.parent}"
-        )
+        say(f"building the upstream peers (etcd, kube-apiserver, controller-manager) in {target.parent}")
         started = time.monotonic()
         partial = target.with_suffix(".partial")
         result = subprocess.run(
