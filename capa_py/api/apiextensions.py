@@ -3,7 +3,9 @@
 The embedded store serves every kind capa-py knows whether or not its CRD is stored; CRDs are kept so that
 ``kubectl apply -f <(capa manifests crds)`` works against ``capa serve`` as against a real cluster, and so
 that controllers can read the labels other providers put on them (Cluster API core marks its Cluster CRD
-with ``cluster.x-k8s.io/provider: cluster-api``). Versions, schemas and conversion are stored as given.
+with ``cluster.x-k8s.io/provider: cluster-api``). Versions, schemas and conversion are stored as given (with
+the API server's defaults for ``singular``, ``listKind`` and the conversion strategy); ``capa serve`` serves
+the kinds of the other CRDs it stores (:mod:`capa_py.apiserver.crd_kinds`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,17 @@ class CustomResourceDefinition(KubeObject):
 
     spec: CustomResourceDefinitionSpec = Field(default_factory=CustomResourceDefinitionSpec)
     status: CustomResourceDefinitionStatus = Field(default_factory=CustomResourceDefinitionStatus)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """The API server's defaults: ``singular`` the lowercased kind, ``listKind`` the kind + ``List``,
+        the conversion strategy ``None``."""
+        super().model_post_init(context)
+        names = self.spec.names
+        if names.kind:
+            names.singular = names.singular or names.kind.lower()
+            names.list_kind = names.list_kind or f"{names.kind}List"
+        if self.spec.conversion is None and self.spec.versions:
+            self.spec.conversion = {"strategy": "None"}
 
     def to_dict(self) -> dict[str, Any]:
         """Versions (schemas, ``subresources: {status: {}}``) and conversion are served as written: an

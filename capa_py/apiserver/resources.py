@@ -11,7 +11,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -25,6 +25,9 @@ from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
 from capa_py.store.errors import AlreadyExists, Conflict, StoreError
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, Propagation
+
+if TYPE_CHECKING:
+    from capa_py.apiserver.crd_kinds import ServedVersion
 
 PATCH_RETRIES = 5
 # pydantic's error types as the API server's cause reasons: a value of the wrong JSON type is
@@ -42,6 +45,16 @@ class Target:
     namespace: str | None
     name: str | None
     subresource: str | None
+    served: ServedVersion | None = None
+    """For a kind a stored CRD defines: the version the path names (``model`` is its storage model)."""
+
+    @property
+    def api_version(self) -> str:
+        return self.served.api_version if self.served is not None else self.model.API_VERSION
+
+    def render(self, obj: KubeObject) -> dict[str, Any]:
+        """The object as this path serves it."""
+        return self.served.render(obj) if self.served is not None else obj.to_dict()
 
     @property
     def group(self) -> str:
@@ -61,6 +74,7 @@ class Target:
 
     def invalid(self, name: str, causes: list[Cause]) -> ApiError:
         listed = ", ".join(f"{c.field}: {c.message}" if c.field else c.message for c in causes)
+        listed = f"[{listed}]" if len(causes) > 1 else listed  # as the API server joins several
         qualified = f"{self.model.KIND}.{self.group}" if self.group else self.model.KIND
         return ApiError(
             422,
@@ -79,21 +93,28 @@ def parse_body(raw: bytes) -> Any:
         raise ApiError(400, f"the request body is not JSON: {exc}") from exc
 
 
-def admit(target: Target, doc: Any, old: KubeObject | None = None) -> KubeObject:
-    """The document as a validated model, or a 422 listing every field that fails."""
+def admit(
+    target: Target, doc: Any, old: KubeObject | None = None, current: KubeObject | None = None
+) -> KubeObject:
+    """The document as a validated model, or a 422 listing every field that fails. ``current`` is the
+    stored object an update replaces (a CRD-defined kind keeps its status, or all but its status)."""
     if not isinstance(doc, dict):
         raise ApiError(400, "the request body must be a JSON object")
     name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
     # As the API server decodes a body: a missing apiVersion or kind is the path's.
-    doc = {**doc, "apiVersion": doc.get("apiVersion") or target.model.API_VERSION}
+    doc = {**doc, "apiVersion": doc.get("apiVersion") or target.api_version}
     doc["kind"] = doc.get("kind") or target.model.KIND
     api_version, kind = doc["apiVersion"], doc["kind"]
-    if (api_version, kind) != (target.model.API_VERSION, target.model.KIND):
+    if (api_version, kind) != (target.api_version, target.model.KIND):
         raise ApiError(
             400,
-            f"the object is {api_version}/{kind}, the path is for "
-            f"{target.model.API_VERSION}/{target.model.KIND}",
+            f"the object is {api_version}/{kind}, the path is for {target.api_version}/{target.model.KIND}",
         )
+    if target.served is not None:
+        # Pruned fields are dropped silently (fieldValidation Ignore); the list is there for Warn/Strict.
+        doc, _pruned, failing = target.served.admit(doc, current, target.subresource == "status")
+        if failing:
+            raise target.invalid(name, [Cause(i.field, i.message, i.reason) for i in failing])
     try:
         obj = target.model.model_validate(doc)
     except ValidationError as exc:
@@ -134,17 +155,17 @@ def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict
         if dry_run:
             if obj.metadata.name and get_or_none(store, target.model, obj.metadata.name, target.namespace):
                 raise AlreadyExists(f"{obj.metadata.name} already exists")
-            return _dry(obj)
-        return store.create(obj).to_dict()
+            return _dry(target, obj)
+        return target.render(store.create(obj))
     except StoreError as exc:
         raise target.api_error(exc, obj.metadata.name) from exc
 
 
-def _dry(obj: KubeObject) -> dict[str, Any]:
+def _dry(target: Target, obj: KubeObject) -> dict[str, Any]:
     if isinstance(obj, Secret):
         obj = obj.model_copy(deep=True)
         obj.normalise()
-    return obj.to_dict()
+    return target.render(obj)
 
 
 def get(store: ObjectStore, target: Target) -> KubeObject:
@@ -164,10 +185,10 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
                 raise Conflict(
                     "the object has been modified; please apply your changes to the latest version"
                 )
-            return _dry(obj)
+            return _dry(target, obj)
         if target.subresource == "status":
-            return store.update_status(obj).to_dict()
-        return store.update(obj).to_dict()
+            return target.render(store.update_status(obj))
+        return target.render(store.update(obj))
     except StoreError as exc:
         raise target.api_error(exc, obj.metadata.name) from exc
 
@@ -179,7 +200,7 @@ def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dic
         # when no object has the URL's name.
         raise ApiError(400, "the name of the object does not match the name on the URL")
     current = get(store, target)
-    obj = admit(target, body, old=None if target.subresource == "status" else current)
+    obj = admit(target, body, old=None if target.subresource == "status" else current, current=current)
     _check_namespace(target, obj)
     obj.metadata.name = target.name or ""
     if target.custom and not obj.metadata.resource_version:
@@ -194,14 +215,14 @@ def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dic
 def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool) -> dict[str, Any]:
     for attempt in range(PATCH_RETRIES):
         current = get(store, target)
-        doc = current.to_dict()
+        doc = target.render(current)
         patched = apply_patch(content_type, doc, body)
         pinned = (patched.get("metadata") or {}).get("resourceVersion")
         if not pinned or pinned == current.metadata.resource_version:
             # Unconditional unless the patch itself names a resourceVersion (as the API server does).
             patched.setdefault("metadata", {})["resourceVersion"] = current.metadata.resource_version
         explicit = pinned and pinned != current.metadata.resource_version
-        obj = admit(target, patched, old=None if target.subresource == "status" else current)
+        obj = admit(target, patched, old=None if target.subresource == "status" else current, current=current)
         _check_namespace(target, obj)
         if obj.metadata.name != target.name:
             raise ApiError(400, "a patch may not change the object's name")
@@ -226,7 +247,7 @@ def delete(
             current = store.get(target.model, target.name, target.namespace)
             if precondition_rv and precondition_rv != current.metadata.resource_version:
                 raise Conflict("resourceVersion precondition failed")
-            return current.to_dict()
+            return target.render(current)
         if chosen == "Foreground":
             current = store.get(target.model, target.name, target.namespace)
             last = foreground.mark(store, current, precondition_rv)
@@ -239,7 +260,7 @@ def delete(
     if last.metadata.finalizers:
         # An object left waiting for its finalizers is answered with its state; one that is gone with a
         # Success Status (custom resources included).
-        return last.to_dict()
+        return target.render(last)
     return success(target.name, target.resource, target.group, last.metadata.uid)
 
 
@@ -281,4 +302,4 @@ def list_page(
         metadata["continue"] = encode_continue(resource_version, page[-1][0])
         metadata["remainingItemCount"] = len(items) - limit
         items = page
-    return [o.to_dict() for _, o in items], metadata
+    return [target.render(o) for _, o in items], metadata

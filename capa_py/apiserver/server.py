@@ -11,8 +11,10 @@ from typing import Any
 
 from aiohttp import web
 
+from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import discovery, openapi, resources
+from capa_py.apiserver.crd_kinds import CrdKinds
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.patch import SUPPORTED
 from capa_py.apiserver.status import ApiError, Cause, from_store_error
@@ -78,7 +80,8 @@ class ApiServer:
         self.registry = registry
         self.bookmark_interval = bookmark_interval
         self.watches = Watches(max_watches)
-        self.collector = ForegroundCollector(store, registry)
+        self.crds = CrdKinds(store, registry)
+        self.collector = ForegroundCollector(store, self.crds.registry)
 
     # -- routing --------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -107,9 +110,9 @@ class ApiServer:
         if parts == ["api"]:
             return _json(discovery.api_versions(request.host))
         if parts == ["apis"]:
-            return _json(discovery.api_group_list(self.registry))
+            return _json(self.crds.group_list(discovery.api_group_list(self.registry)))
         if len(parts) == 2 and parts[0] == "apis":
-            group_doc = discovery.api_group(self.registry, parts[1])
+            group_doc = self.crds.group(discovery.api_group(self.registry, parts[1]), parts[1])
             if group_doc is None:
                 raise ApiError(404, "the server could not find the requested resource")
             return _json(group_doc)
@@ -120,7 +123,9 @@ class ApiServer:
         else:
             raise ApiError(404, "the server could not find the requested resource")
         if not rest:
-            listing = discovery.resource_list(self.registry, group, version)
+            listing = self.crds.resource_list(
+                discovery.resource_list(self.registry, group, version), group, version
+            )
             if listing is None:
                 raise ApiError(404, "the server could not find the requested resource")
             return _json(listing)
@@ -143,6 +148,8 @@ class ApiServer:
         if rest[0] == "namespaces" and len(rest) >= 3 and not namespace_status:
             namespace, rest = rest[1], rest[2:]
         model = next((m for m in models if rest[0] == m.PLURAL), None)
+        served = self.crds.lookup(group, version, rest[0]) if model is None else None
+        model = served.model if served is not None else model
         if model is None or len(rest) > 3:
             raise ApiError(404, "the server could not find the requested resource")
         name = rest[1] if len(rest) >= 2 else None
@@ -153,7 +160,7 @@ class ApiServer:
             raise ApiError(404, "the server could not find the requested resource")
         if not model.NAMESPACED and namespace is not None:
             raise ApiError(404, "the server could not find the requested resource")
-        return resources.Target(model, namespace, name, subresource)
+        return resources.Target(model, namespace, name, subresource, served)
 
     # -- resources ------------------------------------------------------------------------------------
     async def _resource(self, request: web.Request, target: resources.Target) -> web.StreamResponse:
@@ -170,15 +177,29 @@ class ApiServer:
                 if target.model.NAMESPACED and target.namespace is None:
                     raise ApiError(404, "the server could not find the requested resource")
                 body = resources.parse_body(await request.read())
+                if target.served is not None and target.served.terminating:
+                    meta = body.get("metadata") if isinstance(body, dict) else None
+                    name = str(meta.get("name", "")) if isinstance(meta, dict) else ""
+                    raise ApiError(
+                        403,
+                        f'{target.resource}.{target.group} "{name}" is forbidden: create not allowed while '
+                        "custom resource definition is terminating",
+                        "Forbidden",
+                        name=name,
+                        kind=target.resource,
+                        group=target.group,
+                    )
                 created = await asyncio.to_thread(resources.create, store, target, body, dry_run)
+                await self._defined(target, dry_run)
                 return self._respond(request, target, created, 201)
             raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
         if method == "GET":
             obj = await asyncio.to_thread(resources.get, store, target)
-            return self._respond(request, target, obj.to_dict())
+            return self._respond(request, target, target.render(obj))
         if method == "PUT":
             body = resources.parse_body(await request.read())
             replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run)
+            await self._defined(target, dry_run)
             return self._respond(request, target, replaced)
         if method == "PATCH":
             content_type = request.content_type
@@ -190,6 +211,7 @@ class ApiServer:
                 )
             body = resources.parse_body(await request.read())
             patched = await asyncio.to_thread(resources.patch, store, target, content_type, body, dry_run)
+            await self._defined(target, dry_run)
             return self._respond(request, target, patched)
         if method == "DELETE":
             if target.subresource is not None:
@@ -199,20 +221,50 @@ class ApiServer:
             propagation = query.get("propagationPolicy") or options.get("propagationPolicy")
             preconditions = options.get("preconditions") or {}
             dry_run = dry_run or _dry_run(method, options.get("dryRun") or [])
-            last = await asyncio.to_thread(
-                resources.delete, store, target, propagation, preconditions.get("resourceVersion"), dry_run
-            )
+            last: dict[str, Any] | None = None
+            if target.model is CustomResourceDefinition and not dry_run:
+                last = await asyncio.to_thread(self._delete_definition, target, preconditions)
+            if last is None:
+                precondition = preconditions.get("resourceVersion")
+                last = await asyncio.to_thread(
+                    resources.delete, store, target, propagation, precondition, dry_run
+                )
+            await self._defined(target, dry_run)
             if propagation == "Foreground":
                 self.collector.wake()
             return self._respond(request, target, last)
         raise ApiError(405, f"{method} is not supported on {target.resource}")
+
+    async def _defined(self, target: resources.Target, dry_run: bool) -> None:
+        """After a CRD is written: serve (or stop serving) what it defines at once."""
+        if target.model is CustomResourceDefinition and not dry_run:
+            await asyncio.to_thread(self.crds.refresh)
+
+    def _delete_definition(
+        self, target: resources.Target, preconditions: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        assert target.name is not None
+        try:
+            return self.crds.delete_definition(target.name, preconditions.get("resourceVersion"))
+        except StoreError as exc:
+            raise target.api_error(exc) from exc
+
+    def _table(
+        self,
+        request: web.Request,
+        target: resources.Target,
+        docs: list[dict[str, Any]],
+        metadata: dict[str, Any],
+    ) -> dict[str, Any]:
+        columns = self.crds.columns(target.model, target.served)
+        return table(target.model, docs, self._include(request), metadata, columns)
 
     def _respond(
         self, request: web.Request, target: resources.Target, doc: dict[str, Any], status: int = 200
     ) -> web.Response:
         if wants_table(request.headers.get("Accept", "")):
             rv = doc.get("metadata", {}).get("resourceVersion", "")
-            return _json(table(target.model, [doc], self._include(request), {"resourceVersion": rv}), status)
+            return _json(self._table(request, target, [doc], {"resourceVersion": rv}), status)
         return _json(doc, status)
 
     @staticmethod
@@ -241,10 +293,10 @@ class ApiServer:
             query.get("continue"),
         )
         if wants_table(request.headers.get("Accept", "")):
-            return _json(table(target.model, items, self._include(request), metadata))
+            return _json(self._table(request, target, items, metadata))
         return _json(
             {
-                "apiVersion": target.model.API_VERSION,
+                "apiVersion": target.api_version,
                 "items": items,
                 "kind": f"{target.model.KIND}List",
                 "metadata": metadata,
@@ -270,9 +322,9 @@ class ApiServer:
             field_selector=fields,
             bookmarks=_truthy(query.get("allowWatchBookmarks")),
             timeout=timeout,
+            render=target.render,
         )
         as_table = wants_table(request.headers.get("Accept", ""))
-        include = self._include(request)
         queue: asyncio.Queue[Item] = asyncio.Queue()
         stop = self.watches.start(
             self.store, watch, asyncio.get_running_loop(), queue, self.bookmark_interval
@@ -298,11 +350,11 @@ class ApiServer:
                 elif event_type == "BOOKMARK":
                     obj = {
                         "kind": target.model.KIND,
-                        "apiVersion": target.model.API_VERSION,
+                        "apiVersion": target.api_version,
                         "metadata": {"resourceVersion": rv},
                     }
                 elif as_table:
-                    obj = table(target.model, [doc], include, {"resourceVersion": rv})
+                    obj = self._table(request, target, [doc], {"resourceVersion": rv})
                 else:
                     obj = doc
                 line = json.dumps({"type": event_type, "object": obj}, separators=(",", ":")) + "\n"
@@ -339,10 +391,14 @@ def build_app(
 
     async def start_collector(_: web.Application) -> None:
         server.collector.start()
+        with contextlib.suppress(StoreError):  # the thread reads them again until it can
+            await asyncio.to_thread(server.crds.refresh)
+        server.crds.start()
 
     async def close_watches(_: web.Application) -> None:
         await asyncio.to_thread(server.watches.close)
         await asyncio.to_thread(server.collector.stop)
+        await asyncio.to_thread(server.crds.stop)
 
     app.on_startup.append(start_collector)
     app.on_shutdown.append(close_watches)

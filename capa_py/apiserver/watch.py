@@ -35,6 +35,8 @@ class WatchRequest:
     field_selector: FieldSelector
     bookmarks: bool
     timeout: float | None
+    render: Callable[[KubeObject], dict[str, Any]] = KubeObject.to_dict
+    """The object as the watched path serves it (a CRD-defined kind: in the path's version)."""
 
 
 Item = tuple[str, Any, str]
@@ -83,7 +85,7 @@ def pump(
         if not since or since == "0":
             current = store.list(request.model, request.namespace, request.label_selector)
             for obj in current:
-                doc = obj.to_dict()
+                doc = request.render(obj)
                 if view.event("ADDED", doc):
                     emit(("ADDED", doc, obj.metadata.resource_version or current.resource_version))
             since = current.resource_version
@@ -95,7 +97,7 @@ def pump(
                 request.model, request.namespace, since, request.label_selector, timeout=segment, stop=stop
             ):
                 since = event.resource_version
-                doc = event.object.to_dict()
+                doc = request.render(event.object)
                 emitted = view.event(event.type, doc)
                 if emitted is not None:
                     emit((emitted, doc, event.resource_version))

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from capa_py.api.core import Secret
+from capa_py.api.custom_resource import CustomResource
 from capa_py.api.loader import format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import KindRegistry
@@ -18,7 +19,9 @@ from capa_py.store.errors import Invalid
 
 
 def check_registered(registry: KindRegistry, kind: type[KubeObject]) -> None:
-    if kind not in registry:
+    """The kind is the registry's, or one a stored CustomResourceDefinition defines (the API server
+    serves those only while their CRD is stored)."""
+    if kind not in registry and not issubclass(kind, CustomResource):
         raise Invalid(f"kind {kind.API_VERSION}/{kind.KIND} is not registered with this store", "kind")
 
 

@@ -280,7 +280,6 @@ class DockerRuntime:
             except DockerException as exc:
                 log.warning("cannot remove the action's container", error=_docker_message(exc))
 
-
     def _present(self, image: str) -> bool:
         from docker.errors import DockerException
 

@@ -44,7 +44,11 @@ def test_discovery_lists_every_registered_kind(server: Server) -> None:
     assert server.http("GET", "/apis/example.com/v1")[0] == 404
 
 
-def test_tables_have_the_columns_capa_get_prints(server: Server, custom: client.CustomObjectsApi) -> None:
+def test_tables_have_the_printer_columns_of_the_kinds_crd(
+    server: Server, custom: client.CustomObjectsApi
+) -> None:
+    """The columns of the AWSCluster CRD ``capa manifests crds`` writes (so ``kubectl get awsclusters``
+    prints the same against capa serve and a cluster with the CRD), with their types and priorities."""
     custom.create_namespaced_custom_object(GROUP, VERSION, "default", "awsclusters", aws_cluster())
     custom.patch_namespaced_custom_object_status(
         GROUP,
@@ -58,10 +62,19 @@ def test_tables_have_the_columns_capa_get_prints(server: Server, custom: client.
     code, table = server.http("GET", f"/apis/{GROUP}/{VERSION}/namespaces/default/awsclusters", Accept=accept)
     assert code == 200
     assert (table["kind"], table["apiVersion"]) == ("Table", "meta.k8s.io/v1")
-    assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "Ready", "Vpc", "Endpoint", "Age"]
+    columns = [(c["name"], c["type"], c["priority"]) for c in table["columnDefinitions"]]
+    assert columns == [
+        ("Name", "string", 0),
+        ("Cluster", "string", 0),
+        ("Ready", "string", 0),
+        ("VPC", "string", 0),
+        ("Endpoint", "string", 1),
+        ("Age", "date", 0),
+    ]
     assert table["columnDefinitions"][0]["format"] == "name"
     [row] = table["rows"]
-    assert row["cells"][:4] == ["demo", "true", "vpc-1", ""]
+    assert row["cells"][:5] == ["demo", None, "true", "vpc-1", ""]
+    assert row["cells"][5].endswith("s")
     assert row["object"]["kind"] == "PartialObjectMetadata"
     assert row["object"]["metadata"]["name"] == "demo"
     assert table["metadata"]["resourceVersion"]

@@ -101,9 +101,18 @@ def test_kubectl_apply_get_label_patch_delete(kubectl: Kubectl) -> None:
         == 1
     )
 
+    # The AWSCluster CRD's printer columns (ENDPOINT only with -o wide).
     table = kubectl.run("get", "awsclusters").stdout.splitlines()
-    assert table[0].split() == ["NAME", "READY", "VPC", "ENDPOINT", "AGE"]
-    assert table[1].split()[:2] == ["demo", "false"]
+    assert table[0].split() == ["NAME", "CLUSTER", "READY", "VPC", "AGE"]
+    assert table[1].split()[:2] == ["demo", "false"]  # no cluster-name label: CLUSTER is empty
+    assert kubectl.run("get", "awsclusters", "-o", "wide").stdout.split()[:6] == [
+        "NAME",
+        "CLUSTER",
+        "READY",
+        "VPC",
+        "ENDPOINT",
+        "AGE",
+    ]
 
     listed = json.loads(kubectl.run("get", "awsclusters", "-o", "json").stdout)
     assert [i["metadata"]["name"] for i in listed["items"]] == ["demo"]
@@ -205,7 +214,7 @@ def test_kubectl_get_watch_sees_a_change(kubectl: Kubectl) -> None:
         assert watcher.stdout is not None
         header = watcher.stdout.readline()
         initial = watcher.stdout.readline()
-        assert header.split()[:2] == ["NAME", "READY"]
+        assert header.split()[:2] == ["NAME", "CLUSTER"]
         assert initial.split()[0] == "demo"
         # The watch is open once the current state is printed; a change made now must arrive.
         deadline = time.monotonic() + 60

@@ -432,10 +432,7 @@ def test_core_controllers_stay_off_when_cluster_api_core_owns_the_cluster_crd(
     assert controller.line("controllers running: ") == f"controllers running: {providers}"
     on = ControllerProcess(tmp_path / "other.db", closed_endpoint, "--core-controllers", "on")
     processes.append(on)
-    assert (
-        on.line("controllers running: ")
-        == f"controllers running: cluster, machine, {providers}"
-    )
+    assert on.line("controllers running: ") == f"controllers running: cluster, machine, {providers}"
     for process in (controller, on):
         process.proc.send_signal(signal.SIGTERM)
         assert process.wait() == 0, str(process)

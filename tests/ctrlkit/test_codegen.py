@@ -402,9 +402,7 @@ def test_kind_of_an_importable_package_is_imported_not_looked_up(tmp_path: Path)
 
 
 def test_python_package_without_the_kind_class_is_an_error_at_the_alias() -> None:
-    document = parse(
-        "bind v1 capa_py.api.core\nalias Pod v1/Pod\n" + "decl M for Pod {\n}\n", "x"
-    )
+    document = parse("bind v1 capa_py.api.core\nalias Pod v1/Pod\n" + "decl M for Pod {\n}\n", "x")
 
     with pytest.raises(DSLError) as caught:
         generate(document, "x")

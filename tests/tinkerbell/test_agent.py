@@ -376,7 +376,7 @@ def test_logs_name_actions_and_exit_codes_but_never_env_values_or_arguments(
     with capture_logs() as logs:
         agent = run_agent(agents, server, once=True)
         server.service.send(
-            start(WF, sh("secretive", f": {secret}; test -n \"$PASSWORD\"; exit 3", {"PASSWORD": secret}))
+            start(WF, sh("secretive", f': {secret}; test -n "$PASSWORD"; exit 3', {"PASSWORD": secret}))
         )
         agent.wait()
     assert server.service.described()[-1][:4] == (WF, "failed", "secretive", "NonZeroExit")

@@ -31,13 +31,25 @@ def sh(script: str, **fields: object) -> Action:
 
 def test_an_action_is_read_from_the_wire_with_its_namespaces() -> None:
     wire = workflow_pb2.Workflow.Action(
-        id="disk", name="disk", image="quay.io/tinkerbell/image2disk", args=["-v"], env={"A": "1"},
-        volumes=["/dev:/dev"], ns=workflow_pb2.Workflow.Action.Namespace(pid="host"),
+        id="disk",
+        name="disk",
+        image="quay.io/tinkerbell/image2disk",
+        args=["-v"],
+        env={"A": "1"},
+        volumes=["/dev:/dev"],
+        ns=workflow_pb2.Workflow.Action.Namespace(pid="host"),
     )
     action = Action.from_proto(wire)
     assert action == Action(
-        id="disk", name="disk", image="quay.io/tinkerbell/image2disk", cmd=None, args=("-v",),
-        env={"A": "1"}, volumes=("/dev:/dev",), pid_namespace="host", network_namespace=None,
+        id="disk",
+        name="disk",
+        image="quay.io/tinkerbell/image2disk",
+        cmd=None,
+        args=("-v",),
+        env={"A": "1"},
+        volumes=("/dev:/dev",),
+        pid_namespace="host",
+        network_namespace=None,
     )
     assert action.command_line() == ["-v"]
     wire.cmd = "/bin/image2disk"
@@ -102,9 +114,14 @@ def _docker_runtime() -> DockerRuntime:
 def test_the_docker_runtime_runs_a_container_with_env_volumes_and_exit_code(tmp_path: Path) -> None:
     runtime = _docker_runtime()
     action = Action(
-        id="a", name="a", image="busybox:1.36", cmd="sh",
-        args=("-c", 'echo "$WORD" > /out/word; exit 4'), env={"WORD": "hi"},
-        volumes=(f"{tmp_path}:/out",), network_namespace="host",
+        id="a",
+        name="a",
+        image="busybox:1.36",
+        cmd="sh",
+        args=("-c", 'echo "$WORD" > /out/word; exit 4'),
+        env={"WORD": "hi"},
+        volumes=(f"{tmp_path}:/out",),
+        network_namespace="host",
     )
     assert runtime.run(action, threading.Event(), 120) == Outcome.failed("NonZeroExit", "exit code 4")
     assert (tmp_path / "word").read_text() == "hi\n"

@@ -195,10 +195,20 @@ def test_a_crd_then_an_object_of_its_kind_in_one_list_are_both_created(served: P
 
 
 def test_a_crd_kind_that_never_becomes_served_stops_the_apply_at_its_first_object(served: Path) -> None:
+    # capa serve serves what a CRD defines, except a kind capa-py models: that stays its model's, so a CRD
+    # for it at another version is stored and the version never served.
+    unserved = widget_crd("infrastructure.cluster.x-k8s.io")
+    unserved["metadata"]["name"] = "awsclusters.infrastructure.cluster.x-k8s.io"
+    unserved["spec"]["names"] = {"kind": "AWSCluster", "plural": "awsclusters"}
+    unserved["spec"]["versions"][0]["name"] = "v9"
     docs = [
         config_map("before-widget"),
-        widget_crd(),
-        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "namespace": "default"}},
+        unserved,
+        {
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v9",
+            "kind": "AWSCluster",
+            "metadata": {"name": "w", "namespace": "default"},
+        },
         config_map("after-widget"),
     ]
     started = time.monotonic()
@@ -208,14 +218,17 @@ def test_a_crd_kind_that_never_becomes_served_stops_the_apply_at_its_first_objec
 
     message = str(raised.value)
     assert message.startswith(
-        "document 3 (Widget/default/w): kind Widget of apiVersion example.com/v1 is not "
+        "document 3 (AWSCluster/default/w): kind AWSCluster of apiVersion infrastructure.cluster.x-k8s.io/v9 "
+        "is not "
     )
     assert f"served by {yaml.safe_load(served.read_text())['clusters'][0]['cluster']['server']}" in message
-    assert "CustomResourceDefinition widgets.example.com was applied" in message
-    assert raised.value.applied == [
-        AppliedDocument("ConfigMap/default/before-widget", "created"),
-        AppliedDocument("CustomResourceDefinition/widgets.example.com", "created"),
+    assert "CustomResourceDefinition awsclusters.infrastructure.cluster.x-k8s.io was applied" in message
+    # The server is the module's: an earlier test may have applied capa-py's AWSCluster CRD.
+    assert [a.ref for a in raised.value.applied] == [
+        "ConfigMap/default/before-widget",
+        "CustomResourceDefinition/awsclusters.infrastructure.cluster.x-k8s.io",
     ]
+    assert raised.value.applied[0].outcome == "created"
     assert waited >= 1.0, "the kind its CRD defines was not waited for"
     after = kubectl(served, "get", "configmap", "after-widget")
     assert after.returncode != 0, "a document after the failing one was applied"
