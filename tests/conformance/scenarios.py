@@ -325,11 +325,20 @@ def _owned(ep: Endpoint, ns: str, owner_name: str, dependent_name: str) -> None:
     owner = ep.call("POST", base, configmap(owner_name)).body
     dependent = configmap(dependent_name)
     dependent["metadata"]["ownerReferences"] = [
-        {"apiVersion": "v1", "kind": "ConfigMap", "name": owner_name, "uid": owner["metadata"]["uid"]}
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": owner_name,
+            "uid": owner["metadata"]["uid"],
+            "blockOwnerDeletion": True,
+        }
     ]
     held = dependent["metadata"]
     held["finalizers"] = ["example.com/hold"]
     ep.call("POST", base, dependent)
+    # The real garbage collector decides from a graph its informers build: a deletion it handles before
+    # it has seen the dependent finds none. Give it a moment, as a user's objects are rarely this fresh.
+    time.sleep(1.0)
 
 
 def background_deletion(ep: Endpoint, ns: str) -> Observation:
