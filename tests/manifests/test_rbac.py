@@ -8,7 +8,12 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject, ObjectMeta
-from capa_py.manifests.rbac import OUTSIDE_THE_RECORDING, TINKERBELL_ACCESS, cluster_role
+from capa_py.manifests.rbac import (
+    OUTSIDE_THE_RECORDING,
+    READ_FROM_THE_CACHE,
+    TINKERBELL_ACCESS,
+    cluster_role,
+)
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.leader import LeaderElector, LeaseTiming
 from controllers import aws_controllers
@@ -73,6 +78,9 @@ def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_re
         | _record_leader_election(harness)
         | _record_repeated_event(harness)
     )
+    cached = {(m.API_VERSION.rpartition("/")[0], m.PLURAL, verb) for m, verb, _why in READ_FROM_THE_CACHE}
+    assert cached <= used, "a read said to come from the cache is no longer made at all"
+    used -= cached
     granted = _granted(cluster_role())
     elsewhere = {
         (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
