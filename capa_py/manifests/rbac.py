@@ -57,8 +57,8 @@ ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
     # The bootstrap data a machine launches with, watched so that a machine waiting for it starts when it
     # appears; read from the watch cache (READ_FROM_THE_CACHE), never one by one.
     (Secret, "", ("list", "watch")),
-    # Leader election.
-    (Lease, "", ("get", "create", "update")),
+    # Leader election: a waiting candidate watches the record, to take it at once when it is released.
+    (Lease, "", ("get", "create", "update", "watch")),
     # Kubernetes Events (capa_py.runtime.events): written once, then counted again with an update.
     (Event, "", ("create", "get", "update")),
 )

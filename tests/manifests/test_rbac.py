@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 
 from capa_py.api.aws import AWSCluster, AWSMachine
@@ -50,9 +52,16 @@ def _record_leader_election(harness: Harness) -> set[tuple[str, str, str]]:
     first = LeaderElector(recording, "first", timing=LeaseTiming.for_duration(15))  # type: ignore[arg-type]
     first.acquire(wait=False)  # creates the record
     assert first.try_acquire_or_renew()  # renews it
-    first.release()
     second = LeaderElector(recording, "second", timing=LeaseTiming.for_duration(15))  # type: ignore[arg-type]
-    second.acquire(wait=False)  # takes the released record over
+    # A waiting candidate watches the record and takes it over once it is released.
+    waiting = threading.Thread(target=second.acquire, kwargs={"wait": True, "timeout": 30})
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while ("coordination.k8s.io", "leases", "watch") not in recording.requests:
+        assert time.monotonic() < deadline, "the second candidate never waited on the record"
+        time.sleep(0.01)
+    first.release()
+    waiting.join(30)
     assert second.held
     second.release()
     return recording.requests

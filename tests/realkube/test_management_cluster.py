@@ -97,19 +97,26 @@ def management(tmp_path_factory: pytest.TempPathFactory, aws: str) -> Iterator[M
         applied = install(kubectl, workdir, components)
         reapplied = install(kubectl, workdir, components)
         account = cluster.service_account_kubeconfig(workdir / "sa.kubeconfig", NAMESPACE, SERVICE_ACCOUNT)
+        lease = ("--leader-elect", "--leader-elect-lease-duration", f"{LEASE_SECONDS}s")
         controller = start_controller(
-            "controller", account, aws, workdir,
-            "--leader-elect", "--leader-elect-lease-duration", f"{LEASE_SECONDS}s",
+            "controller", account, aws, workdir, *lease,
             "--webhook-cert-dir", str(certificates.directory), "--webhook-bind-address", webhooks,
         )  # fmt: skip
+        standby: Background | None = None
         try:
             controller.wait_for_line(r"controllers running:", timeout=60)
+            # The Deployment's second replica: it waits on the Lease, watching it.
+            standby = start_controller("standby", account, aws, workdir, *lease)
+            standby.wait_for_line(r"waiting for the store lease", timeout=60)
             yield Management(
                 cluster, kubectl, workdir, controller, applied, reapplied, workdir / "manifests-0.yaml"
             )
             assert controller.stop(signal.SIGTERM) == 0, controller.report()
+            assert standby.stop(signal.SIGTERM) == 0, standby.report()
         finally:
             controller.stop(signal.SIGKILL, timeout=10)
+            if standby is not None:
+                standby.stop(signal.SIGKILL, timeout=10)
 
 
 def test_the_components_file_applies_with_kubectl_without_cert_manager(management: Management) -> None:
@@ -322,7 +329,7 @@ def test_every_request_the_controller_made_was_allowed_and_every_rule_was_used(
         assert (model.API_VERSION.rpartition("/")[0], model.PLURAL, verb) not in used | granted
     assert {("", "events", "create"), ("", "events", "get"), ("", "events", "update")} <= used
     assert lifecycle.repeated_event["source"]["component"] == "capa-py-controller"
-    assert {r.verb for r in requests if r.resource == "leases"} >= {"get", "create", "update"}
+    assert {r.verb for r in requests if r.resource == "leases"} == {"get", "create", "update", "watch"}
     deletes = {r for g, r, v in used if v == "delete"}
     assert deletes == {"machines", "awsclusters", "awsmachines"}, "the cascade is the controller's"
 
