@@ -517,13 +517,14 @@ class KubeStore:
         propagation: Propagation = "Background",
         resource_version: str | None = None,
     ) -> T | None:
-        """Delete (or mark for deletion) an object; returns its last state. The server answers a delete of
-        a built-in kind that is gone at once with a Status, not the object: the object as read just before
-        stands in for it (with the resourceVersion it had then)."""
+        """Delete (or mark for deletion) an object; returns its last state. A kube-apiserver answers a
+        delete of an object that is gone at once with a Status, not the object (custom resources included;
+        ``capa serve`` returns a custom resource itself): the object as read just before stands in for it
+        (with the resourceVersion it had then)."""
         endpoint = self.endpoint(kind)
         ns = self._namespace(kind, namespace)
         what = _what(kind, name, ns)
-        before = None if endpoint.custom else self._request(what, lambda: endpoint.read(ns, name))
+        before = self._request(what, lambda: endpoint.read(ns, name))
         answer = self._request(what, lambda: endpoint.delete(ns, name, propagation, resource_version))
         if answer.get("kind") == "Status":
             return None if before is None else self.to_model(kind, before)
