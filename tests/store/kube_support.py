@@ -94,6 +94,11 @@ class CuttingProxy:
         with self._lock:
             return [path for path in self.requests if "watch=" in path]
 
+    def open_connections(self) -> int:
+        """How many connections are being relayed (TLS included: nothing of the stream is read)."""
+        with self._lock:
+            return len(self._pairs)
+
     def cut(self) -> int:
         """Drop every open connection; how many there were."""
         with self._lock:
