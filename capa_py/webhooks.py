@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from capa_py.api.meta import KubeObject
+from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.resources import Target, admit
@@ -59,6 +59,18 @@ def validated_kinds(registry: KindRegistry = REGISTRY) -> list[type[KubeObject]]
     return custom_kinds(registry)
 
 
+_KEPT_METADATA = frozenset(field.alias or name for name, field in ObjectMeta.model_fields.items())
+
+
+def _as_stored(document: Any) -> Any:
+    """The object without the metadata the API server keeps for itself (``managedFields``, ``selfLink``):
+    the models do not keep it, and what they do not keep is not the object's to be judged on."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("metadata"), Mapping):
+        return document
+    metadata = {k: v for k, v in document["metadata"].items() if k in _KEPT_METADATA}
+    return {**document, "metadata": metadata}
+
+
 def review(model: type[KubeObject], document: Any) -> dict[str, Any]:
     """The ``AdmissionReview`` answering one request for ``model``; raises ``ValueError`` for a body
     that is not an AdmissionReview request."""
@@ -71,8 +83,8 @@ def review(model: type[KubeObject], document: Any) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": True}
     operation = request.get("operation")
     if operation in ("CREATE", "UPDATE"):
-        new = request.get("object")
-        old_doc = request.get("oldObject") if operation == "UPDATE" else None
+        new = _as_stored(request.get("object"))
+        old_doc = _as_stored(request.get("oldObject")) if operation == "UPDATE" else None
         namespace = request.get("namespace") or None
         name = request.get("name") or None
         if name is None and isinstance(new, Mapping) and isinstance(new.get("metadata"), Mapping):

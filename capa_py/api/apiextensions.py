@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
 
@@ -40,6 +40,12 @@ class CustomResourceDefinitionStatus(KubeModel):
     conditions: list[dict[str, Any]] = Field(default_factory=list)
     accepted_names: dict[str, Any] | None = None
     stored_versions: list[str] = Field(default_factory=list)
+
+    @field_validator("conditions", "stored_versions", mode="before")
+    @classmethod
+    def _null_is_empty(cls, value: Any) -> Any:
+        """The API server answers a CRD's create with ``"conditions": null`` (none yet)."""
+        return [] if value is None else value
 
 
 class CustomResourceDefinition(KubeObject):

@@ -1,5 +1,9 @@
-"""``capa manifests crds|rbac|deployment|all [-o yaml|json] [--image IMAGE] [--without-core]``: print what
-a management cluster needs installed.
+"""``capa manifests crds|rbac|deployment|webhooks|all [-o yaml|json] [--image IMAGE] [--without-core]
+[--webhook-url URL --webhook-ca-file FILE]``: print what a management cluster needs installed.
+
+``--webhook-url`` and ``--webhook-ca-file`` register webhooks served outside the cluster (``capa controller
+--webhook-cert-dir`` on a workstation) at that URL, trusting that CA, instead of the pods' behind a Service
+with cert-manager's certificate.
 
 Thin over :mod:`capa_py.manifests`; reads no store and makes no AWS call. YAML is a multi-document stream
 for ``kubectl apply -f -``; JSON is one ``v1`` ``List``.
@@ -8,11 +12,12 @@ for ``kubectl apply -f -``; JSON is one ``v1`` ``List``.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from capa_py.manifests import DEFAULT_IMAGE, SELECTIONS, documents, render
+from capa_py.manifests import DEFAULT_IMAGE, SELECTIONS, ExternalWebhooks, documents, render
 
 EXIT_INVALID = 2
 
@@ -21,7 +26,8 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def manifests(
         what: Annotated[
-            str, typer.Argument(metavar="crds|rbac|deployment|all", help="Which documents to print.")
+            str,
+            typer.Argument(metavar="crds|rbac|deployment|webhooks|all", help="Which documents to print."),
         ],
         output: Annotated[str, typer.Option("-o", "--output", help="yaml (default) or json.")] = "yaml",
         image: Annotated[
@@ -35,6 +41,23 @@ def register(app: typer.Typer) -> None:
                 "(clusterctl init) installed its own.",
             ),
         ] = False,
+        webhook_url: Annotated[
+            str | None,
+            typer.Option(
+                "--webhook-url",
+                help="Register the webhooks at https://HOST:PORT (a controller outside the cluster) "
+                "instead of the pods' Service; needs --webhook-ca-file.",
+                metavar="URL",
+            ),
+        ] = None,
+        webhook_ca_file: Annotated[
+            Path | None,
+            typer.Option(
+                "--webhook-ca-file",
+                help="PEM of the CA that signed the certificate served at --webhook-url (the caBundle).",
+                metavar="FILE",
+            ),
+        ] = None,
     ) -> None:
         """Print the CRDs, the RBAC or the controller Deployment for a management cluster (`all`: every
         one)."""
@@ -49,4 +72,18 @@ def register(app: typer.Typer) -> None:
         if not image.strip() or any(c.isspace() for c in image):
             typer.echo(f"error: --image must be an image reference, not {image!r}", err=True)
             raise typer.Exit(EXIT_INVALID)
-        sys.stdout.write(render(documents(what, image, core=not without_core), output))  # type: ignore[arg-type]
+        external = None
+        if (webhook_url is None) != (webhook_ca_file is None):
+            typer.echo("error: --webhook-url and --webhook-ca-file go together", err=True)
+            raise typer.Exit(EXIT_INVALID)
+        if webhook_url is not None and webhook_ca_file is not None:
+            if what not in ("deployment", "webhooks", "all"):
+                typer.echo(f"error: --webhook-url does not apply to {what}", err=True)
+                raise typer.Exit(EXIT_INVALID)
+            try:
+                external = ExternalWebhooks(webhook_url, webhook_ca_file.read_bytes())
+            except (OSError, ValueError) as exc:
+                typer.echo(f"error: {exc}", err=True)
+                raise typer.Exit(EXIT_INVALID) from exc
+        docs = documents(what, image, core=not without_core, external=external)
+        sys.stdout.write(render(docs, output))  # type: ignore[arg-type]

@@ -6,7 +6,8 @@
 - :func:`workload`: the controller Deployment (``capa --store kube controller --leader-elect``, two
   replicas) and its metrics Service;
 - :func:`webhook_documents`: the validating webhooks' cert-manager Issuer and Certificate, Service and
-  ValidatingWebhookConfiguration (cert-manager must be installed).
+  ValidatingWebhookConfiguration (cert-manager must be installed); or, for a controller serving them
+  outside the cluster (:class:`ExternalWebhooks`), the configuration alone, calling its URL.
 
 :func:`documents` picks a set; :func:`render` prints documents as one multi-document YAML stream (what
 ``kubectl apply -f`` reads) or as a JSON ``v1`` ``List``. Output is deterministic: the same version prints
@@ -23,26 +24,37 @@ import yaml
 from capa_py.manifests.crds import crds
 from capa_py.manifests.deployment import DEFAULT_IMAGE, workload
 from capa_py.manifests.rbac import namespace, rbac
-from capa_py.manifests.webhooks import webhook_documents
+from capa_py.manifests.webhooks import ExternalWebhooks, webhook_documents
 
-Selection = Literal["crds", "rbac", "deployment", "all"]
-SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "deployment", "all")
+Selection = Literal["crds", "rbac", "deployment", "webhooks", "all"]
+SELECTIONS: tuple[Selection, ...] = ("crds", "rbac", "deployment", "webhooks", "all")
 
 
-def documents(selection: Selection, image: str = DEFAULT_IMAGE, core: bool = True) -> list[dict[str, Any]]:
+def documents(
+    selection: Selection,
+    image: str = DEFAULT_IMAGE,
+    core: bool = True,
+    external: ExternalWebhooks | None = None,
+) -> list[dict[str, Any]]:
     """The documents of a selection; ``all`` in the order ``kubectl apply`` needs (Namespace before what
     lives in it, CRDs before anything could use them, the ServiceAccount before the Deployment running as
     it, the webhooks' registration last). ``image`` is the controller's container image (``deployment`` and
-    ``all``); ``core=False`` leaves Cluster API core's CRDs out (``crds`` and ``all``)."""
+    ``all``); ``core=False`` leaves Cluster API core's CRDs out (``crds`` and ``all``); ``external``
+    registers webhooks served outside the cluster instead of the pods' (``deployment``, ``webhooks`` and
+    ``all``: the pods then serve none, and no cert-manager document is printed)."""
     if selection == "crds":
         return crds(core=core)
     if selection == "rbac":
         return rbac()
+    hooks = webhook_documents(external=external)
+    if selection == "webhooks":
+        return hooks if external is not None else [namespace(), *hooks]
+    pods = workload(image, webhooks=external is None)
     if selection == "deployment":
-        return [namespace(), *workload(image), *webhook_documents()]
+        return [namespace(), *pods, *hooks]
     if selection == "all":
         first, *access = rbac()
-        return [first, *crds(core=core), *access, *workload(image), *webhook_documents()]
+        return [first, *crds(core=core), *access, *pods, *hooks]
     raise ValueError(f"unknown selection {selection!r} (expected one of {', '.join(SELECTIONS)})")
 
 
@@ -57,6 +69,7 @@ def render(docs: list[dict[str, Any]], output: Literal["yaml", "json"] = "yaml")
 __all__ = [
     "DEFAULT_IMAGE",
     "SELECTIONS",
+    "ExternalWebhooks",
     "Selection",
     "crds",
     "documents",

@@ -145,5 +145,7 @@ def metrics_service() -> dict[str, Any]:
     }
 
 
-def workload(image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
-    return [deployment(image), metrics_service()]
+def workload(image: str = DEFAULT_IMAGE, webhooks: bool = True) -> list[dict[str, Any]]:
+    """The Deployment and its metrics Service; ``webhooks=False``: its pods serve no webhook (they are
+    served elsewhere)."""
+    return [deployment(image, webhooks=webhooks), metrics_service()]

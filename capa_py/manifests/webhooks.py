@@ -11,10 +11,17 @@ self-signed Issuer, a Certificate for the Service's DNS names written to the Sec
 and the ``cert-manager.io/inject-ca-from`` annotation that has cert-manager's CA injector put that
 certificate's CA into every webhook's ``clientConfig.caBundle``. cert-manager must therefore be installed
 first (``clusterctl init`` installs it).
+
+A controller running outside the cluster (``capa controller --webhook-cert-dir`` on a workstation) is
+registered by URL instead (:class:`ExternalWebhooks`): each webhook calls ``<url><its path>`` and trusts the
+CA given in ``caBundle``, as envtest registers a local webhook server; there is then nothing for
+cert-manager to issue and no Service to route through.
 """
 
 from __future__ import annotations
 
+import base64
+from dataclasses import dataclass
 from typing import Any
 
 from capa_py.api.admission_kinds import CERT_MANAGER_GROUP
@@ -29,6 +36,24 @@ CERTIFICATE = "capa-py-serving-cert"
 SERVICE_PORT = 443
 INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 CERT_MANAGER_API_VERSION = f"{CERT_MANAGER_GROUP}/v1"
+
+
+@dataclass(frozen=True)
+class ExternalWebhooks:
+    """Webhooks served outside the cluster: ``url`` (``https://HOST:PORT``, no path) and the PEM of the CA
+    that signed its serving certificate."""
+
+    url: str
+    ca_pem: bytes
+
+    def __post_init__(self) -> None:
+        if not self.url.startswith("https://") or "?" in self.url or "#" in self.url:
+            raise ValueError(f"the webhook URL must be https://HOST[:PORT] with no query, not {self.url!r}")
+        if b"-----BEGIN CERTIFICATE-----" not in self.ca_pem:
+            raise ValueError("the webhook CA must be a PEM certificate")
+
+    def client_config(self, path: str) -> dict[str, Any]:
+        return {"url": self.url.rstrip("/") + path, "caBundle": base64.b64encode(self.ca_pem).decode()}
 
 
 def service_dns_names() -> list[str]:
@@ -73,8 +98,11 @@ def certificate() -> dict[str, Any]:
     }
 
 
-def validating_webhook_configuration(registry: KindRegistry = REGISTRY) -> dict[str, Any]:
-    """One webhook per provider kind the controller validates, named ``validation.<kind>.<group>``.
+def validating_webhook_configuration(
+    registry: KindRegistry = REGISTRY, external: ExternalWebhooks | None = None
+) -> dict[str, Any]:
+    """One webhook per provider kind the controller validates, named ``validation.<kind>.<group>``,
+    calling the webhook Service (its CA injected by cert-manager) or, with ``external``, that URL.
 
     Cluster API core's kinds are not registered, even though the controller serves their paths: where
     Cluster API is installed its own webhooks judge Clusters and Machines (which carry fields capa-py's
@@ -93,14 +121,18 @@ def validating_webhook_configuration(registry: KindRegistry = REGISTRY) -> dict[
             {
                 "name": f"validation.{model.KIND.lower()}.{group}",
                 "admissionReviewVersions": ["v1"],
-                "clientConfig": {
-                    "service": {
-                        "name": WEBHOOK_SERVICE,
-                        "namespace": NAMESPACE,
-                        "path": validate_path(model),
-                        "port": SERVICE_PORT,
+                "clientConfig": (
+                    external.client_config(validate_path(model))
+                    if external is not None
+                    else {
+                        "service": {
+                            "name": WEBHOOK_SERVICE,
+                            "namespace": NAMESPACE,
+                            "path": validate_path(model),
+                            "port": SERVICE_PORT,
+                        }
                     }
-                },
+                ),
                 "failurePolicy": "Fail",
                 "matchPolicy": "Equivalent",
                 "rules": [
@@ -109,13 +141,17 @@ def validating_webhook_configuration(registry: KindRegistry = REGISTRY) -> dict[
                         "apiVersions": [version],
                         "operations": ["CREATE", "UPDATE"],
                         "resources": [model.PLURAL],
+                        # The API server's default, written out: the rules list is replaced whole on
+                        # apply, so a default missing here made every re-apply `configured`.
+                        "scope": "*",
                     }
                 ],
                 "sideEffects": "None",
             }
         )
     metadata = object_metadata(WEBHOOK_CONFIGURATION)
-    metadata["annotations"] = {INJECT_CA_FROM: f"{NAMESPACE}/{CERTIFICATE}"}
+    if external is None:
+        metadata["annotations"] = {INJECT_CA_FROM: f"{NAMESPACE}/{CERTIFICATE}"}
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
@@ -124,6 +160,11 @@ def validating_webhook_configuration(registry: KindRegistry = REGISTRY) -> dict[
     }
 
 
-def webhook_documents(registry: KindRegistry = REGISTRY) -> list[dict[str, Any]]:
-    """The Issuer and Certificate (the Secret the pods mount), the Service, then the registration."""
+def webhook_documents(
+    registry: KindRegistry = REGISTRY, external: ExternalWebhooks | None = None
+) -> list[dict[str, Any]]:
+    """The Issuer and Certificate (the Secret the pods mount), the Service, then the registration; with
+    ``external``, the registration alone."""
+    if external is not None:
+        return [validating_webhook_configuration(registry, external)]
     return [issuer(), certificate(), webhook_service(), validating_webhook_configuration(registry)]

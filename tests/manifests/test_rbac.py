@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject, ObjectMeta
-from capa_py.manifests.rbac import OUTSIDE_THE_RECORDING, TINKERBELL_ACCESS, cluster_role
+from capa_py.manifests.rbac import (
+    OUTSIDE_THE_RECORDING,
+    READ_FROM_THE_CACHE,
+    TINKERBELL_ACCESS,
+    cluster_role,
+)
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.leader import LeaderElector, LeaseTiming
 from controllers import aws_controllers
@@ -45,9 +52,16 @@ def _record_leader_election(harness: Harness) -> set[tuple[str, str, str]]:
     first = LeaderElector(recording, "first", timing=LeaseTiming.for_duration(15))  # type: ignore[arg-type]
     first.acquire(wait=False)  # creates the record
     assert first.try_acquire_or_renew()  # renews it
-    first.release()
     second = LeaderElector(recording, "second", timing=LeaseTiming.for_duration(15))  # type: ignore[arg-type]
-    second.acquire(wait=False)  # takes the released record over
+    # A waiting candidate watches the record and takes it over once it is released.
+    waiting = threading.Thread(target=second.acquire, kwargs={"wait": True, "timeout": 30})
+    waiting.start()
+    deadline = time.monotonic() + 30
+    while ("coordination.k8s.io", "leases", "watch") not in recording.requests:
+        assert time.monotonic() < deadline, "the second candidate never waited on the record"
+        time.sleep(0.01)
+    first.release()
+    waiting.join(30)
     assert second.held
     second.release()
     return recording.requests
@@ -73,6 +87,9 @@ def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_re
         | _record_leader_election(harness)
         | _record_repeated_event(harness)
     )
+    cached = {(m.API_VERSION.rpartition("/")[0], m.PLURAL, verb) for m, verb, _why in READ_FROM_THE_CACHE}
+    assert cached <= used, "a read said to come from the cache is no longer made at all"
+    used -= cached
     granted = _granted(cluster_role())
     elsewhere = {
         (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)

@@ -206,6 +206,7 @@ def test_the_webhook_configuration_validates_the_tinkerbell_kinds() -> None:
                 "apiVersions": ["v1alpha2"],
                 "operations": ["CREATE", "UPDATE"],
                 "resources": [model.PLURAL],
+                "scope": "*",
             }
         ]
         assert webhook["clientConfig"]["service"]["path"] == validate_path(model)

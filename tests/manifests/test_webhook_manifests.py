@@ -7,7 +7,9 @@ controller is told to read.
 
 from __future__ import annotations
 
+import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from capa_py.manifests.crds import crds, custom_kinds
 from capa_py.runtime.endpoints import parse_bind_address
 from capa_py.webhooks import DEFAULT_CERT_DIR, build_app, validate_path, validated_kinds
 from tests.cli.cli_support import Cli
+from tests.webhooks.certificates import write_certificate
 
 
 def _one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -185,3 +188,66 @@ def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(
     names = sorted(d["metadata"]["name"] for d in json.loads(full.stdout)["items"])
     assert "clusters.cluster.x-k8s.io" in names
     assert "machines.cluster.x-k8s.io" in names
+
+
+# -- webhooks served outside the cluster ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("what", ["deployment", "webhooks", "all"])
+def test_a_webhook_url_registers_the_webhooks_there_with_the_ca_and_needs_no_cert_manager(
+    cli: Cli, tmp_path: Path, what: str
+) -> None:
+    ca = write_certificate(tmp_path / "certs")
+    printed = cli(
+        "manifests", what, "-o", "json",
+        "--webhook-url", "https://127.0.0.1:9443", "--webhook-ca-file", str(tmp_path / "certs" / "tls.crt"),
+    )  # fmt: skip
+    assert printed.exit_code == 0, printed
+    docs = json.loads(printed.stdout)["items"]
+    kinds = {d["kind"] for d in docs}
+    assert not kinds & {"Issuer", "Certificate"}, "nothing for cert-manager to issue"
+    assert "capa-py-webhook-service" not in {d["metadata"]["name"] for d in docs if d["kind"] == "Service"}
+    configuration = _one(docs, "ValidatingWebhookConfiguration")
+    assert "annotations" not in configuration["metadata"], "no CA for cert-manager to inject"
+    served = {route.resource.canonical for route in build_app().router.routes() if route.resource}
+    for webhook in configuration["webhooks"]:
+        config = webhook["clientConfig"]
+        assert set(config) == {"url", "caBundle"}
+        assert config["url"].startswith("https://127.0.0.1:9443/validate-")
+        assert config["url"].removeprefix("https://127.0.0.1:9443") in served
+        assert base64.b64decode(config["caBundle"]) == ca
+    if what != "webhooks":
+        container = _container(docs)
+        assert not [a for a in container["args"] if "webhook" in a], "the pods serve none: the URL does"
+        assert "webhook-server" not in {p["name"] for p in container["ports"]}
+
+
+def test_every_rule_writes_the_scope_the_api_server_would_default() -> None:
+    """``rules`` is replaced whole by ``kubectl apply``: without the API server's default (``scope: "*"``)
+    every re-apply of the components on a real API server said ``configured`` (tests/realkube applies
+    twice)."""
+    for webhook in _one(documents("all"), "ValidatingWebhookConfiguration")["webhooks"]:
+        assert [rule["scope"] for rule in webhook["rules"]] == ["*"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["all", "--webhook-url", "https://127.0.0.1:9443"], "go together"),
+        (["crds", "--webhook-url", "https://h:1", "--webhook-ca-file", "CA"], "does not apply to crds"),
+        (["all", "--webhook-url", "http://h:1", "--webhook-ca-file", "CA"], "https://"),
+        (["all", "--webhook-url", "https://h:1", "--webhook-ca-file", "missing"], "No such file"),
+        (["all", "--webhook-url", "https://h:1", "--webhook-ca-file", "NOT_PEM"], "PEM certificate"),
+    ],
+)
+def test_webhook_url_flags_are_checked(cli: Cli, tmp_path: Path, args: list[str], message: str) -> None:
+    write_certificate(tmp_path)
+    (tmp_path / "not-pem").write_text("hello")
+    files = {
+        "CA": str(tmp_path / "tls.crt"),
+        "missing": str(tmp_path / "nope"),
+        "NOT_PEM": str(tmp_path / "not-pem"),
+    }
+    result = cli("manifests", *[files.get(a, a) for a in args])
+    assert result.exit_code == 2, result
+    assert message in result.stderr, result

@@ -1,4 +1,5 @@
-"""Helpers of the kube store tests: a client for a served store, and a TCP proxy that cuts connections."""
+"""Helpers of the kube store tests: a client for a served store, a TCP proxy that cuts connections, and
+capa-py's CRDs on a real kube-apiserver with a way to empty it between tests."""
 
 from __future__ import annotations
 
@@ -6,9 +7,19 @@ import contextlib
 import re
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 from kubernetes import client
+
+from capa_py.api.apiextensions import CustomResourceDefinition
+from capa_py.api.coordination import Lease
+from capa_py.api.core import ConfigMap, Event, Secret
+from capa_py.api.meta import KubeObject
+from capa_py.manifests.crds import crd_for, custom_kinds
+from capa_py.store.errors import AlreadyExists, NotFound, StoreError
+from capa_py.store.kube import KubeStore
+from tests.peers.cluster import PeerCluster
 
 _REQUEST_LINE = re.compile(rb"(GET|POST|PUT|PATCH|DELETE) (\S+) HTTP/1\.1\r\n")
 _BOOKMARK = re.compile(rb'"type":"BOOKMARK".*?"resourceVersion":"(\d+)"')
@@ -83,6 +94,11 @@ class CuttingProxy:
         with self._lock:
             return [path for path in self.requests if "watch=" in path]
 
+    def open_connections(self) -> int:
+        """How many connections are being relayed (TLS included: nothing of the stream is read)."""
+        with self._lock:
+            return len(self._pairs)
+
     def cut(self) -> int:
         """Drop every open connection; how many there were."""
         with self._lock:
@@ -97,3 +113,72 @@ class CuttingProxy:
     def close(self) -> None:
         self._listener.close()
         self.cut()
+
+
+TEST_NAMESPACES = ("default", "team-a", "team-b", "anything")
+"""Namespaces the contract tests write to (a real API server refuses objects in a missing namespace)."""
+CREATED_NAMESPACES = ("team",)
+"""Namespaces a contract test creates itself: deleted again between tests."""
+
+
+def _served(store: KubeStore, kind: type[KubeObject]) -> bool:
+    try:
+        store.list(kind, namespace="default")
+    except StoreError:
+        return False
+    return True
+
+
+def install_crds(cluster: PeerCluster) -> None:
+    """capa-py's CRDs (``capa manifests crds``) and :data:`TEST_NAMESPACES`, once served."""
+    from capa_py.api.core import Namespace
+
+    with KubeStore.from_kubeconfig(cluster.admin_kubeconfig) as store:
+        for kind in custom_kinds():
+            with contextlib.suppress(AlreadyExists):
+                store.create(CustomResourceDefinition.model_validate(crd_for(kind)))
+        for name in TEST_NAMESPACES:
+            with contextlib.suppress(AlreadyExists):
+                store.create(Namespace.model_validate({"metadata": {"name": name}}))
+        deadline = time.monotonic() + 60
+        while not all(_served(store, kind) for kind in custom_kinds()):
+            assert time.monotonic() < deadline, "capa-py's CRDs were not served within 60 s"
+            time.sleep(0.1)
+
+
+def purge(cluster: PeerCluster) -> None:
+    """Delete every object of capa-py's kinds (custom ones, Secrets, ConfigMaps, Events, Leases) in the
+    test namespaces, finalizers removed first, and the namespaces tests create; wait until they are gone."""
+    from capa_py.api.core import Namespace
+
+    kinds: list[type[KubeObject]] = [*custom_kinds(), Secret, ConfigMap, Event, Lease]
+    with KubeStore.from_kubeconfig(cluster.admin_kubeconfig) as store:
+        for name in CREATED_NAMESPACES:
+            with contextlib.suppress(NotFound):
+                store.delete(Namespace, name)
+        for kind in kinds:
+            for namespace in TEST_NAMESPACES:
+                for obj in store.list(kind, namespace=namespace):
+                    if kind is ConfigMap and obj.name == "kube-root-ca.crt":
+                        continue
+                    if obj.metadata.finalizers:
+                        obj.metadata.finalizers = []
+                        obj.metadata.resource_version = None
+                        with contextlib.suppress(NotFound):
+                            store.update(obj)
+                    with contextlib.suppress(NotFound):
+                        store.delete(kind, obj.name, namespace)
+        deadline = time.monotonic() + 60
+        while any(
+            o.name != "kube-root-ca.crt" for k in kinds for ns in TEST_NAMESPACES for o in store.list(k, ns)
+        ) or any(_exists(store, Namespace, n) for n in CREATED_NAMESPACES):
+            assert time.monotonic() < deadline, "the real API server was not emptied within 60 s"
+            time.sleep(0.05)
+
+
+def _exists(store: KubeStore, kind: type[KubeObject], name: str) -> bool:
+    try:
+        store.get(kind, name)
+    except NotFound:
+        return False
+    return True

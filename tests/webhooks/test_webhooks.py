@@ -124,6 +124,43 @@ def test_an_update_leaving_immutable_fields_alone_is_allowed(webhook: RunningWeb
     assert answer["response"]["allowed"] is True, answer
 
 
+def as_the_api_server_sends_it(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object with the metadata a real kube-apiserver has set by the time it calls a webhook."""
+    metadata = {
+        **obj["metadata"],
+        "uid": str(uuid.uuid4()),
+        "generation": 1,
+        "creationTimestamp": "2025-01-01T00:00:00Z",
+        "managedFields": [
+            {
+                "manager": "kubectl-client-side-apply",
+                "operation": "Update",
+                "apiVersion": obj["apiVersion"],
+                "time": "2025-01-01T00:00:00Z",
+                "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:region": {}}},
+            }
+        ],
+    }
+    return {**obj, "metadata": metadata}
+
+
+def test_metadata_the_models_do_not_keep_is_no_reason_to_deny(
+    webhook: RunningWebhook, cert_dir: Path
+) -> None:
+    """Failed before: a real API server sends ``metadata.managedFields`` in every AdmissionReview, and every
+    create and update was denied as ``metadata.managedFields: unknown field``."""
+    create = admission("CREATE", as_the_api_server_sends_it(aws_cluster()))
+    _, answer = post(webhook, validate_path(AWSCluster), create, cert_dir / "tls.crt")
+    assert answer["response"]["allowed"] is True, answer
+
+    old = as_the_api_server_sends_it(aws_cluster(region="us-east-1"))
+    new = as_the_api_server_sends_it(aws_cluster(region="us-west-2"))
+    _, answer = post(webhook, validate_path(AWSCluster), admission("UPDATE", new, old), cert_dir / "tls.crt")
+    causes = answer["response"]["status"]["details"]["causes"]
+    assert [c["field"] for c in causes] == ["spec.region"], "the immutable field is still judged"
+
+
 def test_delete_is_always_allowed(webhook: RunningWebhook, cert_dir: Path) -> None:
     review = admission("DELETE", aws_cluster(cidr="10.0.0.1/16"))
     _, answer = post(webhook, validate_path(AWSCluster), review, cert_dir / "tls.crt")
