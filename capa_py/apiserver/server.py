@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.apiserver import discovery, openapi, resources
+from capa_py.apiserver import discovery, openapi, openapi_v2, resources
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.patch import SUPPORTED
 from capa_py.apiserver.status import ApiError, from_store_error
@@ -78,6 +78,8 @@ class ApiServer:
             return _json(discovery.version_info())
         if parts[:2] == ["openapi", "v3"]:
             return self._openapi(parts[2:])
+        if parts == ["openapi", "v2"]:
+            return self._openapi_v2(request)
         if parts == ["api"]:
             return _json(discovery.api_versions(request.host))
         if parts == ["apis"]:
@@ -108,6 +110,19 @@ class ApiServer:
         if doc is None:
             raise ApiError(404, "the server could not find the requested resource")
         return _json(doc)
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """JSON or protobuf as ``Accept`` asks (406 with no body otherwise), with an entity tag: a
+        request naming it in ``If-None-Match`` is answered 304, as the API server does."""
+        as_json, as_protobuf, etag = openapi_v2.encoded(self.registry)
+        headers = {"ETag": etag, "Vary": "Accept"}
+        chosen = openapi_v2.negotiate(request.headers.get("Accept", ""))
+        if chosen is None:
+            return web.Response(status=406, headers={"Vary": "Accept"})
+        if etag in (t.strip() for t in request.headers.get("If-None-Match", "").split(",")):
+            return web.Response(status=304, headers=headers)
+        body = as_protobuf if chosen == openapi_v2.PROTOBUF else as_json
+        return web.Response(body=body, headers={**headers, "Content-Type": chosen})
 
     def _target(self, group: str, version: str, rest: list[str]) -> resources.Target:
         namespace: str | None = None
