@@ -14,7 +14,7 @@ from aiohttp import web
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import discovery, openapi, openapi_v2, resources
 from capa_py.apiserver.foreground import ForegroundCollector
-from capa_py.apiserver.patch import SUPPORTED
+from capa_py.apiserver.patch import check_media_type
 from capa_py.apiserver.status import ApiError, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
@@ -171,12 +171,7 @@ class ApiServer:
             return self._respond(request, target, replaced)
         if method == "PATCH":
             content_type = request.content_type
-            if content_type not in SUPPORTED:
-                raise ApiError(
-                    415,
-                    f"the body of the request was in an unknown format ({content_type}) - "
-                    f"accepted media types include: {', '.join(SUPPORTED)}",
-                )
+            check_media_type(content_type, target.group)
             body = resources.parse_body(await request.read())
             patched = await asyncio.to_thread(resources.patch, store, target, content_type, body, dry_run)
             return self._respond(request, target, patched)

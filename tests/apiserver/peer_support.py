@@ -8,6 +8,7 @@ usual places the Google Cloud SDK installs them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,7 +16,8 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from email.message import Message
 from pathlib import Path
@@ -127,3 +129,18 @@ def kubectl_binary(version: str) -> str | None:
     """``kubectl.<version>`` (``"1.27"``) on PATH or in :data:`KUBECTL_PLACES`; ``None`` when absent."""
     search = os.pathsep.join([os.environ.get("PATH", ""), *KUBECTL_PLACES])
     return shutil.which(f"kubectl.{version}", path=search)
+
+
+@contextlib.contextmanager
+def scratch_namespace(*endpoints: Endpoint, prefix: str = "capa-test") -> Iterator[str]:
+    """A namespace of a new name on every endpoint (the real API server is shared by the whole session),
+    deleted afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    for endpoint in endpoints:
+        reply = endpoint.send("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+        assert reply.status == 201, (endpoint.name, reply.body)
+    try:
+        yield name
+    finally:
+        for endpoint in endpoints:
+            endpoint.send("DELETE", f"/api/v1/namespaces/{name}")
