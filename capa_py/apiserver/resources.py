@@ -20,6 +20,7 @@ from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver import foreground
 from capa_py.apiserver.discovery import group_version
+from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.patch import apply_patch
 from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
 from capa_py.store.errors import AlreadyExists, Conflict, StoreError
@@ -75,8 +76,11 @@ def parse_body(raw: bytes) -> Any:
         raise ApiError(400, f"the request body is not JSON: {exc}") from exc
 
 
-def admit(target: Target, doc: Any, old: KubeObject | None = None) -> KubeObject:
-    """The document as a validated model, or a 422 listing every field that fails."""
+def admit(
+    target: Target, doc: Any, old: KubeObject | None = None, validation: FieldValidation | None = None
+) -> KubeObject:
+    """The document as a validated model, or a 422 listing every field that fails. With ``validation``
+    (a write through the API), unknown and duplicate fields are handled as its mode says first."""
     if not isinstance(doc, dict):
         raise ApiError(400, "the request body must be a JSON object")
     name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
@@ -90,6 +94,8 @@ def admit(target: Target, doc: Any, old: KubeObject | None = None) -> KubeObject
             f"the object is {api_version}/{kind}, the path is for "
             f"{target.model.API_VERSION}/{target.model.KIND}",
         )
+    if validation is not None:
+        doc = validation.check(target.model, doc)
     try:
         obj = target.model.model_validate(doc)
     except ValidationError as exc:
@@ -119,8 +125,10 @@ def _check_namespace(target: Target, obj: KubeObject) -> None:
     obj.metadata.namespace = target.namespace
 
 
-def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
-    obj = admit(target, body)
+def create(
+    store: ObjectStore, target: Target, body: Any, dry_run: bool, validation: FieldValidation | None = None
+) -> dict[str, Any]:
+    obj = admit(target, body, validation=validation)
     _check_namespace(target, obj)
     if not obj.metadata.name and not obj.metadata.generate_name:
         raise target.invalid(
@@ -168,12 +176,14 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
         raise target.api_error(exc, obj.metadata.name) from exc
 
 
-def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
+def replace(
+    store: ObjectStore, target: Target, body: Any, dry_run: bool, validation: FieldValidation | None = None
+) -> dict[str, Any]:
     current = get(store, target)
     meta = body.get("metadata") if isinstance(body, dict) else None
     if isinstance(meta, dict) and meta.get("name") not in (None, target.name):
         raise ApiError(400, "the name of the object does not match the name on the URL")
-    obj = admit(target, body, old=None if target.subresource == "status" else current)
+    obj = admit(target, body, None if target.subresource == "status" else current, validation)
     _check_namespace(target, obj)
     obj.metadata.name = target.name or ""
     if target.custom and not obj.metadata.resource_version:
@@ -183,7 +193,14 @@ def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dic
     return _write(store, target, obj, dry_run)
 
 
-def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool) -> dict[str, Any]:
+def patch(
+    store: ObjectStore,
+    target: Target,
+    content_type: str,
+    body: Any,
+    dry_run: bool,
+    validation: FieldValidation | None = None,
+) -> dict[str, Any]:
     for attempt in range(PATCH_RETRIES):
         current = get(store, target)
         doc = current.to_dict()
@@ -193,7 +210,7 @@ def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_
             # Unconditional unless the patch itself names a resourceVersion (as the API server does).
             patched.setdefault("metadata", {})["resourceVersion"] = current.metadata.resource_version
         explicit = pinned and pinned != current.metadata.resource_version
-        obj = admit(target, patched, old=None if target.subresource == "status" else current)
+        obj = admit(target, patched, None if target.subresource == "status" else current, validation)
         _check_namespace(target, obj)
         if obj.metadata.name != target.name:
             raise ApiError(400, "a patch may not change the object's name")

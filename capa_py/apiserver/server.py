@@ -13,6 +13,7 @@ from aiohttp import web
 
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import discovery, openapi, openapi_v2, resources
+from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.patch import check_media_type
 from capa_py.apiserver.status import ApiError, from_store_error
@@ -158,23 +159,28 @@ class ApiServer:
             if method == "POST":
                 if target.model.NAMESPACED and target.namespace is None:
                     raise ApiError(404, "the server could not find the requested resource")
-                body = resources.parse_body(await request.read())
-                created = await asyncio.to_thread(resources.create, store, target, body, dry_run)
-                return self._respond(request, target, created, 201)
+                validation = FieldValidation.from_query(query.get("fieldValidation"), "Create")
+                body = validation.parse(await request.read())
+                created = await asyncio.to_thread(resources.create, store, target, body, dry_run, validation)
+                return self._respond(request, target, created, 201, validation)
             raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
         if method == "GET":
             obj = await asyncio.to_thread(resources.get, store, target)
             return self._respond(request, target, obj.to_dict())
         if method == "PUT":
-            body = resources.parse_body(await request.read())
-            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run)
-            return self._respond(request, target, replaced)
+            validation = FieldValidation.from_query(query.get("fieldValidation"), "Update")
+            body = validation.parse(await request.read())
+            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run, validation)
+            return self._respond(request, target, replaced, validation=validation)
         if method == "PATCH":
             content_type = request.content_type
             check_media_type(content_type, target.group)
-            body = resources.parse_body(await request.read())
-            patched = await asyncio.to_thread(resources.patch, store, target, content_type, body, dry_run)
-            return self._respond(request, target, patched)
+            validation = FieldValidation.from_query(query.get("fieldValidation"), "Patch")
+            body = validation.parse(await request.read())
+            patched = await asyncio.to_thread(
+                resources.patch, store, target, content_type, body, dry_run, validation
+            )
+            return self._respond(request, target, patched, validation=validation)
         if method == "DELETE":
             if target.subresource is not None:
                 raise ApiError(405, "the status subresource cannot be deleted")
@@ -192,12 +198,20 @@ class ApiServer:
         raise ApiError(405, f"{method} is not supported on {target.resource}")
 
     def _respond(
-        self, request: web.Request, target: resources.Target, doc: dict[str, Any], status: int = 200
+        self,
+        request: web.Request,
+        target: resources.Target,
+        doc: dict[str, Any],
+        status: int = 200,
+        validation: FieldValidation | None = None,
     ) -> web.Response:
         if wants_table(request.headers.get("Accept", "")):
             rv = doc.get("metadata", {}).get("resourceVersion", "")
-            return _json(table(target.model, [doc], self._include(request), {"resourceVersion": rv}), status)
-        return _json(doc, status)
+            doc = table(target.model, [doc], self._include(request), {"resourceVersion": rv})
+        response = _json(doc, status)
+        for name, value in validation.headers() if validation is not None else ():
+            response.headers.add(name, value)
+        return response
 
     @staticmethod
     def _include(request: web.Request) -> str:

@@ -175,7 +175,7 @@ def test_dry_run_validates_and_writes_nothing(custom: client.CustomObjectsApi, s
     assert custom.list_namespaced_custom_object(GROUP, VERSION, "default", PLURAL)["items"] == []
 
     bad = aws_cluster()
-    bad["spec"]["bogus"] = 1
+    bad["spec"]["sshKeyName"] = 1
     with pytest.raises(ApiException) as invalid:
         custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, bad, dry_run="All")
     assert invalid.value.status == 422
