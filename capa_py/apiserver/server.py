@@ -15,6 +15,7 @@ from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import discovery, openapi, openapi_v2, resources
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
+from capa_py.apiserver.namespaces import ensure_system_namespaces
 from capa_py.apiserver.patch import check_media_type
 from capa_py.apiserver.status import ApiError, from_store_error
 from capa_py.apiserver.tables import table, wants_table
@@ -369,9 +370,10 @@ async def serve(
     ssl_context: ssl.SSLContext | None = None,
 ) -> None:
     """Serve until ``stopping`` is set (over HTTPS with ``ssl_context``); ``on_ready`` gets the URL once the
-    port is bound. The store's
-    identity is published first (the ``capa-system/capa-py-store`` ConfigMap), so that clients of the
+    port is bound. The system Namespaces (``default``...) are created first where missing, and the store's
+    identity is published (the ``capa-system/capa-py-store`` ConfigMap), so that clients of the
     served store share the identity of the store itself."""
+    await asyncio.to_thread(ensure_system_namespaces, store)
     await asyncio.to_thread(publish_identity, store, store.uid)
     app = build_app(store, bookmark_interval=bookmark_interval, max_watches=max_watches)
     runner, url = await _start(app, bind, port, ssl_context)
