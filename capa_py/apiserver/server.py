@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.apiserver import discovery, openapi, openapi_v2, resources
+from capa_py.apiserver import discovery, openapi, openapi_v2, protobuf, resources
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.namespaces import ensure_system_namespaces
@@ -161,7 +161,7 @@ class ApiServer:
                 if target.model.NAMESPACED and target.namespace is None:
                     raise ApiError(404, "the server could not find the requested resource")
                 validation = FieldValidation.from_query(query.get("fieldValidation"), "Create")
-                body = validation.parse(await request.read())
+                body = await self._body(request, target, validation)
                 created = await asyncio.to_thread(resources.create, store, target, body, dry_run, validation)
                 return self._respond(request, target, created, 201, validation)
             raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
@@ -170,7 +170,7 @@ class ApiServer:
             return self._respond(request, target, obj.to_dict())
         if method == "PUT":
             validation = FieldValidation.from_query(query.get("fieldValidation"), "Update")
-            body = validation.parse(await request.read())
+            body = await self._body(request, target, validation)
             replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run, validation)
             return self._respond(request, target, replaced, validation=validation)
         if method == "PATCH":
@@ -197,6 +197,14 @@ class ApiServer:
                 self.collector.wake()
             return self._respond(request, target, last)
         raise ApiError(405, f"{method} is not supported on {target.resource}")
+
+    @staticmethod
+    async def _body(request: web.Request, target: resources.Target, validation: FieldValidation) -> Any:
+        """A create or update body: JSON, or Kubernetes' protobuf form (kubectl 1.32+ ``create``)."""
+        raw = await request.read()
+        if request.content_type == protobuf.MEDIA_TYPE:
+            return protobuf.decode(raw, target.model)
+        return validation.parse(raw)
 
     def _respond(
         self,

@@ -1,5 +1,5 @@
-"""The checked-in OpenAPI v2 messages are what their protobuf compiles to, and keep the wire schema's names,
-numbers and package (``openapi.v2``), which clients unmarshal ``/openapi/v2`` into."""
+"""The checked-in messages of ``capa serve`` (OpenAPI v2, Kubernetes' protobuf bodies) are what their
+protobufs compile to, and keep the wire schemas' names and numbers, which clients encode and decode with."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from google.protobuf.message import Message
+
+from capa_py.apiserver.proto import kubernetes_pb2
 from capa_py.apiserver.proto import openapi_v2_pb2 as pb
 
 ROOT = Path(__file__).resolve().parents[2]
-PROTO = "capa_py/apiserver/proto/openapi_v2.proto"
-GENERATED = ["openapi_v2_pb2.py", "openapi_v2_pb2.pyi"]
+PROTOS = ["capa_py/apiserver/proto/openapi_v2.proto", "capa_py/apiserver/proto/kubernetes.proto"]
+GENERATED = ["openapi_v2_pb2.py", "openapi_v2_pb2.pyi", "kubernetes_pb2.py", "kubernetes_pb2.pyi"]
 
 
 def test_checked_in_code_matches_what_the_protobuf_compiles_to(tmp_path: Path) -> None:
@@ -26,7 +29,7 @@ def test_checked_in_code_matches_what_the_protobuf_compiles_to(tmp_path: Path) -
             f"--plugin=protoc-gen-mypy={bin_dir / 'protoc-gen-mypy'}",
             f"--python_out={tmp_path}",
             f"--mypy_out={tmp_path}",
-            str(ROOT / PROTO),
+            *(str(ROOT / p) for p in PROTOS),
         ],
         check=True,
         capture_output=True,
@@ -60,3 +63,15 @@ def test_document_and_schema_keep_the_wire_numbers() -> None:
         "schema": 1,
         "boolean": 2,
     }
+
+
+def test_kubernetes_messages_keep_the_wire_numbers() -> None:
+    def numbers(message: type[Message]) -> dict[str, int]:
+        return {f.name: f.number for f in message.DESCRIPTOR.fields}
+
+    unknown = {"typeMeta": 1, "raw": 2, "contentEncoding": 3, "contentType": 4}
+    assert numbers(kubernetes_pb2.Unknown) == unknown
+    secret = {"metadata": 1, "data": 2, "type": 3, "stringData": 4, "immutable": 5}
+    assert numbers(kubernetes_pb2.Secret) == secret
+    meta = numbers(kubernetes_pb2.ObjectMeta)
+    assert (meta["name"], meta["namespace"], meta["labels"], meta["finalizers"]) == (1, 3, 11, 14)
