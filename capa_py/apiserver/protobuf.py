@@ -1,11 +1,12 @@
 """Request bodies in Kubernetes' protobuf form (``Content-Type: application/vnd.kubernetes.protobuf``).
 
-kubectl 1.32 and later send ``create namespace``, ``create configmap`` and ``create secret`` bodies only in
-this form, and do not retry with JSON when a server answers 415, so ``capa serve`` decodes them for those
-three kinds, as the API server does: the magic ``k8s\\0``, then a ``runtime.Unknown`` envelope whose ``raw``
-holds the object (:mod:`capa_py.apiserver.proto.kubernetes_pb2`). The object becomes the JSON document a
-JSON client would have sent, and from there a write is handled as any other. Responses stay JSON (kubectl
-accepts JSON as well). A protobuf body for any other kind is a 415.
+kubectl 1.32 and later send ``create namespace``, ``create configmap`` and ``create secret`` bodies, and the
+reviews of ``auth can-i`` and ``auth whoami``, only in this form, and do not retry with JSON when a server
+answers 415, so ``capa serve`` decodes them for those kinds, as the API server does: the magic ``k8s\\0``,
+then a ``runtime.Unknown`` envelope whose ``raw`` holds the object
+(:mod:`capa_py.apiserver.proto.kubernetes_pb2`). The object becomes the JSON document a JSON client would
+have sent, and from there a write is handled as any other. Responses stay JSON (kubectl accepts JSON as
+well). A protobuf body for any other kind is a 415.
 """
 
 from __future__ import annotations
@@ -26,12 +27,9 @@ MESSAGES: dict[tuple[str, str], type[Message]] = {
     ("v1", "Namespace"): pb.Namespace,
     ("v1", "ConfigMap"): pb.ConfigMap,
     ("v1", "Secret"): pb.Secret,
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): pb.SelfSubjectAccessReview,
+    ("authentication.k8s.io/v1", "SelfSubjectReview"): pb.SelfSubjectReview,
 }
-
-
-def accepts(model: type[KubeObject]) -> bool:
-    """Whether a protobuf body of this kind is decoded."""
-    return (model.API_VERSION, model.KIND) in MESSAGES
 
 
 _ZERO_TIMES = (0, int(datetime(1, 1, 1, tzinfo=UTC).timestamp()))
@@ -88,6 +86,33 @@ def _metadata(meta: pb.ObjectMeta) -> dict[str, Any]:
     return doc
 
 
+def _selector(selector: pb.SelectorAttributes) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    _set(doc, selector, "rawSelector")
+    if selector.requirements:
+        doc["requirements"] = [
+            {"key": r.key, "operator": r.operator, **({"values": list(r.values)} if r.values else {})}
+            for r in selector.requirements
+        ]
+    return doc
+
+
+def _access_review_spec(spec: pb.SelfSubjectAccessReviewSpec) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    if spec.HasField("resourceAttributes"):
+        attributes = spec.resourceAttributes
+        resource: dict[str, Any] = {}
+        _set(resource, attributes, "namespace", "verb", "group", "version", "resource", "subresource", "name")
+        for name in ("fieldSelector", "labelSelector"):
+            if attributes.HasField(name):
+                resource[name] = _selector(getattr(attributes, name))
+        doc["resourceAttributes"] = resource
+    if spec.HasField("nonResourceAttributes"):
+        doc["nonResourceAttributes"] = {}
+        _set(doc["nonResourceAttributes"], spec.nonResourceAttributes, "path", "verb")
+    return doc
+
+
 def _document(message: Message) -> dict[str, Any]:
     doc: dict[str, Any] = {"metadata": _metadata(message.metadata)}  # type: ignore[attr-defined]
     if isinstance(message, pb.Namespace):
@@ -108,14 +133,20 @@ def _document(message: Message) -> dict[str, Any]:
             doc["stringData"] = dict(message.stringData)
         _set(doc, message, "type")
         _set_present(doc, message, "immutable")
+    elif isinstance(message, pb.SelfSubjectAccessReview):
+        doc["spec"] = _access_review_spec(message.spec)
     return doc
 
 
 def decode(raw: bytes, model: type[KubeObject]) -> dict[str, Any]:
     """The JSON document a protobuf body of ``model`` holds; 415 for a kind not decoded, 400 for a body
     that is not a Kubernetes protobuf message (the API server's words)."""
-    kind = model.KIND
-    message_type = MESSAGES.get((model.API_VERSION, kind))
+    return decode_kind(raw, model.API_VERSION, model.KIND)
+
+
+def decode_kind(raw: bytes, api_version: str, kind: str) -> dict[str, Any]:
+    """:func:`decode` for a kind named by its ``apiVersion`` and ``kind``."""
+    message_type = MESSAGES.get((api_version, kind))
     if message_type is None:
         raise ApiError(
             415,
@@ -128,7 +159,7 @@ def decode(raw: bytes, model: type[KubeObject]) -> dict[str, Any]:
             f"the object provided is unrecognized (must be of type {kind}): provided data does not appear "
             f"to be a protobuf message, expected prefix [107 56 115 0] ({raw[:1024].hex()})",
         )
-    version = model.API_VERSION.rpartition("/")[2]
+    version = api_version.rpartition("/")[2]
     try:
         envelope = pb.Unknown.FromString(raw[len(MAGIC) :])
         message = message_type.FromString(envelope.raw)

@@ -12,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.apiserver import discovery, openapi, openapi_v2, protobuf, resources
+from capa_py.apiserver import discovery, openapi, openapi_v2, protobuf, resources, reviews
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.namespaces import ensure_system_namespaces
@@ -102,6 +102,8 @@ class ApiServer:
             if listing is None:
                 raise ApiError(404, "the server could not find the requested resource")
             return _json(listing)
+        if reviews.served(group, version):
+            return await self._review(request, group, version, rest)
         target = self._target(group, version, rest)
         return await self._resource(request, target)
 
@@ -125,6 +127,20 @@ class ApiServer:
             return web.Response(status=304, headers=headers)
         body = as_protobuf if chosen == openapi_v2.PROTOBUF else as_json
         return web.Response(body=body, headers={**headers, "Content-Type": chosen})
+
+    async def _review(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.Response:
+        """A SelfSubjectReview or SelfSubjectAccessReview, answered for the caller (create only)."""
+        review = reviews.find(group, version, rest)
+        if review is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        if request.method != "POST":
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        raw = await request.read()
+        if request.content_type == protobuf.MEDIA_TYPE:
+            body = protobuf.decode_kind(raw, review.api_version, review.kind)
+        else:
+            body = resources.parse_body(raw)
+        return _json(reviews.answer(review, body, reviews.caller(request)), 201)
 
     def _target(self, group: str, version: str, rest: list[str]) -> resources.Target:
         namespace: str | None = None
