@@ -47,14 +47,18 @@ bench: setup
 	$(BIN)/python benchmarks/tink_server.py
 	$(BIN)/python benchmarks/tink_agent.py
 
-# Regenerates the checked-in gRPC code of the workflow service from its protobuf
-# (tests/tinkerbell/test_proto.py fails when the checked-in code is stale).
+# Regenerates the checked-in gRPC code of the workflow service, and the messages capa serve reads and writes
+# (OpenAPI v2, Kubernetes' protobuf bodies), from their protobufs (tests/tinkerbell/test_proto.py and
+# tests/apiserver/test_apiserver_proto.py fail when it is stale).
 PROTO := capa_py/tinkerbell/proto/workflow.proto
+APISERVER_PROTOS := capa_py/apiserver/proto/openapi_v2.proto capa_py/apiserver/proto/kubernetes.proto
 
 proto: setup
 	$(BIN)/python -m grpc_tools.protoc -I . \
 		--plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy --plugin=protoc-gen-mypy_grpc=$(BIN)/protoc-gen-mypy_grpc \
 		--python_out=. --grpc_python_out=. --mypy_out=. --mypy_grpc_out=. $(PROTO)
+	$(BIN)/python -m grpc_tools.protoc -I . --plugin=protoc-gen-mypy=$(BIN)/protoc-gen-mypy \
+		--python_out=. --mypy_out=. $(APISERVER_PROTOS)
 
 # LocalStack runs without Docker only on Python 3.13: found on PATH or through pyenv, or named here.
 LOCALSTACK_PYTHON ?=

@@ -8,6 +8,7 @@ from typing import Any
 from capa_py import __version__
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import KindRegistry
+from capa_py.apiserver import reviews
 
 SERVED_KUBERNETES = ("1", "31")
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
@@ -59,8 +60,12 @@ def api_versions(address: str) -> dict[str, Any]:
 
 
 def api_group_list(registry: KindRegistry) -> dict[str, Any]:
+    """Every group of the registry, and the groups of the reviews (``authorization.k8s.io``...)."""
+    served: dict[str, set[str]] = {g: set(v) for g, v in by_group(registry).items()}
+    for review_group, review_versions in reviews.groups().items():
+        served.setdefault(review_group, set()).update(review_versions)
     groups = []
-    for group, versions in sorted(by_group(registry).items()):
+    for group, versions in sorted(served.items()):
         if not group:
             continue
         listed = [{"groupVersion": f"{group}/{v}", "version": v} for v in sorted(versions)]
@@ -78,7 +83,7 @@ def api_group(registry: KindRegistry, group: str) -> dict[str, Any] | None:
 def resource_list(registry: KindRegistry, group: str, version: str) -> dict[str, Any] | None:
     models = by_group(registry).get(group, {}).get(version)
     if not models:
-        return None
+        return reviews.resource_list(group, version)
     resources: list[dict[str, Any]] = []
     for model in sorted(models, key=lambda m: m.PLURAL):
         entry: dict[str, Any] = {

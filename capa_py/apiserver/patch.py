@@ -1,5 +1,11 @@
-"""PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch (for
-Kubernetes' own kinds, :mod:`capa_py.apiserver.strategic`; as a merge patch for custom kinds)."""
+"""PATCH bodies: JSON merge patch (RFC 7386), JSON patch (RFC 6902) and, for Kubernetes' own kinds only,
+strategic merge patch (:mod:`capa_py.apiserver.strategic`).
+
+As the API server does, a custom resource refuses a strategic merge patch with 415 UnsupportedMediaType
+(strategic merge needs patch metadata a CRD does not have): kubectl sends custom kinds a merge patch itself
+(``apply``, ``edit``, ``label``), and ``kubectl patch`` without ``--type merge`` fails there as it fails on a
+real cluster.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,25 @@ JSON_PATCH = "application/json-patch+json"
 STRATEGIC = "application/strategic-merge-patch+json"
 APPLY = "application/apply-patch+yaml"
 SUPPORTED = (MERGE, JSON_PATCH, STRATEGIC)
+CUSTOM_LISTED = (JSON_PATCH, MERGE, APPLY)
+"""The media types the API server names when it refuses a patch of a custom resource, in its order."""
+
+
+def check_media_type(content_type: str, group: str) -> None:
+    """A 415 for a patch ``content_type`` the kinds of ``group`` do not take, worded as the API server
+    words it: for a built-in kind its router's generic message, for a custom kind the media types it takes
+    (those of :data:`CUSTOM_LISTED` that capa serve applies)."""
+    if is_builtin_group(group):
+        if content_type not in SUPPORTED:
+            raise ApiError(415, "415: Unsupported Media Type")
+        return
+    if content_type not in SUPPORTED or content_type == STRATEGIC:
+        accepted = [t for t in CUSTOM_LISTED if t in SUPPORTED]
+        raise ApiError(
+            415,
+            "the body of the request was in an unknown format - accepted media types include: "
+            + ", ".join(accepted),
+        )
 
 
 def merge_patch(target: Any, patch: Any) -> Any:
@@ -38,8 +63,8 @@ def apply_patch(content_type: str, document: dict[str, Any], patch: Any) -> dict
     if content_type in (MERGE, STRATEGIC):
         if not isinstance(patch, dict):
             raise ApiError(400, "a merge patch must be a JSON object")
-        group = str(document.get("apiVersion", "")).rpartition("/")[0]
-        if content_type == STRATEGIC and is_builtin_group(group):
+        # check_media_type lets a strategic merge patch through only for Kubernetes' own kinds.
+        if content_type == STRATEGIC:
             patched = strategic_merge(document, patch)
         else:
             patched = merge_patch(document, patch)

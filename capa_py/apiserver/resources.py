@@ -20,6 +20,7 @@ from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver import foreground
 from capa_py.apiserver.discovery import group_version
+from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.patch import apply_patch
 from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
 from capa_py.store.errors import AlreadyExists, Conflict, StoreError
@@ -94,10 +95,16 @@ def parse_body(raw: bytes) -> Any:
 
 
 def admit(
-    target: Target, doc: Any, old: KubeObject | None = None, current: KubeObject | None = None
+    target: Target,
+    doc: Any,
+    old: KubeObject | None = None,
+    validation: FieldValidation | None = None,
+    current: KubeObject | None = None,
 ) -> KubeObject:
-    """The document as a validated model, or a 422 listing every field that fails. ``current`` is the
-    stored object an update replaces (a CRD-defined kind keeps its status, or all but its status)."""
+    """The document as a validated model, or a 422 listing every field that fails. With ``validation``
+    (a write through the API), unknown and duplicate fields are handled as its mode says first.
+    ``current`` is the stored object an update replaces (a CRD-defined kind keeps its status, or all but
+    its status)."""
     if not isinstance(doc, dict):
         raise ApiError(400, "the request body must be a JSON object")
     name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
@@ -111,10 +118,13 @@ def admit(
             f"the object is {api_version}/{kind}, the path is for {target.api_version}/{target.model.KIND}",
         )
     if target.served is not None:
-        # Pruned fields are dropped silently (fieldValidation Ignore); the list is there for Warn/Strict.
-        doc, _pruned, failing = target.served.admit(doc, current, target.subresource == "status")
+        doc, pruned, failing = target.served.admit(doc, current, target.subresource == "status")
+        if validation is not None:  # a strict decoding error comes before the schema's verdict
+            validation.report(target.model, doc, pruned)
         if failing:
             raise target.invalid(name, [Cause(i.field, i.message, i.reason) for i in failing])
+    elif validation is not None:
+        doc = validation.check(target.model, doc)
     try:
         obj = target.model.model_validate(doc)
     except ValidationError as exc:
@@ -144,8 +154,10 @@ def _check_namespace(target: Target, obj: KubeObject) -> None:
     obj.metadata.namespace = target.namespace
 
 
-def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
-    obj = admit(target, body)
+def create(
+    store: ObjectStore, target: Target, body: Any, dry_run: bool, validation: FieldValidation | None = None
+) -> dict[str, Any]:
+    obj = admit(target, body, validation=validation)
     _check_namespace(target, obj)
     if not obj.metadata.name and not obj.metadata.generate_name:
         raise target.invalid(
@@ -193,14 +205,16 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
         raise target.api_error(exc, obj.metadata.name) from exc
 
 
-def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
+def replace(
+    store: ObjectStore, target: Target, body: Any, dry_run: bool, validation: FieldValidation | None = None
+) -> dict[str, Any]:
     meta = body.get("metadata") if isinstance(body, dict) else None
     if isinstance(meta, dict) and meta.get("name") not in (None, target.name):
         # Checked before the object is read, as the API server does: a mismatch is a bad request even
         # when no object has the URL's name.
         raise ApiError(400, "the name of the object does not match the name on the URL")
     current = get(store, target)
-    obj = admit(target, body, old=None if target.subresource == "status" else current, current=current)
+    obj = admit(target, body, None if target.subresource == "status" else current, validation, current)
     _check_namespace(target, obj)
     obj.metadata.name = target.name or ""
     if target.custom and not obj.metadata.resource_version:
@@ -212,7 +226,14 @@ def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dic
     return _write(store, target, obj, dry_run)
 
 
-def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool) -> dict[str, Any]:
+def patch(
+    store: ObjectStore,
+    target: Target,
+    content_type: str,
+    body: Any,
+    dry_run: bool,
+    validation: FieldValidation | None = None,
+) -> dict[str, Any]:
     for attempt in range(PATCH_RETRIES):
         current = get(store, target)
         doc = target.render(current)
@@ -222,7 +243,7 @@ def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_
             # Unconditional unless the patch itself names a resourceVersion (as the API server does).
             patched.setdefault("metadata", {})["resourceVersion"] = current.metadata.resource_version
         explicit = pinned and pinned != current.metadata.resource_version
-        obj = admit(target, patched, old=None if target.subresource == "status" else current, current=current)
+        obj = admit(target, patched, None if target.subresource == "status" else current, validation, current)
         _check_namespace(target, obj)
         if obj.metadata.name != target.name:
             raise ApiError(400, "a patch may not change the object's name")

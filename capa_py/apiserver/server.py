@@ -13,10 +13,12 @@ from aiohttp import web
 
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.apiserver import discovery, openapi, resources
+from capa_py.apiserver import discovery, openapi, openapi_v2, protobuf, resources, reviews
 from capa_py.apiserver.crd_kinds import CrdKinds
+from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
-from capa_py.apiserver.patch import SUPPORTED
+from capa_py.apiserver.namespaces import ensure_system_namespaces
+from capa_py.apiserver.patch import check_media_type
 from capa_py.apiserver.status import ApiError, Cause, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
@@ -107,6 +109,8 @@ class ApiServer:
             return _json(discovery.version_info())
         if parts[:2] == ["openapi", "v3"]:
             return self._openapi(parts[2:])
+        if parts == ["openapi", "v2"]:
+            return self._openapi_v2(request)
         if parts == ["api"]:
             return _json(discovery.api_versions(request.host))
         if parts == ["apis"]:
@@ -129,6 +133,8 @@ class ApiServer:
             if listing is None:
                 raise ApiError(404, "the server could not find the requested resource")
             return _json(listing)
+        if reviews.served(group, version):
+            return await self._review(request, group, version, rest)
         target = self._target(group, version, rest)
         return await self._resource(request, target)
 
@@ -139,6 +145,33 @@ class ApiServer:
         if doc is None:
             raise ApiError(404, "the server could not find the requested resource")
         return _json(doc)
+
+    def _openapi_v2(self, request: web.Request) -> web.Response:
+        """JSON or protobuf as ``Accept`` asks (406 with no body otherwise), with an entity tag: a
+        request naming it in ``If-None-Match`` is answered 304, as the API server does."""
+        as_json, as_protobuf, etag = openapi_v2.encoded(self.registry)
+        headers = {"ETag": etag, "Vary": "Accept"}
+        chosen = openapi_v2.negotiate(request.headers.get("Accept", ""))
+        if chosen is None:
+            return web.Response(status=406, headers={"Vary": "Accept"})
+        if etag in (t.strip() for t in request.headers.get("If-None-Match", "").split(",")):
+            return web.Response(status=304, headers=headers)
+        body = as_protobuf if chosen == openapi_v2.PROTOBUF else as_json
+        return web.Response(body=body, headers={**headers, "Content-Type": chosen})
+
+    async def _review(self, request: web.Request, group: str, version: str, rest: list[str]) -> web.Response:
+        """A SelfSubjectReview or SelfSubjectAccessReview, answered for the caller (create only)."""
+        review = reviews.find(group, version, rest)
+        if review is None:
+            raise ApiError(404, "the server could not find the requested resource")
+        if request.method != "POST":
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        raw = await request.read()
+        if request.content_type == protobuf.MEDIA_TYPE:
+            body = protobuf.decode_kind(raw, review.api_version, review.kind)
+        else:
+            body = resources.parse_body(raw)
+        return _json(reviews.answer(review, body, reviews.caller(request)), 201)
 
     def _target(self, group: str, version: str, rest: list[str]) -> resources.Target:
         namespace: str | None = None
@@ -176,7 +209,8 @@ class ApiServer:
             if method == "POST":
                 if target.model.NAMESPACED and target.namespace is None:
                     raise ApiError(404, "the server could not find the requested resource")
-                body = resources.parse_body(await request.read())
+                validation = FieldValidation.from_query(query.get("fieldValidation"), "Create")
+                body = await self._body(request, target, validation)
                 if target.served is not None and target.served.terminating:
                     meta = body.get("metadata") if isinstance(body, dict) else None
                     name = str(meta.get("name", "")) if isinstance(meta, dict) else ""
@@ -189,30 +223,29 @@ class ApiServer:
                         kind=target.resource,
                         group=target.group,
                     )
-                created = await asyncio.to_thread(resources.create, store, target, body, dry_run)
+                created = await asyncio.to_thread(resources.create, store, target, body, dry_run, validation)
                 await self._defined(target, dry_run)
-                return self._respond(request, target, created, 201)
+                return self._respond(request, target, created, 201, validation)
             raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
         if method == "GET":
             obj = await asyncio.to_thread(resources.get, store, target)
             return self._respond(request, target, target.render(obj))
         if method == "PUT":
-            body = resources.parse_body(await request.read())
-            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run)
+            validation = FieldValidation.from_query(query.get("fieldValidation"), "Update")
+            body = await self._body(request, target, validation)
+            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run, validation)
             await self._defined(target, dry_run)
-            return self._respond(request, target, replaced)
+            return self._respond(request, target, replaced, validation=validation)
         if method == "PATCH":
             content_type = request.content_type
-            if content_type not in SUPPORTED:
-                raise ApiError(
-                    415,
-                    f"the body of the request was in an unknown format ({content_type}) - "
-                    f"accepted media types include: {', '.join(SUPPORTED)}",
-                )
-            body = resources.parse_body(await request.read())
-            patched = await asyncio.to_thread(resources.patch, store, target, content_type, body, dry_run)
+            check_media_type(content_type, target.group)
+            validation = FieldValidation.from_query(query.get("fieldValidation"), "Patch")
+            body = validation.parse(await request.read())
+            patched = await asyncio.to_thread(
+                resources.patch, store, target, content_type, body, dry_run, validation
+            )
             await self._defined(target, dry_run)
-            return self._respond(request, target, patched)
+            return self._respond(request, target, patched, validation=validation)
         if method == "DELETE":
             if target.subresource is not None:
                 raise ApiError(405, "the status subresource cannot be deleted")
@@ -259,13 +292,29 @@ class ApiServer:
         columns = self.crds.columns(target.model, target.served)
         return table(target.model, docs, self._include(request), metadata, columns)
 
+    @staticmethod
+    async def _body(request: web.Request, target: resources.Target, validation: FieldValidation) -> Any:
+        """A create or update body: JSON, or Kubernetes' protobuf form (kubectl 1.32+ ``create``)."""
+        raw = await request.read()
+        if request.content_type == protobuf.MEDIA_TYPE:
+            return protobuf.decode(raw, target.model)
+        return validation.parse(raw)
+
     def _respond(
-        self, request: web.Request, target: resources.Target, doc: dict[str, Any], status: int = 200
+        self,
+        request: web.Request,
+        target: resources.Target,
+        doc: dict[str, Any],
+        status: int = 200,
+        validation: FieldValidation | None = None,
     ) -> web.Response:
         if wants_table(request.headers.get("Accept", "")):
             rv = doc.get("metadata", {}).get("resourceVersion", "")
-            return _json(self._table(request, target, [doc], {"resourceVersion": rv}), status)
-        return _json(doc, status)
+            doc = self._table(request, target, [doc], {"resourceVersion": rv})
+        response = _json(doc, status)
+        for name, value in validation.headers() if validation is not None else ():
+            response.headers.add(name, value)
+        return response
 
     @staticmethod
     def _include(request: web.Request) -> str:
@@ -433,9 +482,10 @@ async def serve(
     ssl_context: ssl.SSLContext | None = None,
 ) -> None:
     """Serve until ``stopping`` is set (over HTTPS with ``ssl_context``); ``on_ready`` gets the URL once the
-    port is bound. The store's
-    identity is published first (the ``capa-system/capa-py-store`` ConfigMap), so that clients of the
+    port is bound. The system Namespaces (``default``...) are created first where missing, and the store's
+    identity is published (the ``capa-system/capa-py-store`` ConfigMap), so that clients of the
     served store share the identity of the store itself."""
+    await asyncio.to_thread(ensure_system_namespaces, store)
     await asyncio.to_thread(publish_identity, store, store.uid)
     app = build_app(store, bookmark_interval=bookmark_interval, max_watches=max_watches)
     runner, url = await _start(app, bind, port, ssl_context)

@@ -173,11 +173,20 @@ def test_kubectl_wait_for_a_condition_set_through_the_status_subresource(kubectl
 
 
 def test_kubectl_namespaces(kubectl: Kubectl) -> None:
+    system = [
+        "namespace/default",
+        "namespace/kube-node-lease",
+        "namespace/kube-public",
+        "namespace/kube-system",
+    ]
+    assert kubectl.run("get", "namespaces", "-o", "name").stdout.split() == system
     kubectl.run("create", "namespace", "team-a")
-    assert kubectl.run("get", "namespaces", "-o", "name").stdout.split() == ["namespace/team-a"]
-    assert kubectl.run("get", "ns").stdout.splitlines()[0].split() == ["NAME", "STATUS", "AGE"]
+    assert kubectl.run("get", "namespaces", "-o", "name").stdout.split() == [*system, "namespace/team-a"]
+    table = kubectl.run("get", "ns").stdout.splitlines()
+    assert table[0].split() == ["NAME", "STATUS", "AGE"]
+    assert table[1].split()[:2] == ["default", "Active"]
     kubectl.run("delete", "namespace", "team-a")
-    assert kubectl.run("get", "namespaces", "-o", "name").stdout == ""
+    assert kubectl.run("get", "namespaces", "-o", "name").stdout.split() == system
 
 
 def test_serve_refuses_a_port_in_use(tmp_path: Path) -> None:

@@ -1,0 +1,171 @@
+"""Who the caller is and what it may do: ``authentication.k8s.io/v1`` SelfSubjectReview (``kubectl auth
+whoami``) and ``authorization.k8s.io/v1`` SelfSubjectAccessReview (``kubectl auth can-i``), create only.
+
+``capa serve`` does not authenticate or authorize requests yet. Every caller is therefore
+:data:`UNAUTHENTICATED_CALLER` — ``system:anonymous`` in ``system:unauthenticated``, the identity the API
+server gives a request without credentials — and is allowed everything, as on an API server that admits
+anonymous requests with ``--authorization-mode=AlwaysAllow``: an anonymous admin. :func:`caller` is the one
+place a request's user comes from (authentication will record it with :func:`authenticated`), and
+:func:`authorize` the one place a decision is made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from capa_py.api.meta import utcnow
+from capa_py.apiserver.status import ApiError, Cause
+
+AUTHENTICATION = "authentication.k8s.io"
+AUTHORIZATION = "authorization.k8s.io"
+ALLOWED_REASON = "capa serve authorizes every request: it does not authenticate or authorize callers yet"
+
+
+@dataclass(frozen=True)
+class User:
+    """An authenticated identity, as ``UserInfo`` carries it."""
+
+    username: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def user_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"username": self.username}
+        if self.uid:
+            info["uid"] = self.uid
+        if self.groups:
+            info["groups"] = list(self.groups)
+        if self.extra:
+            info["extra"] = {k: list(v) for k, v in self.extra.items()}
+        return info
+
+
+_USER_KEY: Any = web.RequestKey("capa.user", User) if hasattr(web, "RequestKey") else "capa.user"
+"""Where the user a request was made by is kept on it (a typed key where aiohttp has them, from 3.14)."""
+
+UNAUTHENTICATED_CALLER = User("system:anonymous", groups=("system:unauthenticated",))
+"""Every caller today: capa serve has no authentication (and allows this user everything)."""
+
+
+def authenticated(request: web.Request, user: User) -> None:
+    """Record who made ``request`` (what authentication calls once it has found out)."""
+    request[_USER_KEY] = user
+
+
+def caller(request: web.Request) -> User:
+    """The user a request was made by: what :func:`authenticated` recorded, else the anonymous caller."""
+    user = request.get(_USER_KEY)
+    return user if isinstance(user, User) else UNAUTHENTICATED_CALLER
+
+
+def authorize(user: User, attributes: Mapping[str, Any]) -> tuple[bool, str]:
+    """Whether ``user`` may do what ``attributes`` (resource or non-resource attributes) describe, and why."""
+    return True, ALLOWED_REASON
+
+
+@dataclass(frozen=True)
+class Review:
+    group: str
+    version: str
+    resource: str
+    kind: str
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def discovery(self) -> dict[str, Any]:
+        return {
+            "name": self.resource,
+            "singularName": self.kind.lower(),
+            "namespaced": False,
+            "kind": self.kind,
+            "verbs": ["create"],
+        }
+
+
+REVIEWS = (
+    Review(AUTHENTICATION, "v1", "selfsubjectreviews", "SelfSubjectReview"),
+    Review(AUTHORIZATION, "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+)
+
+
+def served(group: str, version: str) -> list[Review]:
+    """The reviews served under one group-version (none for a group of the registry)."""
+    return [r for r in REVIEWS if (r.group, r.version) == (group, version)]
+
+
+def groups() -> dict[str, list[str]]:
+    """The review groups and their versions, for discovery."""
+    found: dict[str, list[str]] = {}
+    for review in REVIEWS:
+        found.setdefault(review.group, [])
+        if review.version not in found[review.group]:
+            found[review.group].append(review.version)
+    return found
+
+
+def resource_list(group: str, version: str) -> dict[str, Any] | None:
+    reviews = served(group, version)
+    if not reviews:
+        return None
+    return {
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": f"{group}/{version}",
+        "resources": [r.discovery() for r in sorted(reviews, key=lambda r: r.resource)],
+    }
+
+
+def find(group: str, version: str, rest: list[str]) -> Review | None:
+    """The review a path names (``rest`` after the group-version), or ``None``."""
+    if len(rest) != 1:
+        return None
+    return next((r for r in served(group, version) if r.resource == rest[0]), None)
+
+
+def _invalid_access_review(field_path: str, value: str, detail: str) -> ApiError:
+    message = f"Invalid value: {value}: {detail}"
+    return ApiError(
+        422,
+        f'.{AUTHORIZATION} "" is invalid: {field_path}: {message}',
+        group=AUTHORIZATION,
+        causes=[Cause(field_path, message)],
+    )
+
+
+def answer(review: Review, body: Any, user: User) -> dict[str, Any]:
+    """The review, answered for ``user`` (what a create returns, 201)."""
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object")
+    metadata: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
+    document: dict[str, Any] = {"kind": review.kind, "apiVersion": review.api_version}
+    if review.kind == "SelfSubjectReview":
+        document["metadata"] = {**metadata, "creationTimestamp": utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")}
+        document["status"] = {"userInfo": user.user_info()}
+        return document
+    spec: dict[str, Any] = body["spec"] if isinstance(body.get("spec"), dict) else {}
+    resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
+    if resource is None and non_resource is None:
+        raise _invalid_access_review(
+            "spec.resourceAttributes",
+            "null",
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )
+    if resource is not None and non_resource is not None:
+        raise _invalid_access_review(
+            "spec.nonResourceAttributes",
+            "{...}",
+            "cannot be specified in combination with resourceAttributes",
+        )
+    attributes = resource if resource is not None else non_resource
+    allowed, reason = authorize(user, attributes if isinstance(attributes, dict) else {})
+    document["metadata"] = metadata
+    document["spec"] = spec
+    document["status"] = {"allowed": allowed, "reason": reason} if reason else {"allowed": allowed}
+    return document

@@ -1,0 +1,146 @@
+"""Helpers of the tests that ask ``capa serve`` and the real API server the same thing and compare.
+
+:class:`Endpoint` sends one raw request to either server and returns what a client observes (status, headers,
+body); :func:`install_crds` installs capa-py's CRDs (``capa manifests crds``) on the real API server once per
+cluster; :func:`kubectl_binary` finds a kubectl of one minor version (``kubectl.1.27``) on PATH or in the
+usual places the Google Cloud SDK installs them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import ssl
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from email.message import Message
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from capa_py.manifests.crds import crds
+from tests.peers.cluster import PeerCluster
+
+KUBECTL_PLACES = ("/usr/lib/google-cloud-sdk/bin", "/usr/local/google-cloud-sdk/bin")
+"""Where versioned kubectl binaries (``kubectl.1.27`` ...) are looked for after PATH."""
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    headers: Message
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body or b"null")
+
+    def warnings(self) -> list[str]:
+        return list(self.headers.get_all("Warning") or [])
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An API server as a client reaches it: its URL, the TLS context (client certificate) if any, and a
+    kubeconfig for kubectl."""
+
+    name: str
+    url: str
+    kubeconfig: Path
+    context: ssl.SSLContext | None = field(default=None, compare=False)
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        if data is not None:
+            request.add_header("Content-Type", content_type)
+        for key, value in (headers or {}).items():
+            request.add_header(key, value)
+        try:
+            with urllib.request.urlopen(request, context=self.context, timeout=60) as response:
+                return Reply(response.status, response.headers, response.read())
+        except urllib.error.HTTPError as exc:
+            with exc:
+                return Reply(exc.code, exc.headers, exc.read())
+
+
+def capa_endpoint(url: str, directory: Path) -> Endpoint:
+    """``capa serve`` at ``url``, with a kubeconfig for it written under ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "capa.kubeconfig"
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "capa", "cluster": {"server": url}}],
+        "users": [{"name": "capa", "user": {}}],
+        "contexts": [{"name": "capa", "context": {"cluster": "capa", "user": "capa"}}],
+        "current-context": "capa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    return Endpoint("capa serve", url, path)
+
+
+def peer_endpoint(peer: PeerCluster) -> Endpoint:
+    return Endpoint("kube-apiserver", peer.url, peer.admin_kubeconfig, peer.admin_context())
+
+
+_INSTALLED: set[str] = set()
+
+
+def install_crds(peer: PeerCluster, timeout: float = 60.0) -> None:
+    """capa-py's CRDs on the real API server, established and published in its OpenAPI v2 (once)."""
+    if peer.url in _INSTALLED:
+        return
+    endpoint = peer_endpoint(peer)
+    for crd in crds():
+        reply = endpoint.send("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        assert reply.status in (201, 409), reply.body
+    deadline = time.monotonic() + timeout
+    for crd in crds():
+        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        while True:
+            conditions = endpoint.send("GET", path).json().get("status", {}).get("conditions", [])
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                break
+            assert time.monotonic() < deadline, f"{crd['metadata']['name']} is not established"
+            time.sleep(0.2)
+    while (
+        b"io.x-k8s.cluster.infrastructure.v1beta2.AWSCluster" not in endpoint.send("GET", "/openapi/v2").body
+    ):
+        assert time.monotonic() < deadline, "the CRDs are not published in /openapi/v2"
+        time.sleep(0.5)
+    _INSTALLED.add(peer.url)
+
+
+def kubectl_binary(version: str) -> str | None:
+    """``kubectl.<version>`` (``"1.27"``) on PATH or in :data:`KUBECTL_PLACES`; ``None`` when absent."""
+    search = os.pathsep.join([os.environ.get("PATH", ""), *KUBECTL_PLACES])
+    return shutil.which(f"kubectl.{version}", path=search)
+
+
+@contextlib.contextmanager
+def scratch_namespace(*endpoints: Endpoint, prefix: str = "capa-test") -> Iterator[str]:
+    """A namespace of a new name on every endpoint (the real API server is shared by the whole session),
+    deleted afterwards."""
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    for endpoint in endpoints:
+        reply = endpoint.send("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+        assert reply.status == 201, (endpoint.name, reply.body)
+    try:
+        yield name
+    finally:
+        for endpoint in endpoints:
+            endpoint.send("DELETE", f"/api/v1/namespaces/{name}")
