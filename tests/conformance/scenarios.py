@@ -393,6 +393,141 @@ def error_bodies(ep: Endpoint, ns: str) -> Observation:
     }
 
 
+def field_validation(ep: Endpoint, ns: str) -> Observation:
+    seen: Observation = {}
+    for mode in ("Strict", "Warn", "Ignore", None, "strict"):
+        doc = aws_cluster(f"fv-{(mode or 'none').lower()}")
+        doc["spec"]["surprise"] = True
+        query = {"fieldValidation": mode} if mode else None
+        reply = ep.call("POST", awsclusters(ns), doc, query=query)
+        stored = ep.call("GET", f"{awsclusters(ns)}/{doc['metadata']['name']}")
+        seen[f"create with {mode}"] = {
+            "status": reply.status,
+            "reason": reply.reason,
+            "warning": reply.headers.get("Warning"),
+            "stored with the field": "surprise" in ((stored.body or {}).get("spec") or {}),
+        }
+    patch = ep.call(
+        "PATCH",
+        f"{awsclusters(ns)}/fv-warn",
+        {"spec": {"other": 1}},
+        MERGE,
+        query={"fieldValidation": "Strict"},
+    )
+    seen["strict patch"] = {"status": patch.status, "reason": patch.reason}
+    return seen
+
+
+WIDGETS = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.conformance.example.com"},
+    "spec": {
+        "group": "conformance.example.com",
+        "scope": "Namespaced",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wg"]},
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Colour", "type": "string", "jsonPath": ".spec.colour", "priority": 1},
+                ],
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "required": ["size"],
+                                "properties": {
+                                    "size": {"type": "integer", "minimum": 1},
+                                    "colour": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                                },
+                            },
+                            "status": {"type": "object", "properties": {"seen": {"type": "boolean"}}},
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def client_defined_kind(ep: Endpoint, ns: str) -> Observation:
+    """A CRD a client applies (once per server: the first run creates it) is served with its schema."""
+    crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    ep.call("POST", crd_path, WIDGETS)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        conditions = (
+            ep.call("GET", f"{crd_path}/widgets.conformance.example.com").body.get("status") or {}
+        ).get("conditions") or []
+        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+            break
+        time.sleep(0.1)
+    base = f"/apis/conformance.example.com/v1/namespaces/{ns}/widgets"
+    created = ep.call(
+        "POST",
+        base,
+        {
+            "apiVersion": "conformance.example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w1"},
+            "spec": {"size": 2, "extra": 1},
+        },
+    )
+    invalid = ep.call(
+        "POST",
+        base,
+        {
+            "apiVersion": "conformance.example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w2"},
+            "spec": {"size": 0, "colour": "green"},
+        },
+    )
+    missing = ep.call(
+        "POST",
+        base,
+        {
+            "apiVersion": "conformance.example.com/v1",
+            "kind": "Widget",
+            "metadata": {"name": "w3"},
+            "spec": {},
+        },
+    )
+    table = ep.call("GET", base, accept="application/json;as=Table;v=v1;g=meta.k8s.io")
+    columns = [(c["name"], c.get("priority", 0)) for c in (table.body or {}).get("columnDefinitions", [])]
+    rows = [r["cells"][:3] for r in (table.body or {}).get("rows", [])]
+    resources = ep.call("GET", "/apis/conformance.example.com/v1").body
+    return {
+        "create (unknown field pruned, default applied)": step(created),
+        "invalid values": step(invalid),
+        "missing required field": step(missing),
+        "table columns": columns,
+        "table rows": rows,
+        "discovery": sorted(
+            (r["name"], r.get("namespaced"), tuple(r.get("shortNames") or ())) for r in resources["resources"]
+        ),
+    }
+
+
+def system_namespaces(ep: Endpoint, ns: str) -> Observation:
+    listed = ep.call("GET", "/api/v1/namespaces").body["items"]
+    return {
+        "system namespaces": sorted(
+            (n["metadata"]["name"], (n.get("status") or {}).get("phase"))
+            for n in listed
+            if n["metadata"]["name"] in ("default", "kube-system", "kube-public", "kube-node-lease")
+        )
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -408,4 +543,7 @@ SCENARIOS: dict[str, Scenario] = {
     "background deletion": background_deletion,
     "foreground deletion": foreground_deletion,
     "error Status bodies": error_bodies,
+    "fieldValidation": field_validation,
+    "a kind defined by a client's CRD": client_defined_kind,
+    "system namespaces": system_namespaces,
 }
