@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
-from capa_py.apiserver import foreground
+from capa_py.apiserver import fieldmanager, foreground
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.patch import apply_patch
 from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
@@ -119,13 +119,15 @@ def _check_namespace(target: Target, obj: KubeObject) -> None:
     obj.metadata.namespace = target.namespace
 
 
-def create(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
+def create(store: ObjectStore, target: Target, body: Any, dry_run: bool, manager: str = "") -> dict[str, Any]:
+    body, given = fieldmanager.take_managed_fields(body)
     obj = admit(target, body)
     _check_namespace(target, obj)
     if not obj.metadata.name and not obj.metadata.generate_name:
         raise target.invalid(
             "", [Cause("metadata.name", "name or generateName is required", "FieldValueRequired")]
         )
+    fieldmanager.record_update(target.model, target.subresource, obj, given, manager, sent=body)
     try:
         if dry_run:
             if obj.metadata.name and get_or_none(store, target.model, obj.metadata.name, target.namespace):
@@ -168,8 +170,11 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
         raise target.api_error(exc, obj.metadata.name) from exc
 
 
-def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dict[str, Any]:
+def replace(
+    store: ObjectStore, target: Target, body: Any, dry_run: bool, manager: str = ""
+) -> dict[str, Any]:
     current = get(store, target)
+    body, given = fieldmanager.take_managed_fields(body)
     meta = body.get("metadata") if isinstance(body, dict) else None
     if isinstance(meta, dict) and meta.get("name") not in (None, target.name):
         raise ApiError(400, "the name of the object does not match the name on the URL")
@@ -180,14 +185,17 @@ def replace(store: ObjectStore, target: Target, body: Any, dry_run: bool) -> dic
         # Custom resources allow no unconditional update (core kinds such as Secret and Lease do).
         cause = Cause("metadata.resourceVersion", "Invalid value: 0x0: must be specified for an update")
         raise target.invalid(obj.metadata.name, [cause])
+    fieldmanager.record_update(target.model, target.subresource, obj, given, manager, old=current)
     return _write(store, target, obj, dry_run)
 
 
-def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool) -> dict[str, Any]:
+def patch(
+    store: ObjectStore, target: Target, content_type: str, body: Any, dry_run: bool, manager: str = ""
+) -> dict[str, Any]:
     for attempt in range(PATCH_RETRIES):
         current = get(store, target)
         doc = current.to_dict()
-        patched = apply_patch(content_type, doc, body)
+        patched, given = fieldmanager.take_managed_fields(apply_patch(content_type, doc, body))
         pinned = (patched.get("metadata") or {}).get("resourceVersion")
         if not pinned or pinned == current.metadata.resource_version:
             # Unconditional unless the patch itself names a resourceVersion (as the API server does).
@@ -197,6 +205,7 @@ def patch(store: ObjectStore, target: Target, content_type: str, body: Any, dry_
         _check_namespace(target, obj)
         if obj.metadata.name != target.name:
             raise ApiError(400, "a patch may not change the object's name")
+        fieldmanager.record_update(target.model, target.subresource, obj, given, manager, old=current)
         try:
             return _write(store, target, obj, dry_run)
         except ApiError as exc:

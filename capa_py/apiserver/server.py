@@ -12,9 +12,9 @@ from typing import Any
 from aiohttp import web
 
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.apiserver import discovery, openapi, resources
+from capa_py.apiserver import discovery, fieldmanager, openapi, resources, serverside
 from capa_py.apiserver.foreground import ForegroundCollector
-from capa_py.apiserver.patch import SUPPORTED
+from capa_py.apiserver.patch import APPLY, SUPPORTED
 from capa_py.apiserver.status import ApiError, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
@@ -135,6 +135,7 @@ class ApiServer:
         dry_run = "All" in query.getall("dryRun", [])
         method = request.method
         store = self.store
+        manager = fieldmanager.manager_name(query, request.headers.get("User-Agent", ""))
         if target.name is None:
             if method == "GET":
                 if _truthy(query.get("watch")):
@@ -144,7 +145,7 @@ class ApiServer:
                 if target.model.NAMESPACED and target.namespace is None:
                     raise ApiError(404, "the server could not find the requested resource")
                 body = resources.parse_body(await request.read())
-                created = await asyncio.to_thread(resources.create, store, target, body, dry_run)
+                created = await asyncio.to_thread(resources.create, store, target, body, dry_run, manager)
                 return self._respond(request, target, created, 201)
             raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
         if method == "GET":
@@ -152,10 +153,17 @@ class ApiServer:
             return self._respond(request, target, obj.to_dict())
         if method == "PUT":
             body = resources.parse_body(await request.read())
-            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run)
+            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run, manager)
             return self._respond(request, target, replaced)
         if method == "PATCH":
             content_type = request.content_type
+            if content_type == APPLY:
+                raw = await request.read()
+                applied, code = await asyncio.to_thread(
+                    serverside.apply_request, store, target, raw, query, dry_run
+                )
+                return self._respond(request, target, applied, code)
+            fieldmanager.check_force(query, content_type)
             if content_type not in SUPPORTED:
                 raise ApiError(
                     415,
@@ -163,7 +171,9 @@ class ApiServer:
                     f"accepted media types include: {', '.join(SUPPORTED)}",
                 )
             body = resources.parse_body(await request.read())
-            patched = await asyncio.to_thread(resources.patch, store, target, content_type, body, dry_run)
+            patched = await asyncio.to_thread(
+                resources.patch, store, target, content_type, body, dry_run, manager
+            )
             return self._respond(request, target, patched)
         if method == "DELETE":
             if target.subresource is not None:

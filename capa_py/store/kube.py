@@ -57,7 +57,8 @@ REQUEST_TIMEOUT = 60.0
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 _log = get_logger("store.kube")
-_META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()}
+# managedFields are the server's business: objects read from it do not carry them back.
+_META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()} - {"managedFields"}
 
 # The field selectors a Kubernetes API server answers itself: name and namespace for every kind, and for
 # Events the fields ``kubectl describe`` selects by. A list sends those (so a list by name moves one object,
