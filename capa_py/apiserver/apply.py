@@ -377,6 +377,9 @@ def remove(document: dict[str, Any], path: Path) -> None:
             node.pop(last[2:], None)
     elif isinstance(node, list):
         node[:] = [item for i, item in enumerate(node) if not _matches(item, last, i)]
+        if not node and len(path) > 1:
+            # A list left empty is left out, as the API server writes an empty list.
+            remove(document, path[:-1])
 
 
 def _child(node: Any, element: Element) -> Any:
