@@ -368,7 +368,7 @@ def remove(document: dict[str, Any], path: Path) -> None:
     """Remove the node at ``path`` (and everything below it) from ``document``, in place."""
     node: Any = document
     for element in path[:-1]:
-        node = _child(node, element)
+        node = node_at(node, element)
         if node is None:
             return
     last = path[-1]
@@ -382,7 +382,8 @@ def remove(document: dict[str, Any], path: Path) -> None:
             remove(document, path[:-1])
 
 
-def _child(node: Any, element: Element) -> Any:
+def node_at(node: Any, element: Element) -> Any:
+    """The child of ``node`` that ``element`` names (None when there is none)."""
     if element.startswith("f:"):
         return node.get(element[2:]) if isinstance(node, dict) else None
     if isinstance(node, list):

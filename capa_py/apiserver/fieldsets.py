@@ -68,6 +68,8 @@ def parse_element(text: str) -> Element:
     if prefix == "f":
         return text
     if prefix == "i":
+        if not rest.isdigit():
+            raise ValueError(f"index element {text!r} must hold a number")
         return index(int(rest))
     try:
         decoded = json.loads(rest)
