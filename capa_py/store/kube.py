@@ -417,6 +417,7 @@ class KubeStore:
         for key in ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp"):
             meta.pop(key, None)
         meta.pop("deletionGracePeriodSeconds", None)
+        meta.pop("managedFields", None)  # the server records its own (an object moved here may carry some)
         namespace = self._namespace(kind, obj.metadata.namespace)
         if namespace is not None:
             meta["namespace"] = namespace
@@ -477,6 +478,7 @@ class KubeStore:
         kind = type(obj)
         endpoint = self.endpoint(kind)
         body = validated_document(self.registry, obj)
+        body["metadata"].pop("managedFields", None)  # sent, they would replace the server's own
         ns = self._namespace(kind, obj.metadata.namespace)
         name = obj.metadata.name
         what = _what(kind, name, ns)
