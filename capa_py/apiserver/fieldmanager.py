@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
@@ -100,7 +101,7 @@ class Managed:
             managed.fields[key] = fieldsets.decode(entry.get("fieldsV1") or {})
             managed.versions[key] = version
             if entry.get("time"):
-                managed.times[key] = str(entry["time"])
+                managed.times[key] = _parse_time(entry["time"])
         return managed
 
     def encode(self) -> list[dict[str, Any]]:
@@ -170,8 +171,20 @@ class Managed:
                 self.times[bucket] = time
 
 
+def _parse_time(value: Any) -> str:
+    try:
+        when = datetime.fromisoformat(str(value))
+    except ValueError as exc:
+        raise ValueError(f"time {value!r} is not an RFC 3339 time") from exc
+    return _format(when.replace(tzinfo=when.tzinfo or UTC))
+
+
+def _format(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _now() -> str:
-    return utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _format(utcnow())
 
 
 def manager_key(manager: str, operation: str, api_version: str, subresource: str) -> ManagerKey:
@@ -199,6 +212,18 @@ def _without_managed(doc: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(meta, dict) or "managedFields" not in meta:
         return doc
     return {**doc, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
+
+
+def _timeless(doc: dict[str, Any]) -> dict[str, Any]:
+    meta = doc.get("metadata") or {}
+    entries = [{k: v for k, v in e.items() if k != "time"} for e in meta.get("managedFields") or []]
+    return {**doc, "metadata": {**meta, "managedFields": entries}}
+
+
+def unchanged(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    """Whether a write would store nothing new: the same object, managedFields the same but for their
+    times (the API server then keeps the old object, resourceVersion and times included)."""
+    return new == old or _timeless(new) == _timeless(old)
 
 
 def take_managed_fields(doc: Any) -> tuple[Any, Any]:

@@ -119,6 +119,6 @@ def _apply_once(
     resources._check_namespace(target, obj)
     fieldmanager.set_managed(obj, managed)
     obj.metadata.resource_version = current.metadata.resource_version
-    if obj.to_dict() == current.to_dict():
+    if fieldmanager.unchanged(resources._dry(obj), current.to_dict()):
         return current.to_dict(), 200
     return resources._write(store, target, obj, dry_run), 200

@@ -433,3 +433,28 @@ def test_the_python_client_is_recorded_by_its_user_agent(twin: Twin, peer_cluste
     real, capa = answers
     assert capa == real
     assert [e["manager"] for e in real] == ["OpenAPI-Generator"]
+
+
+def test_reapplying_a_secret_from_string_data_writes_nothing_as_on_the_real_server(twin: Twin) -> None:
+    """The stored Secret holds ``data`` where the configuration says ``stringData``: the same apply again
+    changes nothing, its entry keeps its time (capa serve wrote it again with a new time before it compared
+    the stored form)."""
+    applied = {"f:stringData": {"f:value": {}}}
+    entry = {
+        "manager": "kubectl",
+        "operation": "Apply",
+        "apiVersion": "v1",
+        "time": "2020-01-01T00:00:00Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": applied,
+    }
+    created = {"metadata": {"name": "s", "managedFields": [entry]}, "data": {"value": "eA=="}}
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"value": "x"}}
+    made = twin.both("POST", "/api/v1/namespaces/{ns}/secrets", created)
+    again = twin.both("PATCH", "/api/v1/namespaces/{ns}/secrets/s?fieldManager=kubectl", secret, APPLY)
+    for (made_code, before), (code, after) in zip(made, again, strict=True):
+        assert (made_code, code) == (201, 200), after
+        assert after["data"] == {"value": "eA=="}
+        assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"], "not written"
+        kubectl = [e for e in after["metadata"]["managedFields"] if e["manager"] == "kubectl"]
+        assert kubectl == [entry], "the entry keeps its time"
