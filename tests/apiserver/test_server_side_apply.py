@@ -5,6 +5,7 @@ without their times, the fields applied)."""
 from __future__ import annotations
 
 import copy
+import json
 import secrets
 from collections.abc import Iterator
 from typing import Any
@@ -330,8 +331,10 @@ def _without_status_node(reply: tuple[int, Any]) -> tuple[int, Any]:
     """capa-py's models give a new object a default status (``ready: false``) where the real server has
     none, so the first status write adds ``.status`` itself there only: that mark is left out."""
     code, body = seen(reply)
-    for entry in body.get("managedFields", []) if isinstance(body, dict) else []:
-        entry.get("fieldsV1", {}).get("f:status", {}).pop(".", None)
+    if isinstance(body, dict) and "managedFields" in body:
+        for entry in body["managedFields"]:
+            entry.get("fieldsV1", {}).get("f:status", {}).pop(".", None)
+        body["managedFields"].sort(key=lambda e: json.dumps(e, sort_keys=True))
     return code, body
 
 

@@ -37,18 +37,27 @@ def peer_http(
         request.add_header("User-Agent", user_agent)
     try:
         with urllib.request.urlopen(request, context=peer.admin_context(), timeout=30) as response:
-            return response.status, json.loads(response.read() or b"null")
+            return response.status, _decoded(response.read())
     except urllib.error.HTTPError as exc:
         with exc:
-            return exc.code, json.loads(exc.read() or b"null")
+            return exc.code, _decoded(exc.read())
+
+
+def _decoded(raw: bytes) -> Any:
+    """JSON, or the text of an answer that is not (``404 page not found`` for a path nothing serves)."""
+    try:
+        return json.loads(raw or b"null")
+    except json.JSONDecodeError:
+        return raw.decode(errors="replace")
 
 
 def managed_fields(body: Any) -> list[dict[str, Any]]:
-    """An object's managedFields without their times (which differ between any two servers)."""
-    entries = copy.deepcopy((body or {}).get("metadata", {}).get("managedFields") or [])
+    """An object's managedFields without their times (which differ between any two servers), in an order
+    that does not depend on them either (the servers order entries by time within each operation)."""
+    entries: list[dict[str, Any]] = copy.deepcopy((body or {}).get("metadata", {}).get("managedFields") or [])
     for entry in entries:
         entry.pop("time", None)
-    return entries  # type: ignore[no-any-return]
+    return sorted(entries, key=lambda e: json.dumps(e, sort_keys=True))
 
 
 def status_seen(body: dict[str, Any]) -> dict[str, Any]:
@@ -142,7 +151,8 @@ def crd_installed(peer: PeerCluster, model: type[KubeObject], timeout: float = 6
     deadline = time.monotonic() + timeout
     while True:
         listed = peer_http(peer, "GET", f"/apis/{group_version}")
-        if listed[0] == 200 and any(r["name"] == model.PLURAL for r in listed[1].get("resources", [])):
+        resources = listed[1].get("resources", []) if isinstance(listed[1], dict) else []
+        if listed[0] == 200 and any(r["name"] == model.PLURAL for r in resources):
             break
         assert time.monotonic() < deadline, f"{crd_name(model)} was not served within {timeout:.0f} s"
         time.sleep(0.2)
