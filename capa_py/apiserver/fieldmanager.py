@@ -308,12 +308,25 @@ def check_force(query: Mapping[str, str], content_type: str) -> None:
         )
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML as the API server reads it: a date or a time stays a string."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def parse_config(raw: bytes) -> dict[str, Any]:
-    """An apply body: YAML or JSON, one object."""
+    """An apply body: JSON or YAML, one object."""
     try:
-        doc = yaml.safe_load(raw.decode())
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"error decoding YAML: {exc}") from exc
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        try:
+            doc = yaml.load(raw.decode(), Loader=_Loader)  # a SafeLoader
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"error decoding YAML: {exc}") from exc
     if not isinstance(doc, dict):
         shown = "array" if isinstance(doc, list) else type(doc).__name__
         raise ApiError(

@@ -175,6 +175,19 @@ def test_apply_creates_validates_and_dry_runs_as_on_the_real_server(twin: Twin) 
         APPLY,
     )
     same(twin, "force on a merge patch", "PATCH", cm + "?fieldManager=m1&force=true", {"data": {}}, MERGE)
+    dated = (
+        b"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: made\ndata:\n  a: '1'\n  since: 2020-01-01\n"
+    )
+    read = same(
+        twin,
+        "a date in YAML stays a string",
+        "PATCH",
+        cm + "?fieldManager=m1",
+        dated,
+        APPLY,
+        fields=("data",),
+    )
+    assert read["data"]["since"] == "2020-01-01"
 
 
 def test_managed_fields_written_by_clients_replace_or_clear_them_as_on_the_real_server(twin: Twin) -> None:
@@ -366,6 +379,13 @@ def test_status_writes_are_entries_of_the_status_subresource_as_on_the_real_serv
     written = {"status": {"ready": True, "failureMessage": "x"}, "metadata": {"labels": {"y": "2"}}}
     steps: list[tuple[str, str, str, Any, str]] = [
         ("a status merge patch", "PATCH", path + "/status?fieldManager=ctrl", written, MERGE),
+        (
+            "a status write cannot clear managedFields",
+            "PATCH",
+            path + "/status?fieldManager=ctrl",
+            {"metadata": {"managedFields": []}, "status": {"ready": False}},
+            MERGE,
+        ),
         (
             "a status apply conflicts",
             "PATCH",
