@@ -236,3 +236,47 @@ def test_what_one_manager_stops_applying_leaves_the_object_unless_another_owns_i
         if not any(path[: len(q)] == q for q in apply.field_set(second, BUILT_IN) if len(q) < len(path)):
             assert path not in remaining, fieldsets.path_string(path)
     assert owners.get(M1, frozenset()) == frozenset(apply.field_set(second, BUILT_IN))
+
+
+def test_a_crd_schema_declares_associative_lists_sets_and_atomic_maps() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "spec": {
+                "type": "object",
+                "properties": {
+                    "ports": {
+                        "type": "array",
+                        "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["name", "protocol"],
+                        "items": {"type": "object", "properties": {"name": {"type": "string"}}},
+                    },
+                    "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                    "selector": {"type": "object", "x-kubernetes-map-type": "atomic"},
+                },
+            }
+        },
+    }
+    structure = apply.CustomRoot(schema)
+    config = {
+        "spec": {
+            "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+            "tags": ["a"],
+            "selector": {"app": "x"},
+        },
+        "metadata": {"finalizers": ["f/x"]},
+    }
+    port = fieldsets.key({"name": "http", "protocol": "TCP"})
+    assert apply.field_set(config, structure) == {
+        p("spec", "ports", port),
+        p("spec", "ports", port, "name"),
+        p("spec", "ports", port, "protocol"),
+        p("spec", "ports", port, "port"),
+        p("spec", "tags", fieldsets.value("a")),
+        p("spec", "selector"),
+        p("metadata", "finalizers", fieldsets.value("f/x")),
+    }
+    live = {"spec": {"ports": [{"name": "admin", "protocol": "TCP", "port": 9}], "tags": ["b"]}}
+    merged = apply.merge(live, config, structure)
+    assert [port["name"] for port in merged["spec"]["ports"]] == ["admin", "http"]
+    assert merged["spec"]["tags"] == ["b", "a"]
