@@ -79,6 +79,21 @@ class OwnerReference(KubeModel):
     block_owner_deletion: bool | None = None
 
 
+class ManagedFieldsEntry(KubeModel):
+    """One manager's fields (``metadata.managedFields``): who (``manager``), by which operation (``Apply``
+    or ``Update``), at which API version and subresource, and the fields in ``FieldsV1`` form
+    (:mod:`capa_py.apiserver.fieldsets`). ``capa serve`` keeps them; controllers writing through the store
+    carry them along unchanged."""
+
+    manager: str | None = None
+    operation: str | None = None
+    api_version: str | None = None
+    time: Time | None = None
+    fields_type: str | None = None
+    fields_v1: dict[str, Any] | None = None
+    subresource: str | None = None
+
+
 class ObjectMeta(KubeModel):
     name: str = ""
     generate_name: str | None = None
@@ -93,6 +108,7 @@ class ObjectMeta(KubeModel):
     annotations: dict[str, str] = Field(default_factory=dict)
     owner_references: list[OwnerReference] = Field(default_factory=list)
     finalizers: list[str] = Field(default_factory=list)
+    managed_fields: list[ManagedFieldsEntry] | None = None
 
     @field_validator("name")
     @classmethod
@@ -228,9 +244,14 @@ class KubeObject(KubeModel):
     def to_dict(self) -> dict[str, Any]:
         """The object as the Kubernetes API serves it (camelCase, empty fields omitted)."""
         raw = self.model_dump(mode="json", by_alias=True, exclude_none=True)
+        # managedFields are kept as they are: ``{}`` in fieldsV1 marks an owned field.
+        managed = raw.get("metadata", {}).pop("managedFields", None)
         ordered: dict[str, Any] = {"apiVersion": raw.pop("apiVersion"), "kind": raw.pop("kind")}
         ordered.update(raw)
-        return _prune_empty(ordered)  # type: ignore[no-any-return]
+        pruned: dict[str, Any] = _prune_empty(ordered)
+        if managed:
+            pruned.setdefault("metadata", {})["managedFields"] = managed
+        return pruned
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Self:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
-from capa_py.apiserver import foreground
+from capa_py.apiserver import fieldmanager, foreground
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.patch import apply_patch
@@ -155,14 +155,21 @@ def _check_namespace(target: Target, obj: KubeObject) -> None:
 
 
 def create(
-    store: ObjectStore, target: Target, body: Any, dry_run: bool, validation: FieldValidation | None = None
+    store: ObjectStore,
+    target: Target,
+    body: Any,
+    dry_run: bool,
+    validation: FieldValidation | None = None,
+    manager: str = "",
 ) -> dict[str, Any]:
+    body, given = fieldmanager.take_managed_fields(body)
     obj = admit(target, body, validation=validation)
     _check_namespace(target, obj)
     if not obj.metadata.name and not obj.metadata.generate_name:
         raise target.invalid(
             "", [Cause("metadata.name", "name or generateName is required", "FieldValueRequired")]
         )
+    fieldmanager.record_update(target.model, target.subresource, obj, given, manager, sent=body)
     try:
         if dry_run:
             if obj.metadata.name and get_or_none(store, target.model, obj.metadata.name, target.namespace):
@@ -206,8 +213,14 @@ def _write(store: ObjectStore, target: Target, obj: KubeObject, dry_run: bool) -
 
 
 def replace(
-    store: ObjectStore, target: Target, body: Any, dry_run: bool, validation: FieldValidation | None = None
+    store: ObjectStore,
+    target: Target,
+    body: Any,
+    dry_run: bool,
+    validation: FieldValidation | None = None,
+    manager: str = "",
 ) -> dict[str, Any]:
+    body, given = fieldmanager.take_managed_fields(body)
     meta = body.get("metadata") if isinstance(body, dict) else None
     if isinstance(meta, dict) and meta.get("name") not in (None, target.name):
         # Checked before the object is read, as the API server does: a mismatch is a bad request even
@@ -223,6 +236,7 @@ def replace(
         error = target.invalid(obj.metadata.name, [cause])
         error.kind = target.resource  # the API server names the resource here, not the kind
         raise error
+    fieldmanager.record_update(target.model, target.subresource, obj, given, manager, old=current)
     return _write(store, target, obj, dry_run)
 
 
@@ -233,11 +247,12 @@ def patch(
     body: Any,
     dry_run: bool,
     validation: FieldValidation | None = None,
+    manager: str = "",
 ) -> dict[str, Any]:
     for attempt in range(PATCH_RETRIES):
         current = get(store, target)
         doc = target.render(current)
-        patched = apply_patch(content_type, doc, body)
+        patched, given = fieldmanager.take_managed_fields(apply_patch(content_type, doc, body))
         pinned = (patched.get("metadata") or {}).get("resourceVersion")
         if not pinned or pinned == current.metadata.resource_version:
             # Unconditional unless the patch itself names a resourceVersion (as the API server does).
@@ -247,6 +262,7 @@ def patch(
         _check_namespace(target, obj)
         if obj.metadata.name != target.name:
             raise ApiError(400, "a patch may not change the object's name")
+        fieldmanager.record_update(target.model, target.subresource, obj, given, manager, old=current)
         try:
             return _write(store, target, obj, dry_run)
         except ApiError as exc:

@@ -13,12 +13,21 @@ from aiohttp import web
 
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.apiserver import discovery, openapi, openapi_v2, protobuf, resources, reviews
+from capa_py.apiserver import (
+    discovery,
+    fieldmanager,
+    openapi,
+    openapi_v2,
+    protobuf,
+    resources,
+    reviews,
+    serverside,
+)
 from capa_py.apiserver.crd_kinds import CrdKinds
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.namespaces import ensure_system_namespaces
-from capa_py.apiserver.patch import check_media_type
+from capa_py.apiserver.patch import APPLY, check_media_type
 from capa_py.apiserver.status import ApiError, Cause, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
@@ -201,6 +210,7 @@ class ApiServer:
         method = request.method
         dry_run = _dry_run(method, query.getall("dryRun", []))
         store = self.store
+        manager = fieldmanager.manager_name(query, request.headers.get("User-Agent", ""))
         if target.name is None:
             if method == "GET":
                 if _truthy(query.get("watch")):
@@ -223,7 +233,9 @@ class ApiServer:
                         kind=target.resource,
                         group=target.group,
                     )
-                created = await asyncio.to_thread(resources.create, store, target, body, dry_run, validation)
+                created = await asyncio.to_thread(
+                    resources.create, store, target, body, dry_run, validation, manager
+                )
                 await self._defined(target, dry_run)
                 return self._respond(request, target, created, 201, validation)
             raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
@@ -233,16 +245,26 @@ class ApiServer:
         if method == "PUT":
             validation = FieldValidation.from_query(query.get("fieldValidation"), "Update")
             body = await self._body(request, target, validation)
-            replaced = await asyncio.to_thread(resources.replace, store, target, body, dry_run, validation)
+            replaced = await asyncio.to_thread(
+                resources.replace, store, target, body, dry_run, validation, manager
+            )
             await self._defined(target, dry_run)
             return self._respond(request, target, replaced, validation=validation)
         if method == "PATCH":
             content_type = request.content_type
+            if content_type == APPLY:
+                raw = await request.read()
+                applied, code = await asyncio.to_thread(
+                    serverside.apply_request, store, target, raw, query, dry_run
+                )
+                await self._defined(target, dry_run)
+                return self._respond(request, target, applied, code)
+            fieldmanager.check_force(query, content_type)
             check_media_type(content_type, target.group)
             validation = FieldValidation.from_query(query.get("fieldValidation"), "Patch")
             body = validation.parse(await request.read())
             patched = await asyncio.to_thread(
-                resources.patch, store, target, content_type, body, dry_run, validation
+                resources.patch, store, target, content_type, body, dry_run, validation, manager
             )
             await self._defined(target, dry_run)
             return self._respond(request, target, patched, validation=validation)

@@ -42,7 +42,8 @@ _ORDER = "$setElementOrder/"
 _DELETE_FROM = "$deleteFromPrimitiveList/"
 
 
-def _merge_key(field: str, items: list[Any]) -> str | None:
+def merge_key(field: str, items: list[Any]) -> str | None:
+    """The merge key of the list ``field`` holding ``items``; None for a list replaced whole."""
     if field == "ports":
         # A container's ports are keyed by containerPort, a Service's by port.
         return "containerPort" if any(isinstance(i, dict) and "containerPort" in i for i in items) else "port"
@@ -98,7 +99,7 @@ def _merge_list(field: str, target: Any, patch: list[Any]) -> list[Any]:
     current = list(target) if isinstance(target, list) else []
     if field in PRIMITIVE_MERGED:
         return current + [item for item in patch if item not in current]
-    key = _merge_key(field, [*current, *patch])
+    key = merge_key(field, [*current, *patch])
     if key is None or not all(isinstance(item, dict) for item in patch):
         return [_strip(item) for item in patch]
     if any(isinstance(item, dict) and item.get("$patch") == "replace" for item in patch):
@@ -126,7 +127,7 @@ def _merge_list(field: str, target: Any, patch: list[Any]) -> list[Any]:
 def _ordered(field: str, items: list[Any], order: list[Any]) -> list[Any]:
     """``items`` in the order the patch lists (by merge key, or by value for primitives); items the order
     does not name keep their place after those it does."""
-    key = _merge_key(field, items)
+    key = merge_key(field, items)
 
     def identity(item: Any) -> Any:
         return item.get(key) if key is not None and isinstance(item, dict) else item

@@ -57,7 +57,8 @@ REQUEST_TIMEOUT = 60.0
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 _log = get_logger("store.kube")
-_META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()}
+# managedFields are the server's business: objects read from it do not carry them back.
+_META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()} - {"managedFields"}
 
 # The field selectors a Kubernetes API server answers itself: name and namespace for every kind, and for
 # Events the fields ``kubectl describe`` selects by. A list sends those (so a list by name moves one object,
@@ -416,6 +417,7 @@ class KubeStore:
         for key in ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp"):
             meta.pop(key, None)
         meta.pop("deletionGracePeriodSeconds", None)
+        meta.pop("managedFields", None)  # the server records its own (an object moved here may carry some)
         namespace = self._namespace(kind, obj.metadata.namespace)
         if namespace is not None:
             meta["namespace"] = namespace
@@ -476,6 +478,7 @@ class KubeStore:
         kind = type(obj)
         endpoint = self.endpoint(kind)
         body = validated_document(self.registry, obj)
+        body["metadata"].pop("managedFields", None)  # sent, they would replace the server's own
         ns = self._namespace(kind, obj.metadata.namespace)
         name = obj.metadata.name
         what = _what(kind, name, ns)

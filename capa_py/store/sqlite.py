@@ -491,6 +491,9 @@ class SQLiteStore:
             merged.pop("status", None)
             if "status" in new:
                 merged["status"] = new["status"]
+            if "managedFields" in new["metadata"]:
+                # Who wrote the status (capa serve records it); a write that carries none keeps them.
+                merged["metadata"]["managedFields"] = new["metadata"]["managedFields"]
             if merged == current:
                 return self._to_model(kind, current)
             result = self._put(conn, merged, "MODIFIED", current)

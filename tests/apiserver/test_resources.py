@@ -124,7 +124,7 @@ def test_merge_json_and_strategic_patches(custom: client.CustomObjectsApi, serve
     assert code == 415
     assert strategic["reason"] == "UnsupportedMediaType"
 
-    code, unsupported = server.http("PATCH", path, {"spec": {}}, "application/apply-patch+yaml")
+    code, unsupported = server.http("PATCH", path, {"spec": {}}, "application/xml")
     assert code == 415
     assert unsupported["reason"] == "UnsupportedMediaType"
 

@@ -328,6 +328,27 @@ def test_name_namespace_and_event_fields_are_selected_by_the_server(tmp_path: Pa
     ), served.field_selectors
 
 
+def test_managed_fields_an_object_carries_are_not_sent_to_the_server(
+    kube: KubeStore, sqlite: SQLiteStore
+) -> None:
+    """An object read from another store (a move) carries that store's managedFields: sent, the server would
+    take them as its own. Failed before the kube store left them out of what it writes."""
+    carried = [{"manager": "elsewhere", "operation": "Apply", "apiVersion": "v1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:data": {"f:a": {}}}}]  # fmt: skip
+    obj = ConfigMap.model_validate(
+        {"metadata": {"name": "moved", "namespace": "default", "managedFields": carried}, "data": {"a": "1"}}
+    )
+    created = kube.create(obj)
+    assert created.metadata.managed_fields is None, "reads from a server keep none"
+    managers = [e.manager for e in sqlite.get(ConfigMap, "moved", "default").metadata.managed_fields or []]
+    assert managers == ["OpenAPI-Generator"], "the server recorded the writer, not what the object carried"
+    created.data["b"] = "2"
+    created.metadata.managed_fields = [e.model_copy() for e in obj.metadata.managed_fields or []]
+    kube.update(created)
+    managers = [e.manager for e in sqlite.get(ConfigMap, "moved", "default").metadata.managed_fields or []]
+    assert managers == ["OpenAPI-Generator"]
+
+
 # -- on the real kube-apiserver ------------------------------------------------------------------------
 
 
