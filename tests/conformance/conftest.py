@@ -36,13 +36,15 @@ def kube_apiserver(peer_cluster: PeerCluster) -> Endpoint:
 
 
 @pytest.fixture
-def namespace(capa_serve: Endpoint, kube_apiserver: Endpoint) -> str:
-    """A namespace of the test's own, created on both servers."""
+def namespace(capa_serve: Endpoint, kube_apiserver: Endpoint) -> Iterator[str]:
+    """A namespace of the test's own, created on both servers; on the real one it is deleted afterwards
+    (its controller-manager then deletes what is in it), since other suites share that server."""
     name = f"conf-{secrets.token_hex(3)}"
     for endpoint in (capa_serve, kube_apiserver):
         reply = endpoint.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
         assert reply.status == 201, f"{endpoint.name}: {reply.body}"
-    return name
+    yield name
+    kube_apiserver.call("DELETE", f"/api/v1/namespaces/{name}")
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

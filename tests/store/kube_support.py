@@ -156,8 +156,12 @@ def purge(cluster: PeerCluster) -> None:
         for name in CREATED_NAMESPACES:
             with contextlib.suppress(NotFound):
                 store.delete(Namespace, name)
+        custom = set(custom_kinds())
         for kind in kinds:
-            for namespace in TEST_NAMESPACES:
+            # capa-py's own kinds in every namespace (other suites share this server); Kubernetes' kinds only
+            # in the test namespaces (kube-system's Leases and ConfigMaps belong to the control plane).
+            scopes: list[str | None] = [None] if kind in custom else list(TEST_NAMESPACES)
+            for namespace in scopes:
                 for obj in store.list(kind, namespace=namespace):
                     if kind is ConfigMap and obj.name == "kube-root-ca.crt":
                         continue
@@ -167,11 +171,19 @@ def purge(cluster: PeerCluster) -> None:
                         with contextlib.suppress(NotFound):
                             store.update(obj)
                     with contextlib.suppress(NotFound):
-                        store.delete(kind, obj.name, namespace)
+                        store.delete(kind, obj.name, obj.metadata.namespace)
         deadline = time.monotonic() + 60
-        while any(
-            o.name != "kube-root-ca.crt" for k in kinds for ns in TEST_NAMESPACES for o in store.list(k, ns)
-        ) or any(_exists(store, Namespace, n) for n in CREATED_NAMESPACES):
+        while (
+            any(store.list(k) for k in custom)
+            or any(
+                o.name != "kube-root-ca.crt"
+                for k in kinds
+                if k not in custom
+                for ns in TEST_NAMESPACES
+                for o in store.list(k, ns)
+            )
+            or any(_exists(store, Namespace, n) for n in CREATED_NAMESPACES)
+        ):
             assert time.monotonic() < deadline, "the real API server was not emptied within 60 s"
             time.sleep(0.05)
 
