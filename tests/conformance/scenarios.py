@@ -384,6 +384,25 @@ def error_bodies(ep: Endpoint, ns: str) -> Observation:
     }
 
 
+def openapi_custom_kinds(ep: Endpoint, ns: str) -> Observation:
+    """What ``kubectl explain`` reads for a custom kind: its schema in the group-version's OpenAPI v3
+    document (a CRD's schema is published inline, so every object field is an ``Object``)."""
+    document = ep.call("GET", "/openapi/v3/apis/infrastructure.cluster.x-k8s.io/v1beta2").body
+    schemas = document["components"]["schemas"]
+    seen: Observation = {}
+    for kind in ("AWSCluster", "AWSMachine"):
+        schema = schemas.get(f"io.x-k8s.cluster.infrastructure.v1beta2.{kind}") or {}
+        properties = schema.get("properties") or {}
+        seen[kind] = {
+            "group-version-kind": schema.get("x-kubernetes-group-version-kind"),
+            "required": schema.get("required"),
+            "spec": properties.get("spec"),
+            "status": properties.get("status"),
+            "metadata": properties.get("metadata", {}).get("allOf"),
+        }
+    return seen
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -399,4 +418,5 @@ SCENARIOS: dict[str, Scenario] = {
     "background deletion": background_deletion,
     "foreground deletion": foreground_deletion,
     "error Status bodies": error_bodies,
+    "OpenAPI v3 schemas of custom kinds": openapi_custom_kinds,
 }
