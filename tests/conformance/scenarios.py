@@ -403,6 +403,24 @@ def openapi_custom_kinds(ep: Endpoint, ns: str) -> Observation:
     return seen
 
 
+def discovery_categories(ep: Endpoint, ns: str) -> Observation:
+    """The categories discovery gives each kind (``kubectl get all`` and ``kubectl get cluster-api`` list
+    the kinds of a category)."""
+    seen: Observation = {}
+    for group_version, plural in (
+        ("api/v1", "services"),
+        ("api/v1", "configmaps"),
+        ("apis/apps/v1", "deployments"),
+        ("apis/apps/v1", "daemonsets"),
+        ("apis/infrastructure.cluster.x-k8s.io/v1beta2", "awsclusters"),
+        ("apis/cluster.x-k8s.io/v1beta1", "machines"),
+    ):
+        resources = ep.call("GET", f"/{group_version}").body.get("resources", [])
+        found = next((r for r in resources if r["name"] == plural), {})
+        seen[f"{group_version}/{plural}"] = sorted(found.get("categories") or [])
+    return seen
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -419,4 +437,5 @@ SCENARIOS: dict[str, Scenario] = {
     "foreground deletion": foreground_deletion,
     "error Status bodies": error_bodies,
     "OpenAPI v3 schemas of custom kinds": openapi_custom_kinds,
+    "discovery categories": discovery_categories,
 }
