@@ -421,6 +421,51 @@ def discovery_categories(ep: Endpoint, ns: str) -> Observation:
     return seen
 
 
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def table_view(reply: Reply) -> dict[str, Any]:
+    """A Table as ``kubectl get`` prints it: the columns' names and priorities, each row's cells (Age
+    left out: it depends on the moment)."""
+    body = reply.body or {}
+    columns = body.get("columnDefinitions") or []
+    ages = {i for i, c in enumerate(columns) if c.get("name") == "Age"}
+    return {
+        "status": reply.status,
+        "columns": [(c.get("name"), c.get("priority", 0)) for c in columns],
+        "rows": [
+            [cell for i, cell in enumerate(row.get("cells", [])) if i not in ages]
+            for row in body.get("rows") or []
+        ],
+    }
+
+
+def builtin_tables(ep: Endpoint, ns: str) -> Observation:
+    """The Tables ``kubectl get`` prints for Kubernetes' own kinds: ConfigMaps (DATA counts data and
+    binaryData), Secrets (TYPE, DATA)."""
+    ep.call("POST", configmaps(ns), configmap("two", data={"a": "1", "b": "2"}, binaryData={"c": "AA=="}))
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "v"}}
+    ep.call("POST", f"/api/v1/namespaces/{ns}/secrets", secret)
+    return {
+        "configmaps": table_view(ep.call("GET", configmaps(ns), accept=TABLE)),
+        "secrets": table_view(ep.call("GET", f"/api/v1/namespaces/{ns}/secrets", accept=TABLE)),
+    }
+
+
+def namespace_as_created(ep: Endpoint, ns: str) -> Observation:
+    """A new Namespace as clients read it back: the API server labels it with its name
+    (``kubernetes.io/metadata.name``, what a namespaceSelector matches on) and its phase is Active."""
+    name = f"{ns}-made"
+    created = ep.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    got = ep.call("GET", f"/api/v1/namespaces/{name}")
+    ep.call("DELETE", f"/api/v1/namespaces/{name}")
+    return {
+        "create": created.status,
+        "labels": (got.body.get("metadata") or {}).get("labels"),
+        "phase": (got.body.get("status") or {}).get("phase"),
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -438,4 +483,6 @@ SCENARIOS: dict[str, Scenario] = {
     "error Status bodies": error_bodies,
     "OpenAPI v3 schemas of custom kinds": openapi_custom_kinds,
     "discovery categories": discovery_categories,
+    "Tables of built-in kinds": builtin_tables,
+    "a Namespace as created": namespace_as_created,
 }
