@@ -12,6 +12,7 @@ names a file, written there as Markdown (docs/conformance.md carries it).
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import secrets
 import time
@@ -200,3 +201,17 @@ def test_expected_failures_name_steps_versions_and_known_cells() -> None:
         assert expected.cell in (FAILS_ON_CAPA, DIFFERS), expected
         assert expected.gap, expected
         assert expected.fragment, expected
+
+
+def test_a_kubectl_version_is_found_on_path_or_reported_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The finder takes ``kubectl.<version>`` from PATH first, and names where it looked when it is absent."""
+    fake = tmp_path / "kubectl.9.99"
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ.get('PATH', '')}")
+    assert find_kubectl("9.99").path == fake
+    missing = find_kubectl("9.98")
+    assert missing.path is None
+    assert "kubectl.9.98 is not installed: looked on PATH" in missing.reason
