@@ -21,8 +21,27 @@ def group_version(model: type[KubeObject]) -> tuple[str, str]:
     return group, version
 
 
+IN_ALL = frozenset(
+    {
+        ("", "pods"),
+        ("", "replicationcontrollers"),
+        ("", "services"),
+        ("apps", "daemonsets"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+        ("apps", "statefulsets"),
+        ("autoscaling", "horizontalpodautoscalers"),
+        ("batch", "cronjobs"),
+        ("batch", "jobs"),
+    }
+)
+"""Kubernetes' kinds in the category ``all`` (what ``kubectl get all`` lists), by group and plural."""
+
+
 def categories(model: type[KubeObject]) -> list[str]:
     group, _ = group_version(model)
+    if (group, model.PLURAL) in IN_ALL:
+        return ["all"]
     if group == "tinkerbell.org":
         return ["tinkerbell"]
     return ["cluster-api"] if group.endswith("cluster.x-k8s.io") else []

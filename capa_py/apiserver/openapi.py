@@ -18,6 +18,7 @@ from pydantic.json_schema import models_json_schema
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import KindRegistry
 from capa_py.apiserver.discovery import by_group
+from capa_py.apiserver.openapi_crd import OBJECT_META, crd_schema, served_by_crd
 
 
 def _path_key(group: str, version: str) -> str:
@@ -132,6 +133,10 @@ def document(group: str, version: str, models: list[type[KubeObject]]) -> dict[s
         schemas[f"{prefix}.{name}"] = _clean(schema, prefix)
     for model in models:
         ref = keyed[(model, "validation")]["$ref"].removeprefix("#/$defs/")
+        if served_by_crd(model):  # published as the API server publishes the CRD's schema
+            schemas[f"{prefix}.{ref}"] = crd_schema(model)
+            schemas.setdefault(OBJECT_META, schemas[f"{prefix}.ObjectMeta"])
+            continue
         schema = schemas[f"{prefix}.{ref}"]
         schema["x-kubernetes-group-version-kind"] = [{"group": group, "kind": model.KIND, "version": version}]
         if model.__doc__:

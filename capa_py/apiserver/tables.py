@@ -18,8 +18,18 @@ def wants_table(accept: str) -> bool:
     return any("as=Table" in part for part in accept.split(","))
 
 
-def _column(name: str, description: str, fmt: str = "", priority: int = 0) -> dict[str, Any]:
-    return {"name": name, "type": "string", "format": fmt, "description": description, "priority": priority}
+COUNTS = frozenset({"DATA"})
+"""Columns whose cells are counts: integers in a Table, as the API server sends them."""
+
+
+def _column(
+    name: str, description: str, fmt: str = "", priority: int = 0, kind: str = "string"
+) -> dict[str, Any]:
+    return {"name": name, "type": kind, "format": fmt, "description": description, "priority": priority}
+
+
+def _cell(title: str, text: str) -> Any:
+    return int(text) if title in COUNTS and text.isdigit() else text
 
 
 def _row(doc: dict[str, Any], cells: list[Any], include_object: str) -> dict[str, Any]:
@@ -55,7 +65,13 @@ def table(
     definitions = [_column("Name", "Name of the object (metadata.name).", "name")]
     wide = WIDE_COLUMNS.get(model.KIND, frozenset())
     definitions += [
-        _column(title.title(), title.lower(), priority=1 if title in wide else 0) for title, _ in columns
+        _column(
+            title.title(),
+            title.lower(),
+            priority=1 if title in wide else 0,
+            kind="integer" if title in COUNTS else "string",
+        )
+        for title, _ in columns
     ]
     definitions.append(_column("Age", "Time since the object was created (metadata.creationTimestamp)."))
     if model.KIND == "Event":
@@ -64,7 +80,7 @@ def table(
     for doc in docs:
         meta = doc.get("metadata", {})
         cells: list[Any] = [meta.get("name", "")]
-        cells += [render(doc) for _, render in columns]
+        cells += [_cell(title, render(doc)) for title, render in columns]
         cells.append(age(meta.get("creationTimestamp")))
         if model.KIND == "Event":
             cells = event_table.cells(doc)

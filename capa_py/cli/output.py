@@ -75,6 +75,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("TYPE", lambda d: _path(d, "type")),
         ("DATA", lambda d: str(len(d.get("data", {})))),
     ],
+    "ConfigMap": [("DATA", lambda d: str(len(d.get("data") or {}) + len(d.get("binaryData") or {})))],
     "Lease": [("HOLDER", lambda d: _path(d, "spec.holderIdentity"))],
     "Namespace": [("STATUS", lambda d: _path(d, "status.phase", "Active"))],
     "Event": [

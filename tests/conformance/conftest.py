@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from capa_py.apiserver import start_in_thread
 from capa_py.store import SQLiteStore
 from tests.conformance.endpoints import Endpoint
+from tests.conformance.kubectl_script import MATRIX
 from tests.conformance.support import RESULTS, install_crds
 from tests.peers.cluster import PeerCluster
 
@@ -51,3 +53,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if RESULTS.rows:
         terminalreporter.section("capa serve conformance (differential suite)")
         terminalreporter.write_line(RESULTS.table())
+    if MATRIX.cells or MATRIX.skipped:
+        terminalreporter.section("kubectl on capa serve and kube-apiserver (steps x kubectl versions)")
+        terminalreporter.write_line(MATRIX.table())
+        target = os.environ.get("CAPA_KUBECTL_MATRIX")
+        if target:
+            MATRIX.write(Path(target))
+            terminalreporter.write_line(f"written as Markdown to {target}")

@@ -528,6 +528,88 @@ def system_namespaces(ep: Endpoint, ns: str) -> Observation:
     }
 
 
+def openapi_custom_kinds(ep: Endpoint, ns: str) -> Observation:
+    """What ``kubectl explain`` reads for a custom kind: its schema in the group-version's OpenAPI v3
+    document (a CRD's schema is published inline, so every object field is an ``Object``)."""
+    document = ep.call("GET", "/openapi/v3/apis/infrastructure.cluster.x-k8s.io/v1beta2").body
+    schemas = document["components"]["schemas"]
+    seen: Observation = {}
+    for kind in ("AWSCluster", "AWSMachine"):
+        schema = schemas.get(f"io.x-k8s.cluster.infrastructure.v1beta2.{kind}") or {}
+        properties = schema.get("properties") or {}
+        seen[kind] = {
+            "group-version-kind": schema.get("x-kubernetes-group-version-kind"),
+            "required": schema.get("required"),
+            "spec": properties.get("spec"),
+            "status": properties.get("status"),
+            "metadata": properties.get("metadata", {}).get("allOf"),
+        }
+    return seen
+
+
+def discovery_categories(ep: Endpoint, ns: str) -> Observation:
+    """The categories discovery gives each kind (``kubectl get all`` and ``kubectl get cluster-api`` list
+    the kinds of a category)."""
+    seen: Observation = {}
+    for group_version, plural in (
+        ("api/v1", "services"),
+        ("api/v1", "configmaps"),
+        ("apis/apps/v1", "deployments"),
+        ("apis/apps/v1", "daemonsets"),
+        ("apis/infrastructure.cluster.x-k8s.io/v1beta2", "awsclusters"),
+        ("apis/cluster.x-k8s.io/v1beta1", "machines"),
+    ):
+        resources = ep.call("GET", f"/{group_version}").body.get("resources", [])
+        found = next((r for r in resources if r["name"] == plural), {})
+        seen[f"{group_version}/{plural}"] = sorted(found.get("categories") or [])
+    return seen
+
+
+TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
+def table_view(reply: Reply) -> dict[str, Any]:
+    """A Table as ``kubectl get`` prints it: the columns' names and priorities, each row's cells (Age
+    left out: it depends on the moment)."""
+    body = reply.body or {}
+    columns = body.get("columnDefinitions") or []
+    ages = {i for i, c in enumerate(columns) if c.get("name") == "Age"}
+    return {
+        "status": reply.status,
+        "columns": [(c.get("name"), c.get("priority", 0)) for c in columns],
+        "rows": [
+            [cell for i, cell in enumerate(row.get("cells", [])) if i not in ages]
+            for row in body.get("rows") or []
+        ],
+    }
+
+
+def builtin_tables(ep: Endpoint, ns: str) -> Observation:
+    """The Tables ``kubectl get`` prints for Kubernetes' own kinds: ConfigMaps (DATA counts data and
+    binaryData), Secrets (TYPE, DATA)."""
+    ep.call("POST", configmaps(ns), configmap("two", data={"a": "1", "b": "2"}, binaryData={"c": "AA=="}))
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "stringData": {"k": "v"}}
+    ep.call("POST", f"/api/v1/namespaces/{ns}/secrets", secret)
+    return {
+        "configmaps": table_view(ep.call("GET", configmaps(ns), accept=TABLE)),
+        "secrets": table_view(ep.call("GET", f"/api/v1/namespaces/{ns}/secrets", accept=TABLE)),
+    }
+
+
+def namespace_as_created(ep: Endpoint, ns: str) -> Observation:
+    """A new Namespace as clients read it back: the API server labels it with its name
+    (``kubernetes.io/metadata.name``, what a namespaceSelector matches on) and its phase is Active."""
+    name = f"{ns}-made"
+    created = ep.call("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+    got = ep.call("GET", f"/api/v1/namespaces/{name}")
+    ep.call("DELETE", f"/api/v1/namespaces/{name}")
+    return {
+        "create": created.status,
+        "labels": (got.body.get("metadata") or {}).get("labels"),
+        "phase": (got.body.get("status") or {}).get("phase"),
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -546,4 +628,8 @@ SCENARIOS: dict[str, Scenario] = {
     "fieldValidation": field_validation,
     "a kind defined by a client's CRD": client_defined_kind,
     "system namespaces": system_namespaces,
+    "OpenAPI v3 schemas of custom kinds": openapi_custom_kinds,
+    "discovery categories": discovery_categories,
+    "Tables of built-in kinds": builtin_tables,
+    "a Namespace as created": namespace_as_created,
 }
