@@ -58,6 +58,10 @@ class Secret(KubeObject):
         return base64.b64decode(self.data[key])
 
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server keeps on every Namespace: its name."""
+
+
 class NamespaceSpec(KubeModel):
     finalizers: list[str] = Field(default_factory=list)
 
@@ -67,9 +71,11 @@ class NamespaceStatus(KubeModel):
 
 
 class Namespace(KubeObject):
-    """A ``v1`` Namespace, stored so that ``kubectl create namespace`` and ``get namespaces`` work.
+    """A ``v1`` Namespace, stored so that ``kubectl create namespace`` and ``get namespaces`` work; a new
+    one is Active and labelled with its name, as the API server makes it.
 
-    Nothing checks that a namespaced object's namespace exists (there is no namespace lifecycle).
+    Nothing checks that a namespaced object's namespace exists, and deleting a Namespace does not delete
+    what is in it (there is no namespace lifecycle).
     """
 
     API_VERSION: ClassVar[str] = "v1"
@@ -80,6 +86,17 @@ class Namespace(KubeObject):
 
     spec: NamespaceSpec = Field(default_factory=NamespaceSpec)
     status: NamespaceStatus = Field(default_factory=NamespaceStatus)
+
+    def prepare_for_create(self) -> None:
+        """As the API server's namespace strategy: the ``kubernetes`` finalizer, phase Active, and the
+        ``kubernetes.io/metadata.name`` label namespace selectors match on."""
+        if "kubernetes" not in self.spec.finalizers:
+            self.spec.finalizers.append("kubernetes")
+        self.status.phase = "Active"
+        self.prepare_for_update()
+
+    def prepare_for_update(self) -> None:
+        self.metadata.labels[NAMESPACE_NAME_LABEL] = self.metadata.name
 
 
 class ConfigMap(KubeObject):

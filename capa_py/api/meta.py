@@ -192,6 +192,14 @@ class KubeObject(KubeModel):
                 f"not {self.api_version}/{self.kind}"
             )
 
+    # -- what the API server sets itself ----------------------------------------------------------
+    def prepare_for_create(self) -> None:
+        """Set what the API server sets on every new object of this kind (after a status subresource's
+        status is reset). Nothing for most kinds."""
+
+    def prepare_for_update(self) -> None:
+        """Set what the API server keeps set on every update of this kind. Nothing for most kinds."""
+
     # -- identity -----------------------------------------------------------------------------
     @property
     def name(self) -> str:

@@ -7,11 +7,9 @@ creates a Namespace first wins and the others leave it as it is.
 
 from __future__ import annotations
 
-import contextlib
-
 from capa_py.api.core import Namespace
 from capa_py.logging import get_logger
-from capa_py.store.errors import AlreadyExists, Conflict, NotFound
+from capa_py.store.errors import AlreadyExists
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore
 
@@ -39,12 +37,9 @@ def ensure_system_namespaces(store: ObjectStore) -> list[str]:
             continue
         wanted = system_namespace(name)
         try:
-            stored = store.create(wanted)
+            store.create(wanted)  # Active and labelled, as every new Namespace is
         except AlreadyExists:
             continue  # another process serving the same store got there first
-        stored.status = wanted.status  # a create stores no status: the phase is written next
-        with contextlib.suppress(Conflict, NotFound):  # another writer changed it first: theirs stands
-            store.update_status(stored)
         created.append(name)
     if created:
         _log.info("system namespaces created", namespaces=created)

@@ -382,6 +382,7 @@ class SQLiteStore:
             # The status subresource: a create never sets status.
             default = type(obj).model_fields["status"].get_default(call_default_factory=True)
             obj.__dict__["status"] = default
+        obj.prepare_for_create()
         doc = self._validated(obj)
         with self._write() as conn:
             if self._row(conn, kind, meta.name, meta.namespace or "") is not None:
@@ -428,6 +429,9 @@ class SQLiteStore:
 
     def update(self, obj: T) -> T:
         kind = type(obj)
+        if kind.prepare_for_update is not KubeObject.prepare_for_update:  # only kinds that set something
+            obj = obj.model_copy(deep=True)
+            obj.prepare_for_update()
         new = self._validated(obj)
         ns = self._namespace(kind, obj.metadata.namespace)
         with self._write() as conn:

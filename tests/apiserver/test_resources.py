@@ -216,7 +216,11 @@ def test_propagation_policy_on_delete(
 def test_namespaces_are_cluster_scoped_objects(api: client.ApiClient, server: Server) -> None:
     core = client.CoreV1Api(api)
     core.create_namespace({"metadata": {"name": "team-a", "labels": {"owner": "me"}}})
-    assert core.read_namespace("team-a").metadata.labels == {"owner": "me"}
+    made = core.read_namespace("team-a")
+    # As the API server makes every Namespace: labelled with its name, Active, the kubernetes finalizer.
+    assert made.metadata.labels == {"owner": "me", "kubernetes.io/metadata.name": "team-a"}
+    assert made.status.phase == "Active"
+    assert made.spec.finalizers == ["kubernetes"]
     assert [n.metadata.name for n in core.list_namespace(label_selector="owner=me").items] == ["team-a"]
     status = core.patch_namespace_status("team-a", {"status": {"phase": "Terminating"}})
     assert status.status.phase == "Terminating"

@@ -22,11 +22,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[frozenset[str], str]] = {
         "capa serve stores the defaults of capa-py's models (status.ready: false); the CRD schemas do not "
         "declare those defaults yet, so the API server stores no status until a controller writes one",
     ),
-    "a Namespace as created": (
-        frozenset({"labels", "phase"}),
-        "capa serve has no namespace lifecycle yet: a new Namespace gets neither the "
-        "kubernetes.io/metadata.name label nor status.phase Active",
-    ),
 }
 
 
