@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import ssl
 import subprocess
 import time
@@ -17,6 +16,7 @@ from typing import Any
 import yaml
 
 from capa_py.cli.serve_cmd import kubeconfig
+from tests.peers.kubectl import kubectl_binary
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
@@ -183,13 +183,8 @@ class Api:
             time.sleep(0.1)
 
 
-KUBECTL_PLACES = ("/usr/lib/google-cloud-sdk/bin",)
-"""Where kubectl is looked for besides PATH."""
-
-
 def find_kubectl() -> str | None:
-    path = os.pathsep.join([os.environ.get("PATH", ""), *KUBECTL_PLACES])
-    return shutil.which("kubectl", path=path)
+    return kubectl_binary()
 
 
 class Kubectl:

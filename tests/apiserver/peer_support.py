@@ -1,19 +1,15 @@
 """Helpers of the tests that ask ``capa serve`` and the real API server the same thing and compare.
 
 :class:`Endpoint` sends one raw request to either server and returns what a client observes (status, headers,
-body); :func:`install_crds` installs capa-py's CRDs (``capa manifests crds``) on the real API server once per
-cluster; :func:`kubectl_binary` finds a kubectl of one minor version (``kubectl.1.27``) on PATH or in the
-usual places the Google Cloud SDK installs them.
+body). capa-py's CRDs go on the real API server with :func:`tests.peers.crds.install_capa_crds`, and kubectl
+is found by :mod:`tests.peers.kubectl`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import ssl
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -25,10 +21,8 @@ from typing import Any
 
 import yaml
 
-from capa_py.manifests.crds import crds
 from tests.peers.cluster import PeerCluster
 
-KUBECTL_PLACES = ("/usr/lib/google-cloud-sdk/bin", "/usr/local/google-cloud-sdk/bin")
 """Where versioned kubectl binaries (``kubectl.1.27`` ...) are looked for after PATH."""
 
 
@@ -95,40 +89,6 @@ def capa_endpoint(url: str, directory: Path) -> Endpoint:
 
 def peer_endpoint(peer: PeerCluster) -> Endpoint:
     return Endpoint("kube-apiserver", peer.url, peer.admin_kubeconfig, peer.admin_context())
-
-
-_INSTALLED: set[str] = set()
-
-
-def install_crds(peer: PeerCluster, timeout: float = 60.0) -> None:
-    """capa-py's CRDs on the real API server, established and published in its OpenAPI v2 (once)."""
-    if peer.url in _INSTALLED:
-        return
-    endpoint = peer_endpoint(peer)
-    for crd in crds():
-        reply = endpoint.send("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-        assert reply.status in (201, 409), reply.body
-    deadline = time.monotonic() + timeout
-    for crd in crds():
-        path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-        while True:
-            conditions = endpoint.send("GET", path).json().get("status", {}).get("conditions", [])
-            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-                break
-            assert time.monotonic() < deadline, f"{crd['metadata']['name']} is not established"
-            time.sleep(0.2)
-    while (
-        b"io.x-k8s.cluster.infrastructure.v1beta2.AWSCluster" not in endpoint.send("GET", "/openapi/v2").body
-    ):
-        assert time.monotonic() < deadline, "the CRDs are not published in /openapi/v2"
-        time.sleep(0.5)
-    _INSTALLED.add(peer.url)
-
-
-def kubectl_binary(version: str) -> str | None:
-    """``kubectl.<version>`` (``"1.27"``) on PATH or in :data:`KUBECTL_PLACES`; ``None`` when absent."""
-    search = os.pathsep.join([os.environ.get("PATH", ""), *KUBECTL_PLACES])
-    return shutil.which(f"kubectl.{version}", path=search)
 
 
 @contextlib.contextmanager

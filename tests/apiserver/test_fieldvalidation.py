@@ -22,18 +22,18 @@ from tests.apiserver.peer_support import (
     Endpoint,
     Reply,
     capa_endpoint,
-    install_crds,
     peer_endpoint,
     scratch_namespace,
 )
 from tests.peers.cluster import PeerCluster
+from tests.peers.crds import install_capa_crds
 
 AWSCLUSTERS = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{ns}/awsclusters"
 
 
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
-    install_crds(peer_cluster)
+    install_capa_crds(peer_cluster)
     return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 

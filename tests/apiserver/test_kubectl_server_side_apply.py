@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from tests.apiserver.apiserver_support import Server
-from tests.apiserver.kubectl_versions import kubectl_binaries
 from tests.apiserver.twin import Twin, managed_fields, twin_namespace
 from tests.peers.cluster import PeerCluster
+from tests.peers.kubectl import kubectl_binaries
 
 BINARIES = kubectl_binaries()
 NEEDS_OPENAPI_V2 = ("1.27", "1.28")

@@ -22,11 +22,11 @@ from tests.apiserver.apiserver_support import EXAMPLE, Server
 from tests.apiserver.peer_support import (
     Endpoint,
     capa_endpoint,
-    install_crds,
-    kubectl_binary,
     peer_endpoint,
 )
 from tests.peers.cluster import PeerCluster
+from tests.peers.crds import install_capa_crds
+from tests.peers.kubectl import kubectl_binary
 
 PROTOBUF_ASKED = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
 AWSCLUSTER = "io.x-k8s.cluster.infrastructure.v1beta2.AWSCluster"
@@ -35,7 +35,7 @@ AWSCLUSTER_PATH = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{nam
 
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
-    install_crds(peer_cluster)
+    install_capa_crds(peer_cluster)
     return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 
@@ -186,7 +186,7 @@ def test_kubectl_apply_diff_explain_and_edit_work(
     stored = json.loads(kubectl("get", "awscluster", "demo", "-o", "json").stdout)
     assert stored["spec"]["additionalTags"]["team"] == "edited"
 
-    install_crds(peer_cluster)
+    install_capa_crds(peer_cluster)
     explained = {}
     for endpoint in (capa, peer_endpoint(peer_cluster)):
         run = _kubectl(version, endpoint, tmp_path / "home")

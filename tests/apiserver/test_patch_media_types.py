@@ -20,11 +20,11 @@ from tests.apiserver.apiserver_support import Server, aws_cluster
 from tests.apiserver.peer_support import (
     Endpoint,
     capa_endpoint,
-    install_crds,
     peer_endpoint,
     scratch_namespace,
 )
 from tests.peers.cluster import PeerCluster
+from tests.peers.crds import install_capa_crds
 
 STRATEGIC = "application/strategic-merge-patch+json"
 AWSCLUSTERS = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{ns}/awsclusters"
@@ -32,7 +32,7 @@ AWSCLUSTERS = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{ns}/aws
 
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
-    install_crds(peer_cluster)
+    install_capa_crds(peer_cluster)
     return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 

@@ -18,11 +18,11 @@ from tests.apiserver.apiserver_support import Server
 from tests.apiserver.peer_support import (
     Endpoint,
     capa_endpoint,
-    kubectl_binary,
     peer_endpoint,
     scratch_namespace,
 )
 from tests.peers.cluster import PeerCluster
+from tests.peers.kubectl import kubectl_binary
 
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 

@@ -17,8 +17,9 @@ from aiohttp.test_utils import make_mocked_request
 
 from capa_py.apiserver.reviews import ALLOWED_REASON, UNAUTHENTICATED_CALLER, User, authenticated, caller
 from tests.apiserver.apiserver_support import Server
-from tests.apiserver.peer_support import Endpoint, capa_endpoint, kubectl_binary, peer_endpoint
+from tests.apiserver.peer_support import Endpoint, capa_endpoint, peer_endpoint
 from tests.peers.cluster import PeerCluster
+from tests.peers.kubectl import kubectl_binary
 
 GROUPS = ("authentication.k8s.io", "authorization.k8s.io")
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"

@@ -6,16 +6,16 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
 from capa_py.api.meta import KubeObject
-from capa_py.manifests.crds import crd_for, crd_name
+from capa_py.manifests.crds import custom_kinds
 from tests.apiserver.apiserver_support import Server
 from tests.peers.cluster import PeerCluster
+from tests.peers.crds import install_capa_crds
 
 Reply = tuple[int, Any]
 
@@ -141,23 +141,9 @@ def twin_namespace(capa: Server, peer: PeerCluster, name: str) -> Iterator[Twin]
 
 
 @contextlib.contextmanager
-def crd_installed(peer: PeerCluster, model: type[KubeObject], timeout: float = 60.0) -> Iterator[None]:
-    """The kind's CRD (as ``capa manifests crds`` writes it) served by the real API server; removed
-    afterwards if this installed it."""
-    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-    code, body = peer_http(peer, "POST", path, crd_for(model))
-    assert code in (201, 409), body
-    group_version = model.API_VERSION
-    deadline = time.monotonic() + timeout
-    while True:
-        listed = peer_http(peer, "GET", f"/apis/{group_version}")
-        resources = listed[1].get("resources", []) if isinstance(listed[1], dict) else []
-        if listed[0] == 200 and any(r["name"] == model.PLURAL for r in resources):
-            break
-        assert time.monotonic() < deadline, f"{crd_name(model)} was not served within {timeout:.0f} s"
-        time.sleep(0.2)
-    try:
-        yield
-    finally:
-        if code == 201:
-            peer_http(peer, "DELETE", f"{path}/{crd_name(model)}")
+def crd_installed(peer: PeerCluster, model: type[KubeObject]) -> Iterator[None]:
+    """The kind's CRD (as ``capa manifests crds`` writes it) served by the real API server, with the rest of
+    capa-py's CRDs; they stay (other suites share the server)."""
+    assert model in custom_kinds(), f"{model.KIND} has no CRD of capa-py's"
+    install_capa_crds(peer)
+    yield

@@ -13,8 +13,9 @@ from capa_py.apiserver import start_in_thread
 from capa_py.store import SQLiteStore
 from tests.conformance.endpoints import Endpoint
 from tests.conformance.kubectl_script import MATRIX
-from tests.conformance.support import RESULTS, install_crds
+from tests.conformance.support import RESULTS
 from tests.peers.cluster import PeerCluster
+from tests.peers.crds import install_capa_crds
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +34,7 @@ def kube_apiserver(peer_cluster: PeerCluster) -> Endpoint:
     endpoint = Endpoint(
         "kube-apiserver", peer_cluster.url, peer_cluster.admin_context(), str(peer_cluster.admin_kubeconfig)
     )
-    install_crds(endpoint)
+    install_capa_crds(peer_cluster)
     return endpoint
 
 

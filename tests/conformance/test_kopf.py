@@ -23,7 +23,7 @@ import pytest
 
 from tests.conformance.endpoints import Endpoint, Reply
 from tests.conformance.kubectl_script import kubeconfig_for
-from tests.conformance.support import CRD_PATH
+from tests.peers.crds import CRD_PATH
 
 OPERATOR = Path(__file__).with_name("kopf_operator.py")
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -154,9 +154,7 @@ class Operator:
         return self.process.returncode
 
 
-@pytest.fixture(
-    params=["capa serve", "kube-apiserver"]
-)
+@pytest.fixture(params=["capa serve", "kube-apiserver"])
 def server(request: pytest.FixtureRequest) -> Endpoint:
     name = "capa_serve" if request.param == "capa serve" else "kube_apiserver"
     endpoint: Endpoint = request.getfixturevalue(name)

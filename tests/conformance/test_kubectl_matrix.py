@@ -35,7 +35,7 @@ from tests.conformance.kubectl_script import (
     kubeconfig_for,
     run_script,
 )
-from tests.conformance.kubectl_versions import VERSIONS, find_kubectl
+from tests.peers.kubectl import VERSIONS, find_kubectl
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -28,16 +27,17 @@ from capa_py.manifests.rbac import NAMESPACE, SERVICE_ACCOUNT
 from tests.e2e.e2e_support import ROOT, capa_env
 from tests.e2e.test_controller_mode import Background
 from tests.peers.cluster import Authority, PeerCluster
+from tests.peers.kubectl import find_kubectl
 
 CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 """Who ``capa controller`` is on the API server: the ServiceAccount ``capa manifests rbac`` binds."""
 
 
 def kubectl_binary() -> str:
-    found = shutil.which("kubectl")
-    if found is None:
-        pytest.skip("kubectl is not on PATH")
-    return found
+    found = find_kubectl()
+    if found.path is None:
+        pytest.skip(found.reason)
+    return str(found.path)
 
 
 @dataclass

@@ -12,14 +12,14 @@ from dataclasses import dataclass, field
 
 from kubernetes import client
 
-from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject
-from capa_py.manifests.crds import crd_for, custom_kinds
-from capa_py.store.errors import AlreadyExists, NotFound, StoreError
+from capa_py.manifests.crds import custom_kinds
+from capa_py.store.errors import AlreadyExists, NotFound
 from capa_py.store.kube import KubeStore
 from tests.peers.cluster import PeerCluster
+from tests.peers.crds import install_capa_crds
 
 _REQUEST_LINE = re.compile(rb"(GET|POST|PUT|PATCH|DELETE) (\S+) HTTP/1\.1\r\n")
 _BOOKMARK = re.compile(rb'"type":"BOOKMARK".*?"resourceVersion":"(\d+)"')
@@ -121,29 +121,15 @@ CREATED_NAMESPACES = ("team",)
 """Namespaces a contract test creates itself: deleted again between tests."""
 
 
-def _served(store: KubeStore, kind: type[KubeObject]) -> bool:
-    try:
-        store.list(kind, namespace="default")
-    except StoreError:
-        return False
-    return True
-
-
 def install_crds(cluster: PeerCluster) -> None:
     """capa-py's CRDs (``capa manifests crds``) and :data:`TEST_NAMESPACES`, once served."""
     from capa_py.api.core import Namespace
 
+    install_capa_crds(cluster)
     with KubeStore.from_kubeconfig(cluster.admin_kubeconfig) as store:
-        for kind in custom_kinds():
-            with contextlib.suppress(AlreadyExists):
-                store.create(CustomResourceDefinition.model_validate(crd_for(kind)))
         for name in TEST_NAMESPACES:
             with contextlib.suppress(AlreadyExists):
                 store.create(Namespace.model_validate({"metadata": {"name": name}}))
-        deadline = time.monotonic() + 60
-        while not all(_served(store, kind) for kind in custom_kinds()):
-            assert time.monotonic() < deadline, "capa-py's CRDs were not served within 60 s"
-            time.sleep(0.1)
 
 
 def purge(cluster: PeerCluster) -> None:
