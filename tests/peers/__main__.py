@@ -17,7 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from tests.peers.build import GoMissing, build
-from tests.peers.cluster import start
+from tests.peers.cluster import die_with_parent, start
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    # Run under make and backgrounded, a SIGTERM reaches make only: stop (and clean up) when it goes.
+    die_with_parent(signal.SIGTERM)
     try:
         cluster = start(controller_manager=not args.no_controller_manager)
     except RuntimeError as exc:

@@ -11,12 +11,14 @@ the Metadata level, JSON lines) that tests read to see what a client asked for.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -285,6 +287,18 @@ def _terminate(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
             process.wait(timeout=10)
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """Have the kernel send this process ``signum`` when the thread that started it ends (Linux; elsewhere
+    nothing), so that a test process or a ``make`` killed outright leaves no control plane behind."""
+    if sys.platform != "linux":
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0)
+
+
 def _spawn(binary: Path, args: list[str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
@@ -293,6 +307,7 @@ def _spawn(binary: Path, args: list[str], log: Path) -> subprocess.Popen[bytes]:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509  (only prctl, safe between fork and exec)
         )
 
 

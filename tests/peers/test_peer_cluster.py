@@ -200,3 +200,39 @@ def test_peer_cluster_command_writes_a_kubeconfig_and_cleans_up(tmp_path: Path) 
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_peer_cluster_command_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
+    """``make peer-cluster &`` then ``kill %1`` signals make only: the command must notice its parent went
+    and stop the control plane. Failed before: the three components ran on, orphaned."""
+    require_go()
+    out = tmp_path / "kubeconfig"
+    command = (
+        f"{sys.executable} -m tests.peers cluster --kubeconfig-out {out} --no-controller-manager; exit $?"
+    )
+    parent = subprocess.Popen(
+        ["sh", "-c", command],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert "data in " in line, line
+        data_dir = Path(line.rsplit("data in ", 1)[1].strip())
+        server = yaml.safe_load(out.read_text())["clusters"][0]["cluster"]["server"]
+        parent.kill()  # SIGKILL: the shell cannot pass anything on
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 60
+        while data_dir.exists():
+            assert time.monotonic() < deadline, "the control plane outlived its parent"
+            time.sleep(0.2)
+        with pytest.raises(urllib.error.URLError):
+            urllib.request.urlopen(server + "/readyz", context=ssl._create_unverified_context(), timeout=5)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.communicate()
