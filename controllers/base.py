@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.runtime.queue import ObjectKey
@@ -72,8 +73,24 @@ def ensure_labels(store: ObjectStore, obj: T, labels: dict[str, str]) -> T:
     return retry_on_conflict(store, obj, mutate)
 
 
+def with_contract(apply: Callable[[T], None]) -> Callable[[T], None]:
+    """``apply``, then, on an infrastructure object, the v1beta2 contract's fields derived from the v1beta1
+    ones it sets (:meth:`capa_py.api.contract.InfrastructureStatus.sync_contract`)."""
+
+    def applied(obj: T) -> None:
+        apply(obj)
+        status = getattr(obj, "status", None)
+        if isinstance(status, InfrastructureStatus):
+            status.sync_contract(obj.metadata.generation)
+
+    return applied
+
+
 def patch_status(store: ObjectStore, obj: T, apply: Callable[[T], None]) -> T:
-    """Apply a status change and write it only when it changes something (no write, no event otherwise)."""
+    """Apply a status change and write it only when it changes something (no write, no event otherwise).
+
+    An infrastructure object's status is written for both Cluster API contracts (:func:`with_contract`)."""
+    apply = with_contract(apply)
     before = obj.to_dict().get("status")
     candidate = obj.model_copy(deep=True)
     apply(candidate)

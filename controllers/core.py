@@ -55,10 +55,19 @@ def _status_field(obj: KubeObject | None, name: str) -> object:
 
 
 def infra_ready(infra: KubeObject | None) -> bool:
+    """Whether the infrastructure is provisioned: ``status.initialization.provisioned`` (the v1beta2
+    contract) when the object reports it, else ``status.ready`` (v1beta1), as Cluster API core reads a
+    provider on either contract."""
+    initialization = _status_field(infra, "initialization")
+    provisioned = getattr(initialization, "provisioned", None)
+    if provisioned is not None:
+        return bool(provisioned)
     return bool(_status_field(infra, "ready"))
 
 
 def infra_failure(infra: KubeObject | None) -> tuple[str | None, str | None]:
+    """``status.failureReason``/``failureMessage``: the v1beta1 contract's terminal failure (the v1beta2
+    contract has none; capa-py's infrastructure kinds write both contracts, so these are there)."""
     return _status_field(infra, "failure_reason"), _status_field(infra, "failure_message")  # type: ignore[return-value]
 
 

@@ -15,8 +15,9 @@ from typing import ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from capa_py.api.cluster import APIEndpoint, MachineAddress
+from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.immutable import immutable, without
-from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject, Time
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, Time
 from capa_py.api.zones import zone_issue
 
 INFRA_API_VERSION = "infrastructure.cluster.x-k8s.io/v1beta2"
@@ -213,12 +214,10 @@ class NetworkStatus(KubeModel):
     api_server_load_balancer: LoadBalancerStatus | None = None
 
 
-class AWSClusterStatus(KubeModel):
-    ready: bool = False
+class AWSClusterStatus(InfrastructureStatus):
     network: NetworkStatus = Field(default_factory=NetworkStatus)
     failure_reason: str | None = None
     failure_message: str | None = None
-    conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     resources: dict[str, RecordedResource] = Field(default_factory=dict)
     intents: dict[str, IntentRecord] = Field(default_factory=dict)
@@ -383,15 +382,13 @@ class AWSMachineSpec(KubeModel):
 InstanceState = Literal["pending", "running", "shutting-down", "terminated", "stopping", "stopped"]
 
 
-class AWSMachineStatus(KubeModel):
-    ready: bool = False
+class AWSMachineStatus(InfrastructureStatus):
     instance_id: str | None = Field(default=None, alias="instanceID")
     provider_id: str | None = Field(default=None, alias="providerID")
     instance_state: InstanceState | None = None
     addresses: list[MachineAddress] = Field(default_factory=list)
     failure_reason: str | None = None
     failure_message: str | None = None
-    conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
     resources: dict[str, RecordedResource] = Field(default_factory=dict)
     intents: dict[str, IntentRecord] = Field(default_factory=dict)

@@ -22,7 +22,8 @@ from pydantic import Field, ValidationError
 
 from capa_py.api import tinkerbell_checks as checks
 from capa_py.api.cluster import APIEndpoint, MachineAddress
-from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject
+from capa_py.api.contract import InfrastructureStatus
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
 from capa_py.api.tinkerbell import TemplateSpec
 
 if TYPE_CHECKING:
@@ -147,9 +148,7 @@ class TinkerbellClusterSpec(KubeModel):
     control_plane_endpoint: APIEndpoint = Field(default_factory=APIEndpoint)
 
 
-class TinkerbellClusterStatus(KubeModel):
-    ready: bool = False
-    conditions: list[Condition] = Field(default_factory=list)
+class TinkerbellClusterStatus(InfrastructureStatus):
     observed_generation: int | None = None
 
 
@@ -221,13 +220,11 @@ class TinkerbellMachineSpec(KubeModel):
         return found
 
 
-class TinkerbellMachineStatus(KubeModel):
-    ready: bool = False
+class TinkerbellMachineStatus(InfrastructureStatus):
     addresses: list[MachineAddress] = Field(default_factory=list)
     instance_status: str | None = None
     error_reason: str | None = None
     error_message: str | None = None
-    conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
 
     @property

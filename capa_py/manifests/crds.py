@@ -7,8 +7,9 @@ registers later. Names, scope and short names come from the registry; the schema
 
 Every Cluster API CRD carries the labels Cluster API reads: ``cluster.x-k8s.io/provider: infrastructure-aws``
 (these CRDs are capa-py's, including its Cluster and Machine, so a Cluster CRD labelled ``cluster-api`` means
-Cluster API core is installed instead) and the contract label ``cluster.x-k8s.io/v1beta1: <the CRD's
-version>``, and the category ``cluster-api``.
+Cluster API core is installed instead), the contract labels ``cluster.x-k8s.io/<contract>: <the CRD's
+version>`` (``v1beta1`` and ``v1beta2`` on the infrastructure kinds, ``v1beta1`` on Cluster and Machine),
+and the category ``cluster-api``.
 
 The Tinkerbell CRDs (``tinkerbell.org``: Hardware, OSIE, Template, Workflow) are not Cluster API's: clusterctl
 must not count them as part of a provider nor read a contract version from them. They carry
@@ -30,7 +31,12 @@ from capa_py.manifests.schema import structural_schema
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
 PROVIDER = "infrastructure-aws"
 CONTRACT = "v1beta1"
-"""The Cluster API contract capa-py implements: the label key is ``cluster.x-k8s.io/<contract>``."""
+"""The Cluster API contract of capa-py's own Cluster and Machine: the label key is
+``cluster.x-k8s.io/<contract>``."""
+INFRASTRUCTURE_GROUP = "infrastructure.cluster.x-k8s.io"
+INFRASTRUCTURE_CONTRACTS = ("v1beta1", "v1beta2")
+"""The contracts capa-py's infrastructure kinds implement (both at once: ``capa_py.api.contract``); Cluster
+API core picks the newest one it supports that the CRD's labels name."""
 CATEGORIES = ["cluster-api"]
 TINKERBELL_GROUP = TINKERBELL_API_VERSION.rpartition("/")[0]
 TINKERBELL_CATEGORIES = ["tinkerbell"]
@@ -156,6 +162,13 @@ def crd_name(model: type[KubeObject]) -> str:
     return f"{model.PLURAL}.{group_version(model)[0]}"
 
 
+def contract_labels(model: type[KubeObject]) -> dict[str, str]:
+    """``cluster.x-k8s.io/<contract>: <the version served>`` for each contract the kind implements."""
+    version = group_version(model)[1]
+    contracts = INFRASTRUCTURE_CONTRACTS if group_version(model)[0] == INFRASTRUCTURE_GROUP else (CONTRACT,)
+    return {f"cluster.x-k8s.io/{contract}": version for contract in contracts}
+
+
 def crd_for(model: type[KubeObject]) -> dict[str, Any]:
     """The CustomResourceDefinition serving one kind."""
     group, version = group_version(model)
@@ -185,7 +198,7 @@ def crd_for(model: type[KubeObject]) -> dict[str, Any]:
             "labels": (
                 dict(TINKERBELL_LABELS)
                 if is_tinkerbell_kind(model)
-                else {PROVIDER_LABEL: PROVIDER, f"cluster.x-k8s.io/{CONTRACT}": version}
+                else {PROVIDER_LABEL: PROVIDER, **contract_labels(model)}
             ),
         },
         "spec": {

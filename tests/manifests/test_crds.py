@@ -118,9 +118,11 @@ def test_crd_names_labels_and_subresources_follow_cluster_api(model: Any) -> Non
     crd = crd_for(model)
     group, version = model.API_VERSION.rsplit("/", 1)
     assert crd["metadata"]["name"] == f"{model.PLURAL}.{group}"
+    # The infrastructure kinds implement both contracts; capa-py's Cluster and Machine, v1beta1.
+    contracts = ("v1beta1", "v1beta2") if group == "infrastructure.cluster.x-k8s.io" else ("v1beta1",)
     assert crd["metadata"]["labels"] == {
         "cluster.x-k8s.io/provider": "infrastructure-aws",
-        "cluster.x-k8s.io/v1beta1": version,
+        **{f"cluster.x-k8s.io/{contract}": version for contract in contracts},
     }
     names = crd["spec"]["names"]
     assert names["categories"] == ["cluster-api"]
