@@ -8,8 +8,8 @@ registers later. Names, scope and short names come from the registry; the schema
 Every Cluster API CRD carries the labels Cluster API reads: ``cluster.x-k8s.io/provider: infrastructure-aws``
 (these CRDs are capa-py's, including its Cluster and Machine, so a Cluster CRD labelled ``cluster-api`` means
 Cluster API core is installed instead), the contract labels ``cluster.x-k8s.io/<contract>: <the CRD's
-version>`` (``v1beta1`` and ``v1beta2`` on the infrastructure kinds, ``v1beta1`` on Cluster and Machine),
-and the category ``cluster-api``.
+version>`` (``v1beta1`` and ``v1beta2`` on the infrastructure kinds, ``v1beta1`` on the others: Cluster,
+Machine, ClusterConfig), and the category ``cluster-api``.
 
 The Tinkerbell CRDs (``tinkerbell.org``: Hardware, OSIE, Template, Workflow) are not Cluster API's: clusterctl
 must not count them as part of a provider nor read a contract version from them. They carry
@@ -31,8 +31,8 @@ from capa_py.manifests.schema import structural_schema
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
 PROVIDER = "infrastructure-aws"
 CONTRACT = "v1beta1"
-"""The Cluster API contract of capa-py's own Cluster and Machine: the label key is
-``cluster.x-k8s.io/<contract>``."""
+"""The Cluster API contract of capa-py's kinds outside the infrastructure group (its own Cluster and
+Machine, ClusterConfig): the label key is ``cluster.x-k8s.io/<contract>``."""
 INFRASTRUCTURE_GROUP = "infrastructure.cluster.x-k8s.io"
 INFRASTRUCTURE_CONTRACTS = ("v1beta1", "v1beta2")
 """The contracts capa-py's infrastructure kinds implement (both at once: ``capa_py.api.contract``); Cluster
