@@ -85,6 +85,10 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     assert deployment["spec"]["template"]["spec"]["volumes"] == [
         {"name": "tmp", "emptyDir": {}},
         {"name": "webhook-cert", "secret": {"secretName": "capa-py-webhook-service-cert"}},
+        {
+            "name": "aws-credentials",
+            "secret": {"secretName": "capa-py-manager-bootstrap-credentials", "optional": True},
+        },
     ]
     # A changed image is a strategic patch of one container field: the rest of the container stays.
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
