@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"error: --image must be an image reference, not {image!r}", err=True)
                 raise typer.Exit(EXIT_INVALID)
             try:
-                written = write_repository(Path(output), version, image)
+                written = write_repository(Path(output), version, None if image == DEFAULT_IMAGE else image)
             except ValueError as exc:
                 typer.echo(f"error: --version: {exc}", err=True)
                 raise typer.Exit(EXIT_INVALID) from exc

@@ -39,7 +39,7 @@ from capa_py.manifests.crds import CONTRACT, crd_for, custom_kinds, group_versio
 from capa_py.manifests.deployment import (
     CREDENTIALS_KEY,
     CREDENTIALS_SECRET,
-    DEFAULT_IMAGE,
+    IMAGE_REPOSITORY,
     deployment,
     metrics_service,
 )
@@ -129,7 +129,12 @@ def credentials_secret() -> dict[str, Any]:
     }
 
 
-def components(image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
+def release_image(version: str) -> str:
+    """The controller image of a release: ``ghcr.io/capa-py/capa-py:<major.minor.patch>``."""
+    return f"{IMAGE_REPOSITORY}:{tag(version).removeprefix('v')}"
+
+
+def components(image: str) -> list[dict[str, Any]]:
     """The provider's components, in the order they can be applied."""
     first, *access = rbac()
     return [
@@ -144,18 +149,19 @@ def components(image: str = DEFAULT_IMAGE) -> list[dict[str, Any]]:
     ]
 
 
-def render_components(image: str = DEFAULT_IMAGE) -> str:
+def render_components(image: str) -> str:
     return "".join(
         "---\n" + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=120)
         for doc in components(image)
     )
 
 
-def write_repository(root: Path, version: str = __version__, image: str = DEFAULT_IMAGE) -> Path:
-    """Write the provider's release ``version`` under ``root``; the version directory is returned."""
+def write_repository(root: Path, version: str = __version__, image: str | None = None) -> Path:
+    """Write the provider's release ``version`` under ``root`` (its controller ``image``, by default the
+    release's :func:`release_image`); the version directory is returned."""
     directory = root / PROVIDER_DIRECTORY / tag(version)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / COMPONENTS_FILE).write_text(render_components(image))
+    (directory / COMPONENTS_FILE).write_text(render_components(image or release_image(version)))
     (directory / METADATA_FILE).write_text(
         yaml.safe_dump(metadata(version), sort_keys=False, default_flow_style=False)
     )

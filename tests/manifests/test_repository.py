@@ -76,6 +76,14 @@ def test_the_version_defaults_to_capa_py_s_and_must_be_a_release(cli: Cli, tmp_p
     )
     major, minor, _ = __version__.split(".")
     assert metadata["releaseSeries"] == [{"major": int(major), "minor": int(minor), "contract": CONTRACT}]
+    released = cli("manifests", "repository", "--output", str(tmp_path / "next"), "--version", "v0.2.3")
+    assert released.exit_code == 0, released
+    text = (
+        tmp_path / "next" / "infrastructure-capa-py" / "v0.2.3" / "infrastructure-components.yaml"
+    ).read_text()
+    [deployment] = [d for d in _docs(text) if d["kind"] == "Deployment"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "ghcr.io/capa-py/capa-py:0.2.3", "a release runs its own image"
     for bad in (["--version", "latest"], ["--version", "v1.2"]):
         refused = cli("manifests", "repository", "--output", str(tmp_path / "other"), *bad)
         assert refused.exit_code == 2, refused
