@@ -235,6 +235,7 @@ class AWSCluster(KubeObject):
     API_VERSION: ClassVar[str] = INFRA_API_VERSION
     KIND: ClassVar[str] = "AWSCluster"
     PLURAL: ClassVar[str] = "awsclusters"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("awsc",)
 
     spec: AWSClusterSpec
     status: AWSClusterStatus = Field(default_factory=AWSClusterStatus)
@@ -398,6 +399,7 @@ class AWSMachine(KubeObject):
     API_VERSION: ClassVar[str] = INFRA_API_VERSION
     KIND: ClassVar[str] = "AWSMachine"
     PLURAL: ClassVar[str] = "awsmachines"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("awsm",)
 
     spec: AWSMachineSpec
     status: AWSMachineStatus = Field(default_factory=AWSMachineStatus)

@@ -65,8 +65,30 @@ def cells(columns: list[dict[str, Any]], doc: dict[str, Any], now: datetime | No
 
 
 # -- cells ------------------------------------------------------------------------------------------------
+def _go_json(value: Any) -> str:
+    """A map or list as Go's ``encoding/json`` writes it: compact, keys sorted, whole floats without a
+    fraction, ``<``, ``>``, ``&``, U+2028 and U+2029 escaped."""
+
+    def plain(node: Any) -> Any:
+        if isinstance(node, dict):
+            return {k: plain(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [plain(v) for v in node]
+        if isinstance(node, float) and node.is_integer() and abs(node) < 1e21:
+            return int(node)
+        return node
+
+    text = json.dumps(plain(value), separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        text = text.replace(char, escaped)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
 def _text(value: Any) -> str:
-    """A value as JSONPath prints it: strings as they are, other values in Go's default format."""
+    """A value as the API server's JSONPath prints a cell: strings as they are, maps and lists as compact
+    JSON, other values in Go's default format."""
+    if isinstance(value, (dict, list)):
+        return _go_json(value)
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -75,10 +97,6 @@ def _text(value: Any) -> str:
         return "<nil>"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
         return str(int(value))
-    if isinstance(value, dict):
-        return "map[" + " ".join(f"{k}:{_text(v)}" for k, v in sorted(value.items())) + "]"
-    if isinstance(value, list):
-        return "[" + " ".join(_text(v) for v in value) + "]"
     return str(value)
 
 

@@ -505,7 +505,7 @@ async def serve(
 ) -> None:
     """Serve until ``stopping`` is set (over HTTPS with ``ssl_context``); ``on_ready`` gets the URL once the
     port is bound. The system Namespaces (``default``...) are created first where missing, and the store's
-    identity is published (the ``capa-system/capa-py-store`` ConfigMap), so that clients of the
+    identity is published (the ``capa-py-system/capa-py-store`` ConfigMap), so that clients of the
     served store share the identity of the store itself."""
     await asyncio.to_thread(ensure_system_namespaces, store)
     await asyncio.to_thread(publish_identity, store, store.uid)

@@ -3,7 +3,7 @@
 The process watches the store through informers, reconciles with per-controller worker pools, serves
 Prometheus metrics and health probes, and on SIGTERM/SIGINT stops taking work, lets the reconciles in
 progress finish within ``--graceful-shutdown-timeout`` and exits (0; 1 when some did not finish). With
-``--leader-elect`` it reconciles only while it holds the Lease ``capa-system/capa-py-controller`` (the one
+``--leader-elect`` it reconciles only while it holds the Lease ``capa-py-system/capa-py-controller`` (the one
 ``capa apply --wait`` and ``capa delete --wait`` hold while they run controllers); a leader that cannot
 renew stops reconciling before another process could take the Lease over, and exits 1.
 

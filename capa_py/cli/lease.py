@@ -1,7 +1,7 @@
 """One reconciler per store: the commands that run controllers hold the store's lease while they do.
 
 ``capa apply`` and ``capa delete --wait`` store (or mark) their objects first, then take the Lease
-``capa-system/capa-py-controller`` before the controllers start, renew it while they run and release it
+``capa-py-system/capa-py-controller`` before the controllers start, renew it while they run and release it
 when they stop. A second such command on the same store waits for it, saying once who holds it, or with
 ``--no-wait-for-lock`` exits 1 naming the holder. A command that loses the lease stops reconciling and
 exits 1 (at the latest when another process could take the lease over: a run that has not stopped by

@@ -1,6 +1,10 @@
 """``capa manifests crds|rbac|deployment|webhooks|all [-o yaml|json] [--image IMAGE] [--without-core]
 [--webhook-url URL --webhook-ca-file FILE]``: print what a management cluster needs installed.
 
+``capa manifests repository --output DIR [--version vX.Y.Z] [--image IMAGE]`` writes capa-py as a clusterctl
+provider repository instead (:mod:`capa_py.manifests.repository`):
+``DIR/infrastructure-capa-py/<version>/{infrastructure-components.yaml,metadata.yaml}``.
+
 ``--webhook-url`` and ``--webhook-ca-file`` register webhooks served outside the cluster (``capa controller
 --webhook-cert-dir`` on a workstation) at that URL, trusting that CA, instead of the pods' behind a Service
 with cert-manager's certificate.
@@ -17,7 +21,9 @@ from typing import Annotated
 
 import typer
 
+from capa_py import __version__
 from capa_py.manifests import DEFAULT_IMAGE, SELECTIONS, ExternalWebhooks, documents, render
+from capa_py.manifests.repository import write_repository
 
 EXIT_INVALID = 2
 
@@ -27,9 +33,21 @@ def register(app: typer.Typer) -> None:
     def manifests(
         what: Annotated[
             str,
-            typer.Argument(metavar="crds|rbac|deployment|webhooks|all", help="Which documents to print."),
+            typer.Argument(
+                metavar="crds|rbac|deployment|webhooks|all|repository",
+                help="Which documents to print (repository: write a clusterctl provider repository).",
+            ),
         ],
-        output: Annotated[str, typer.Option("-o", "--output", help="yaml (default) or json.")] = "yaml",
+        output: Annotated[
+            str,
+            typer.Option(
+                "-o", "--output", help="yaml (default) or json; for repository, the directory to write."
+            ),
+        ] = "yaml",
+        version: Annotated[
+            str,
+            typer.Option("--version", help="The release a repository is written for (vMAJOR.MINOR.PATCH)."),
+        ] = f"v{__version__}",
         image: Annotated[
             str, typer.Option("--image", help="The controller's container image (deployment, all).")
         ] = DEFAULT_IMAGE,
@@ -60,7 +78,24 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Print the CRDs, the RBAC or the controller Deployment for a management cluster (`all`: every
-        one)."""
+        one), or write capa-py as a clusterctl provider repository (`repository --output DIR`)."""
+        if what == "repository":
+            if output in ("yaml", "json") or not output.strip():
+                typer.echo("error: repository needs --output DIR, the directory to write", err=True)
+                raise typer.Exit(EXIT_INVALID)
+            if not image.strip() or any(c.isspace() for c in image):
+                typer.echo(f"error: --image must be an image reference, not {image!r}", err=True)
+                raise typer.Exit(EXIT_INVALID)
+            try:
+                written = write_repository(Path(output), version, None if image == DEFAULT_IMAGE else image)
+            except ValueError as exc:
+                typer.echo(f"error: --version: {exc}", err=True)
+                raise typer.Exit(EXIT_INVALID) from exc
+            except OSError as exc:
+                typer.echo(f"error: writing {output}: {exc}", err=True)
+                raise typer.Exit(1) from exc
+            typer.echo(str(written))
+            return
         if what not in SELECTIONS:
             typer.echo(
                 f"error: unknown manifests {what!r} (expected one of {', '.join(SELECTIONS)})", err=True

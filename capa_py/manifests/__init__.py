@@ -1,7 +1,7 @@
 """``capa manifests``: what a management cluster needs to run capa-py as a Cluster API provider.
 
 - :func:`crds`: a CustomResourceDefinition per custom kind, generated from the models;
-- :func:`rbac`: the ``capa-system`` Namespace, the ServiceAccount, a ClusterRole with exactly the verbs the
+- :func:`rbac`: the ``capa-py-system`` Namespace, the ServiceAccount, a ClusterRole with exactly the verbs the
   controllers use, the binding;
 - :func:`workload`: the controller Deployment (``capa --store kube controller --leader-elect``, two
   replicas) and its metrics Service;

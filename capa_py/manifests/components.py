@@ -4,7 +4,7 @@
 (``capa_py.workflow.provider``). On a cluster that is not the bootstrap cluster these are the documents
 applied to its API server:
 
-- :func:`core_components`: the ``capa-system`` Namespace, the RBAC, the CRDs of the kinds no provider owns
+- :func:`core_components`: the ``capa-py-system`` Namespace, the RBAC, the CRDs of the kinds no provider owns
   (Cluster API core's Cluster and Machine, capa-py's ClusterConfig), and the one controller Deployment
   with its metrics Service. Every provider's controllers run in that Deployment: its ``--providers`` flag
   names the providers of the cluster (and, for Tinkerbell, where the workflow service and Hegel listen).

@@ -5,11 +5,15 @@ Machine (Cluster API core's ``cluster.x-k8s.io``), AWSCluster and AWSMachine, an
 registers later. Names, scope and short names come from the registry; the schema from the models
 (:mod:`capa_py.manifests.schema`); printer columns follow Cluster API Provider AWS's.
 
-Every Cluster API CRD carries the labels Cluster API reads: ``cluster.x-k8s.io/provider: infrastructure-aws``
-(these CRDs are capa-py's, including its Cluster and Machine, so a Cluster CRD labelled ``cluster-api`` means
-Cluster API core is installed instead), the contract labels ``cluster.x-k8s.io/<contract>: <the CRD's
-version>`` (``v1beta1`` and ``v1beta2`` on the infrastructure kinds, ``v1beta1`` on the others: Cluster,
-Machine, ClusterConfig), and the category ``cluster-api``.
+The infrastructure CRDs (group ``infrastructure.cluster.x-k8s.io``: the AWS and Tinkerbell infrastructure
+kinds) carry the label clusterctl gives a provider's components, ``cluster.x-k8s.io/provider:
+infrastructure-capa-py`` (:data:`capa_py.manifests.rbac.PROVIDER`). capa-py's stand-ins for Cluster API core's
+kinds (Cluster, Machine) and its own ClusterConfig do not: they belong to no infrastructure provider, and a
+Cluster CRD labelled ``cluster-api`` means Cluster API core is installed instead. Every CRD but the Tinkerbell
+ones carries the contract labels ``cluster.x-k8s.io/<contract>: <the CRD's version>`` (``v1beta1`` and
+``v1beta2`` on the infrastructure kinds, ``v1beta1`` on the others: Cluster, Machine, ClusterConfig) and the
+category ``cluster-api``. AWSCluster and AWSMachine have Cluster API Provider AWS's short names,
+categories and printer columns.
 
 The Tinkerbell CRDs (``tinkerbell.org``: Hardware, OSIE, Template, Workflow) are not Cluster API's: clusterctl
 must not count them as part of a provider nor read a contract version from them. They carry
@@ -26,10 +30,9 @@ from capa_py.api.admission_kinds import CERT_MANAGER_GROUP
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.api.tinkerbell import TINKERBELL_API_VERSION
+from capa_py.manifests.rbac import PROVIDER, PROVIDER_LABEL
 from capa_py.manifests.schema import structural_schema
 
-PROVIDER_LABEL = "cluster.x-k8s.io/provider"
-PROVIDER = "infrastructure-aws"
 CONTRACT = "v1beta1"
 """The Cluster API contract of capa-py's kinds outside the infrastructure group (its own Cluster and
 Machine, ClusterConfig): the label key is ``cluster.x-k8s.io/<contract>``."""
@@ -69,24 +72,26 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         _AGE,
         _column("Version", ".spec.version", "Kubernetes version of the Machine"),
     ],
+    # AWSCluster and AWSMachine: Cluster API Provider AWS's v1beta2 columns (names, types, paths,
+    # priorities), so `kubectl get` reads the same whichever provider serves the kind. Like CAPA's, they
+    # have no Age column.
     "AWSCluster": [
         _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this AWSCluster belongs"),
         _column("Ready", ".status.ready", "Cluster infrastructure is ready for EC2 instances"),
-        _column("VPC", ".status.network.vpcId", "AWS VPC the cluster is using"),
-        _column("Endpoint", ".spec.controlPlaneEndpoint.host", "API Endpoint", priority=1),
-        _AGE,
+        _column("VPC", ".spec.network.vpc.id", "AWS VPC the cluster is using"),
+        _column("Endpoint", ".spec.controlPlaneEndpoint", "API Endpoint", priority=1),
+        _column("Bastion IP", ".status.bastion.publicIp", "Bastion IP address for breakglass access"),
     ],
     "AWSMachine": [
         _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this AWSMachine belongs"),
         _column("State", ".status.instanceState", "EC2 instance state"),
         _column("Ready", ".status.ready", "Machine ready status"),
-        _column("InstanceID", ".status.instanceID", "EC2 instance ID"),
+        _column("InstanceID", ".spec.providerID", "EC2 instance ID"),
         _column(
             "Machine",
             '.metadata.ownerReferences[?(@.kind=="Machine")].name',
             "Machine object which owns this AWSMachine",
         ),
-        _AGE,
     ],
     "TinkerbellCluster": [
         _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this TinkerbellCluster belongs"),
@@ -158,6 +163,20 @@ def is_tinkerbell_kind(model: type[KubeObject]) -> bool:
     return group_version(model)[0] == TINKERBELL_GROUP
 
 
+def is_infrastructure_kind(model: type[KubeObject]) -> bool:
+    """An infrastructure provider's kind (``infrastructure.cluster.x-k8s.io``): AWS and Tinkerbell."""
+    return group_version(model)[0] == INFRASTRUCTURE_GROUP
+
+
+def crd_labels(model: type[KubeObject]) -> dict[str, str]:
+    if is_tinkerbell_kind(model):
+        return dict(TINKERBELL_LABELS)
+    labels = contract_labels(model)
+    if is_infrastructure_kind(model):
+        labels = {PROVIDER_LABEL: PROVIDER, **labels}
+    return labels
+
+
 def crd_name(model: type[KubeObject]) -> str:
     return f"{model.PLURAL}.{group_version(model)[0]}"
 
@@ -195,11 +214,7 @@ def crd_for(model: type[KubeObject]) -> dict[str, Any]:
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": crd_name(model),
-            "labels": (
-                dict(TINKERBELL_LABELS)
-                if is_tinkerbell_kind(model)
-                else {PROVIDER_LABEL: PROVIDER, **contract_labels(model)}
-            ),
+            "labels": crd_labels(model),
         },
         "spec": {
             "group": group,

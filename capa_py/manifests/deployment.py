@@ -3,9 +3,14 @@
 Two replicas of ``capa --store kube controller --leader-elect`` (one reconciles, the other waits on the
 Lease), probes on the health port, Prometheus metrics on 8080 behind a Service, a locked-down pod (non-root,
 read-only root filesystem with a writable ``emptyDir`` at ``/tmp``, no privilege escalation, every capability
-dropped) and the AWS credentials from the Secret :data:`CREDENTIALS_SECRET` (its keys become environment
-variables: ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, optionally ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
-``AWS_ENDPOINT_URL``). The image is built from the repository's ``Dockerfile``.
+dropped) and the AWS credentials from the Secret :data:`CREDENTIALS_SECRET`, which is optional (the pods start
+without it, with no credentials) and holds either or both of: the key ``credentials``, an AWS shared
+credentials file (``[default]`` with ``aws_access_key_id``, ``aws_secret_access_key``, optionally
+``region``), mounted at :data:`CREDENTIALS_DIR` and named by ``AWS_SHARED_CREDENTIALS_FILE`` and
+``AWS_CONFIG_FILE``; the keys of :data:`CREDENTIALS_ENV`, each set as the environment variable of its name.
+``capa manifests all`` does not print the Secret (create it yourself); the clusterctl provider repository's
+components do, from ``${AWS_B64ENCODED_CREDENTIALS}`` (:mod:`capa_py.manifests.repository`). The image is
+built from the repository's ``Dockerfile``.
 
 The pods also serve the validating webhooks on :data:`WEBHOOK_PORT` with the certificate cert-manager
 writes to the Secret :data:`WEBHOOK_CERT_SECRET`, mounted read-only at :data:`WEBHOOK_CERT_DIR` (a mount
@@ -26,6 +31,15 @@ CONTAINER = "manager"
 IMAGE_REPOSITORY = "ghcr.io/capa-py/capa-py"
 DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:{__version__}"
 CREDENTIALS_SECRET = "capa-py-manager-bootstrap-credentials"
+CREDENTIALS_KEY = "credentials"
+CREDENTIALS_DIR = "/etc/capa-py/aws"
+CREDENTIALS_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_ENDPOINT_URL",
+)
 METRICS_PORT = 8080
 HEALTH_PORT = 8081
 REPLICAS = 2
@@ -85,14 +99,28 @@ def deployment(
     if webhooks:
         mounts.append({"name": "webhook-cert", "mountPath": WEBHOOK_CERT_DIR, "readOnly": True})
         volumes.append({"name": "webhook-cert", "secret": {"secretName": WEBHOOK_CERT_SECRET}})
+    mounts.append({"name": "aws-credentials", "mountPath": CREDENTIALS_DIR, "readOnly": True})
+    volumes.append(
+        {"name": "aws-credentials", "secret": {"secretName": CREDENTIALS_SECRET, "optional": True}}
+    )
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "args": args,
         "ports": ports,
-        "env": [{"name": "HOME", "value": "/tmp"}],
-        "envFrom": [{"secretRef": {"name": CREDENTIALS_SECRET}}],
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            {"name": "AWS_SHARED_CREDENTIALS_FILE", "value": f"{CREDENTIALS_DIR}/{CREDENTIALS_KEY}"},
+            {"name": "AWS_CONFIG_FILE", "value": f"{CREDENTIALS_DIR}/{CREDENTIALS_KEY}"},
+            *(
+                {
+                    "name": key,
+                    "valueFrom": {"secretKeyRef": {"name": CREDENTIALS_SECRET, "key": key, "optional": True}},
+                }
+                for key in CREDENTIALS_ENV
+            ),
+        ],
         "livenessProbe": _probe("/healthz", 15, 20),
         "readinessProbe": _probe("/readyz", 5, 10),
         "resources": {

@@ -31,11 +31,17 @@ from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import OSIE, Hardware, Template, Workflow
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
 
-NAMESPACE = "capa-system"
-SERVICE_ACCOUNT = "capa-controller-manager"
-CLUSTER_ROLE = "capa-manager-role"
-CLUSTER_ROLE_BINDING = "capa-manager-rolebinding"
-COMMON_LABELS = {"cluster.x-k8s.io/provider": "infrastructure-aws", "app.kubernetes.io/name": "capa-py"}
+NAMESPACE = "capa-py-system"
+"""capa-py's own namespace: Cluster API Provider AWS (CAPA) installs into ``capa-system``, and deleting one
+provider's components deletes its namespace, so the two never share one."""
+SERVICE_ACCOUNT = "capa-py-controller-manager"
+CLUSTER_ROLE = "capa-py-manager-role"
+CLUSTER_ROLE_BINDING = "capa-py-manager-rolebinding"
+PROVIDER_LABEL = "cluster.x-k8s.io/provider"
+PROVIDER = "infrastructure-capa-py"
+"""The value clusterctl gives ``cluster.x-k8s.io/provider`` on the components of the infrastructure
+provider named ``capa-py`` (``infrastructure-<name>``)."""
+COMMON_LABELS = {PROVIDER_LABEL: PROVIDER, "app.kubernetes.io/name": "capa-py"}
 
 _WATCHED = ("get", "list", "watch")
 
@@ -68,7 +74,7 @@ OUTSIDE_THE_RECORDING: tuple[tuple[type[KubeObject], str, tuple[str, ...], str],
         ConfigMap,
         "",
         ("get", "create"),
-        "the kube store keeps its uid in ConfigMap capa-system/capa-py-store, created on first use",
+        "the kube store keeps its uid in ConfigMap capa-py-system/capa-py-store, created on first use",
     ),
     (
         CustomResourceDefinition,

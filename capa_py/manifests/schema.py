@@ -7,8 +7,13 @@ the API server requires:
 
 - every ``$ref`` is inlined (CRD schemas have no ``$defs``);
 - ``X | None`` becomes ``X`` (an omitted field and a null one mean the same on the wire);
-- a one-value ``Literal`` becomes an ``enum``; titles and defaults are dropped (the models default on read,
-  and server-side defaults would be written into every object);
+- a one-value ``Literal`` becomes an ``enum``; titles are dropped;
+- a field's default becomes ``default:`` with the value the models give it, in its wire form with empty maps
+  and lists and nulls left out (what ``capa serve`` stores, :meth:`~capa_py.api.meta.KubeObject.to_dict`):
+  a default that is empty on the wire is not declared, and neither is one inside a free-form value. As with
+  the models, the API server applies a default only where the field's parent exists (or is defaulted
+  itself), so an object created on a management cluster is stored as ``capa serve`` stores it. Nothing is
+  defaulted under ``metadata``, and no node is ``nullable`` (a null is pruned, then defaulted);
 - ``additionalProperties: false`` (the models' ``extra="forbid"``) is dropped: the API server prunes
   unknown fields, and its strict field validation (kubectl's default) refuses them;
 - a free-form value (``Any``, ``dict[str, Any]``) is marked ``x-kubernetes-preserve-unknown-fields`` — the
@@ -27,9 +32,12 @@ what it cannot express is listed in :data:`ADMISSION_ONLY` and checked by admiss
 from __future__ import annotations
 
 import copy
+import typing
 from typing import Any
 
-from capa_py.api.meta import KubeObject
+from pydantic import BaseModel, TypeAdapter
+
+from capa_py.api.meta import KubeObject, _prune_empty
 
 JSONSchema = dict[str, Any]
 
@@ -160,16 +168,78 @@ def _json_type(value: Any) -> str:
     return "string"
 
 
-def _convert(node: JSONSchema, defs: dict[str, JSONSchema], path: str) -> JSONSchema:
+Defaults = dict[str, dict[str, Any]]
+"""Per model (by the name of its ``$defs`` entry): the wire name and wire value of each defaulted field."""
+
+_ROOT_FIELDS = ("apiVersion", "kind", "metadata")
+"""A kind's own fields the API server sets or owns: never defaulted by a schema."""
+
+
+def _model_classes(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """Every model a kind's fields reach, by class name (pydantic's ``$defs`` key); a name two different
+    classes share is left out (pydantic then names their entries otherwise)."""
+    found: dict[str, type[BaseModel]] = {}
+    shared: set[str] = set()
+
+    def visit(annotation: Any) -> None:
+        for argument in typing.get_args(annotation):
+            visit(argument)
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return
+        seen = found.get(annotation.__name__)
+        if seen is not None:
+            if seen is not annotation:
+                shared.add(annotation.__name__)
+            return
+        found[annotation.__name__] = annotation
+        for field in annotation.model_fields.values():
+            visit(field.annotation)
+
+    visit(model)
+    return {name: cls for name, cls in found.items() if name not in shared}
+
+
+def wire_defaults(model: type[BaseModel]) -> dict[str, Any]:
+    """The defaulted fields of one model: wire name → the default's wire form, where that is not empty."""
+    defaults: dict[str, Any] = {}
+    for name, field in model.model_fields.items():
+        if field.is_required() or field.exclude or field.annotation is None:
+            continue
+        value = field.get_default(call_default_factory=True, validated_data={})
+        wire = _prune_empty(
+            TypeAdapter(field.annotation).dump_python(value, mode="json", by_alias=True, exclude_none=True)
+        )
+        if wire not in (None, {}, []):
+            defaults[field.alias or name] = wire
+    return defaults
+
+
+def _defaults(model: type[KubeObject]) -> Defaults:
+    found = {name: wire_defaults(cls) for name, cls in _model_classes(model).items()}
+    found[model.__name__] = {k: v for k, v in wire_defaults(model).items() if k not in _ROOT_FIELDS}
+    return found
+
+
+def _convert(
+    node: JSONSchema,
+    defs: dict[str, JSONSchema],
+    path: str,
+    defaults: Defaults | None = None,
+    owner: str | None = None,
+) -> JSONSchema:
+    """One node in structural form; ``owner`` names the model whose fields ``node``'s properties are, to
+    look their defaults up in ``defaults``."""
+    defaults = defaults or {}
     extra = {k: v for k, v in node.items() if k in _KEPT or k == "additionalProperties"}
     if "$ref" in node:
-        target = defs[node["$ref"].rsplit("/", 1)[-1]]
-        return _merge(_convert(copy.deepcopy(target), defs, path), extra, defs, path)
+        name = node["$ref"].rsplit("/", 1)[-1]
+        target = defs[name]
+        return _merge(_convert(copy.deepcopy(target), defs, path, defaults, name), extra, defs, path)
     if "anyOf" in node:
         options = [o for o in node["anyOf"] if o.get("type") != "null"]
         if len(options) != 1:
             raise NotStructural(f"{path}: a union of {len(options)} types has no structural schema")
-        return _merge(_convert(copy.deepcopy(options[0]), defs, path), extra, defs, path)
+        return _merge(_convert(copy.deepcopy(options[0]), defs, path, defaults), extra, defs, path)
     if "const" in node:
         node = {**node, "enum": [node["const"]], "type": node.get("type", _json_type(node["const"]))}
     if "enum" in node and "type" not in node:
@@ -183,14 +253,18 @@ def _convert(node: JSONSchema, defs: dict[str, JSONSchema], path: str) -> JSONSc
     if node["type"] == "object":
         if "properties" in node:
             out["properties"] = {
-                name: _convert(copy.deepcopy(sub), defs, f"{path}.{name}")
+                name: _convert(copy.deepcopy(sub), defs, f"{path}.{name}", defaults)
                 for name, sub in node["properties"].items()
             }
+            for name, value in defaults.get(owner or "", {}).items():
+                prop = out["properties"].get(name)
+                if prop is not None and "type" in prop:
+                    prop["default"] = value
             if node.get("required"):
                 out["required"] = sorted(node["required"])
         additional = node.get("additionalProperties")
         if isinstance(additional, dict):
-            converted = _convert(copy.deepcopy(additional), defs, f"{path}[*]")
+            converted = _convert(copy.deepcopy(additional), defs, f"{path}[*]", defaults)
             if converted == {"x-kubernetes-preserve-unknown-fields": True}:
                 out["x-kubernetes-preserve-unknown-fields"] = True
             else:
@@ -198,7 +272,7 @@ def _convert(node: JSONSchema, defs: dict[str, JSONSchema], path: str) -> JSONSc
         elif additional is True or ("properties" not in node and additional is None):
             out["x-kubernetes-preserve-unknown-fields"] = True
     if node["type"] == "array":
-        out["items"] = _convert(copy.deepcopy(node.get("items", {})), defs, f"{path}[]")
+        out["items"] = _convert(copy.deepcopy(node.get("items", {})), defs, f"{path}[]", defaults)
     return out
 
 
@@ -219,7 +293,7 @@ def structural_schema(model: type[KubeObject]) -> JSONSchema:
     """The ``openAPIV3Schema`` of a kind: its wire form with the models' types and constraints."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = _with_extra_rules(raw.pop("$defs", {}))
-    schema = _convert(raw, defs, model.KIND)
+    schema = _convert(raw, defs, model.KIND, _defaults(model), model.__name__)
     properties = schema.setdefault("properties", {})
     properties["apiVersion"] = {"type": "string"}
     properties["kind"] = {"type": "string"}

@@ -43,7 +43,8 @@ from capa_py.store.protocol import ObjectStore
 
 _log = get_logger("runtime.leader")
 
-STORE_LEASE_NAMESPACE = "capa-system"
+STORE_LEASE_NAMESPACE = "capa-py-system"
+"""capa-py's namespace (``capa_py.manifests.rbac.NAMESPACE``), which ``capa manifests`` installs."""
 STORE_LEASE_NAME = "capa-py-controller"
 LEASE_DURATION_ENV = "CAPA_LEASE_DURATION"
 """Environment variable: the lease duration in whole seconds (default 15); the periods scale with it."""

@@ -1,4 +1,4 @@
-"""The store's identity as an object: the ConfigMap ``capa-system/capa-py-store`` (``data.uid``).
+"""The store's identity as an object: the ConfigMap ``capa-py-system/capa-py-store`` (``data.uid``).
 
 Every AWS resource capa-py creates is tagged with the identity of the store its objects live in. A SQLite
 file keeps its identity in its own table; a store reached over the Kubernetes API keeps it in this
@@ -17,7 +17,11 @@ from capa_py.store.errors import AlreadyExists, NotFound
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore
 
-IDENTITY_NAMESPACE = "capa-system"
+IDENTITY_NAMESPACE = "capa-py-system"
+LEGACY_IDENTITY_NAMESPACE = "capa-system"
+"""Where releases before capa-py took its own namespace kept the ConfigMap (Cluster API Provider AWS's
+namespace): an identity found there is carried over, so the store keeps the identity its AWS resources are
+tagged with."""
 IDENTITY_NAME = "capa-py-store"
 IDENTITY_KEY = "uid"
 
@@ -60,7 +64,9 @@ def shared_identity(store: ObjectStore) -> str:
     found = _stored_uid(store)
     if found is not None:
         return found
-    proposed = str(uuid.uuid4())
+    legacy = get_or_none(store, ConfigMap, IDENTITY_NAME, LEGACY_IDENTITY_NAMESPACE)
+    carried = None if legacy is None else legacy.data.get(IDENTITY_KEY) or None
+    proposed = carried or str(uuid.uuid4())
     try:
         _create_in_namespace(store, identity_config_map(proposed))
     except AlreadyExists:
@@ -68,7 +74,10 @@ def shared_identity(store: ObjectStore) -> str:
         if winner is None:
             raise
         return winner
-    _log.info("store identity created", store_uid=proposed)
+    if carried:
+        _log.info("store identity carried over", store_uid=proposed, namespace=LEGACY_IDENTITY_NAMESPACE)
+    else:
+        _log.info("store identity created", store_uid=proposed)
     return proposed
 
 

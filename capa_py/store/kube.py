@@ -331,7 +331,7 @@ class KubeStore:
 
     @property
     def uid(self) -> str:
-        """The identity every client of this API server shares (the ``capa-system/capa-py-store``
+        """The identity every client of this API server shares (the ``capa-py-system/capa-py-store``
         ConfigMap, recorded on first use)."""
         if self._uid is None:
             from capa_py.store.identity import shared_identity

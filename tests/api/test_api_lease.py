@@ -46,9 +46,9 @@ def test_leases_resolve_by_the_names_kubectl_accepts() -> None:
 
 def test_the_store_keeps_a_lease_without_status_or_generation(store: SQLiteStore) -> None:
     document = {k: v for k, v in KUBECTL_LEASE.items() if k != "metadata"}
-    document["metadata"] = {"name": "capa-py-controller", "namespace": "capa-system"}
+    document["metadata"] = {"name": "capa-py-controller", "namespace": "capa-py-system"}
     created = store.create(Lease.from_dict(document))
-    stored = store.get(Lease, "capa-py-controller", "capa-system").to_dict()
+    stored = store.get(Lease, "capa-py-controller", "capa-py-system").to_dict()
     assert stored["spec"] == KUBECTL_LEASE["spec"]
     assert "status" not in stored
     assert "generation" not in stored["metadata"]

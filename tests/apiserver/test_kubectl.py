@@ -101,17 +101,18 @@ def test_kubectl_apply_get_label_patch_delete(kubectl: Kubectl) -> None:
         == 1
     )
 
-    # The AWSCluster CRD's printer columns (ENDPOINT only with -o wide).
-    table = kubectl.run("get", "awsclusters").stdout.splitlines()
-    assert table[0].split() == ["NAME", "CLUSTER", "READY", "VPC", "AGE"]
+    # The AWSCluster CRD's printer columns, CAPA's (ENDPOINT only with -o wide), under CAPA's short name.
+    table = kubectl.run("get", "awsc").stdout.splitlines()
+    assert table[0].split() == ["NAME", "CLUSTER", "READY", "VPC", "BASTION", "IP"]
     assert table[1].split()[:2] == ["demo", "false"]  # no cluster-name label: CLUSTER is empty
-    assert kubectl.run("get", "awsclusters", "-o", "wide").stdout.split()[:6] == [
+    assert kubectl.run("get", "awsclusters", "-o", "wide").stdout.split()[:7] == [
         "NAME",
         "CLUSTER",
         "READY",
         "VPC",
         "ENDPOINT",
-        "AGE",
+        "BASTION",
+        "IP",
     ]
 
     listed = json.loads(kubectl.run("get", "awsclusters", "-o", "json").stdout)

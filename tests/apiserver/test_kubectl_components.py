@@ -61,10 +61,10 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     components = _manifests(tmp_path, "all")
     applied = kubectl.run("apply", "-f", str(components)).stdout.splitlines()
     for line in (
-        "namespace/capa-system created",
-        "serviceaccount/capa-controller-manager created",
-        "clusterrole.rbac.authorization.k8s.io/capa-manager-role created",
-        "clusterrolebinding.rbac.authorization.k8s.io/capa-manager-rolebinding created",
+        "namespace/capa-py-system created",
+        "serviceaccount/capa-py-controller-manager created",
+        "clusterrole.rbac.authorization.k8s.io/capa-py-manager-role created",
+        "clusterrolebinding.rbac.authorization.k8s.io/capa-py-manager-rolebinding created",
         "deployment.apps/capa-py-controller-manager created",
         "service/capa-py-controller-manager-metrics created",
         "issuer.cert-manager.io/capa-py-selfsigned-issuer created",
@@ -78,13 +78,17 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     assert all(line.endswith(" unchanged") for line in reapplied), reapplied
     deployment = json.loads(
         kubectl.run(
-            "get", "deployment", "capa-py-controller-manager", "-n", "capa-system", "-o", "json"
+            "get", "deployment", "capa-py-controller-manager", "-n", "capa-py-system", "-o", "json"
         ).stdout
     )
     assert deployment["spec"]["replicas"] == 2
     assert deployment["spec"]["template"]["spec"]["volumes"] == [
         {"name": "tmp", "emptyDir": {}},
         {"name": "webhook-cert", "secret": {"secretName": "capa-py-webhook-service-cert"}},
+        {
+            "name": "aws-credentials",
+            "secret": {"secretName": "capa-py-manager-bootstrap-credentials", "optional": True},
+        },
     ]
     # A changed image is a strategic patch of one container field: the rest of the container stays.
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -94,7 +98,7 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     assert "deployment.apps/capa-py-controller-manager configured" in changed
     container = json.loads(
         kubectl.run(
-            "get", "deployment", "capa-py-controller-manager", "-n", "capa-system", "-o", "json"
+            "get", "deployment", "capa-py-controller-manager", "-n", "capa-py-system", "-o", "json"
         ).stdout
     )["spec"]["template"]["spec"]["containers"][0]
     assert container["image"].startswith("registry.example.com/capa-py:")
@@ -105,7 +109,7 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         ).stdout
     )
     assert webhooks["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
-        "capa-system/capa-py-serving-cert"
+        "capa-py-system/capa-py-serving-cert"
     )
     assert [w["name"] for w in webhooks["webhooks"]] == [
         "validation.clusterconfig.capa-py.io",
@@ -120,14 +124,16 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "validation.workflow.tinkerbell.org",
     ]
     certificate = json.loads(
-        kubectl.run("get", "certificates", "capa-py-serving-cert", "-n", "capa-system", "-o", "json").stdout
+        kubectl.run(
+            "get", "certificates", "capa-py-serving-cert", "-n", "capa-py-system", "-o", "json"
+        ).stdout
     )
     assert certificate["spec"]["secretName"] == "capa-py-webhook-service-cert"
     issuer = json.loads(
-        kubectl.run("get", "issuer", "capa-py-selfsigned-issuer", "-n", "capa-system", "-o", "json").stdout
+        kubectl.run("get", "issuer", "capa-py-selfsigned-issuer", "-n", "capa-py-system", "-o", "json").stdout
     )
     assert issuer["spec"] == {"selfSigned": {}}
-    role = json.loads(kubectl.run("get", "clusterrole", "capa-manager-role", "-o", "json").stdout)
+    role = json.loads(kubectl.run("get", "clusterrole", "capa-py-manager-role", "-o", "json").stdout)
     assert {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "get", "update"]} in role["rules"]
 
 

@@ -11,7 +11,7 @@ from capa_py.manifests.webhooks import validating_webhook_configuration
 from tests.apiserver.apiserver_support import Server, aws_cluster
 
 STRATEGIC = "application/strategic-merge-patch+json"
-DEPLOYMENTS = "/apis/apps/v1/namespaces/capa-system/deployments"
+DEPLOYMENTS = "/apis/apps/v1/namespaces/capa-py-system/deployments"
 
 
 def test_changing_one_container_field_keeps_the_rest_of_the_container() -> None:

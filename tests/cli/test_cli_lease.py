@@ -21,13 +21,13 @@ def test_get_leases_shows_the_store_lease_and_its_holder(cli: Cli, state: Path) 
     with SQLiteStore(state) as store:
         LeaderElector(store, HOLDER).acquire(wait=False)
 
-    table = cli("get", "leases", "-n", "capa-system")
+    table = cli("get", "leases", "-n", "capa-py-system")
     assert table.exit_code == 0, str(table)
     header, row = table.stdout.splitlines()
     assert header.split() == ["NAME", "HOLDER", "AGE"], str(table)
     assert row.startswith(f"capa-py-controller   {HOLDER}   "), str(table)
 
-    document = cli("get", "lease", "capa-py-controller", "-n", "capa-system", "-o", "json")
+    document = cli("get", "lease", "capa-py-controller", "-n", "capa-py-system", "-o", "json")
     assert document.exit_code == 0, str(document)
     assert '"apiVersion": "coordination.k8s.io/v1"' in document.stdout, str(document)
     assert f'"holderIdentity": "{HOLDER}"' in document.stdout, str(document)
@@ -85,7 +85,9 @@ def test_a_run_that_loses_the_store_lease_stops_at_its_next_tick_and_exits_1(
     assert exited.value.exit_code == 1
     assert ticks >= 1
     err = capsys.readouterr().err
-    lost = "lost the store lease capa-system/capa-py-controller (held by intruder now); stopped reconciling"
+    lost = (
+        "lost the store lease capa-py-system/capa-py-controller (held by intruder now); stopped reconciling"
+    )
     assert f"error: {lost}" in err, err
     with SQLiteStore(state) as store:
         assert store.get(Lease, STORE_LEASE_NAME, STORE_LEASE_NAMESPACE).holder == "intruder"

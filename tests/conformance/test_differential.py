@@ -17,11 +17,6 @@ KNOWN_DIFFERENCES: dict[str, tuple[frozenset[str], str]] = {
         "capa serve selects on any field path (the API server only on metadata.name and metadata.namespace "
         "for most kinds, 400 otherwise): a superset, which capa's own tools use",
     ),
-    "status subresource and generation": (
-        frozenset({"create ignores status"}),
-        "capa serve stores the defaults of capa-py's models (status.ready: false); the CRD schemas do not "
-        "declare those defaults yet, so the API server stores no status until a controller writes one",
-    ),
 }
 
 

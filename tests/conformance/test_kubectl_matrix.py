@@ -58,27 +58,7 @@ EXPECTED_FAILURES: dict[tuple[str, str], Expected] = {}
 
 # Differences the differential suite also lists (tests/conformance/test_differential.py KNOWN_DIFFERENCES),
 # by design rather than a gap being closed; same form as EXPECTED_FAILURES.
-KNOWN_DIFFERENCES: dict[tuple[str, str], Expected] = {
-    ("get -o wide", "1.27-1.33"): Expected(
-        "capa serve stores the defaults of capa-py's models (status.ready: false), so the READY column "
-        "shows false where the API server, storing only what was sent, shows nothing",
-        DIFFERS,
-        "demo false",
-        only=r"^demo (false )?<age>$",
-    ),
-    ("describe", "1.27-1.33"): Expected(
-        "capa serve stores the defaults of capa-py's models (spec.controlPlaneEndpoint, "
-        "loadBalancerType: nlb, status.ready: false ...); the CRD schemas declare no defaults, so the API "
-        "server stores only what was sent",
-        DIFFERS,
-        "Load Balancer Type: nlb",
-        only=(
-            r"^ *(Control Plane Endpoint:|Host:|Port: 0|Cross Zone Load Balancing: false|"
-            r"Load Balancer Type: nlb|Is Public: false|Availability Zone (Selection: Ordered|Usage Limit: 3)|"
-            r"Status:|Ready: false)$"
-        ),
-    ),
-}
+KNOWN_DIFFERENCES: dict[tuple[str, str], Expected] = {}
 
 
 def _minor(version: str) -> int:

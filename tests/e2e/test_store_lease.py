@@ -125,9 +125,9 @@ def test_with_no_wait_for_lock_apply_and_delete_exit_1_naming_the_holder(capa: C
         ):
             refused = capa.run(*args, faults={})
             assert refused.returncode == 1, f"expected exit 1 while the lease is held:\n{refused}"
-            assert "error: the store lease capa-system/capa-py-controller is " + expected in refused.stderr, (
-                f"the refusal should name the holder:\n{refused}"
-            )
+            assert (
+                "error: the store lease capa-py-system/capa-py-controller is " + expected in refused.stderr
+            ), f"the refusal should name the holder:\n{refused}"
             assert "renewed " in refused.stderr, refused
             assert held_by(capa.state, holder.pid), "a refused command took or released the lease"
         assert holder.poll() is None, "the holder exited while it should still be reconciling"
@@ -194,7 +194,7 @@ def test_a_holder_that_loses_its_lease_stops_and_exits_1_saying_so(capa: Capa) -
         stop(holder)
     assert run.returncode == 1, f"an apply that lost its lease must exit 1:\n{run}"
     assert (
-        "error: lost the store lease capa-system/capa-py-controller (held by intruder now); "
+        "error: lost the store lease capa-py-system/capa-py-controller (held by intruder now); "
         "stopped reconciling" in run.stderr
     ), run
     lease_now = read_lease(capa.state)

@@ -32,7 +32,7 @@ def test_all_is_every_document_namespace_and_crds_first(cli: Cli) -> None:
     assert result.exit_code == 0, result
     kinds = _kinds(_docs(result.stdout))
     assert kinds == [
-        "Namespace/capa-system",
+        "Namespace/capa-py-system",
         "CustomResourceDefinition/clusterconfigs.capa-py.io",
         "CustomResourceDefinition/clusters.cluster.x-k8s.io",
         "CustomResourceDefinition/machines.cluster.x-k8s.io",
@@ -45,9 +45,9 @@ def test_all_is_every_document_namespace_and_crds_first(cli: Cli) -> None:
         "CustomResourceDefinition/osies.tinkerbell.org",
         "CustomResourceDefinition/templates.tinkerbell.org",
         "CustomResourceDefinition/workflows.tinkerbell.org",
-        "ServiceAccount/capa-controller-manager",
+        "ServiceAccount/capa-py-controller-manager",
         f"ClusterRole/{CLUSTER_ROLE}",
-        "ClusterRoleBinding/capa-manager-rolebinding",
+        "ClusterRoleBinding/capa-py-manager-rolebinding",
         "Deployment/capa-py-controller-manager",
         "Service/capa-py-controller-manager-metrics",
         "Issuer/capa-py-selfsigned-issuer",

@@ -63,8 +63,8 @@ def test_core_components_for_aws() -> None:
     assert {p["name"] for p in manager["ports"]} == {"metrics", "healthz"}
     (deployment,) = of_kind(docs, "Deployment")
     volumes = deployment["spec"]["template"]["spec"]["volumes"]
-    assert [v["name"] for v in volumes] == ["tmp"], "no webhook certificate volume"
-    assert [m["name"] for m in manager["volumeMounts"]] == ["tmp"]
+    assert [v["name"] for v in volumes] == ["tmp", "aws-credentials"], "no webhook certificate volume"
+    assert [m["name"] for m in manager["volumeMounts"]] == ["tmp", "aws-credentials"]
     services = of_kind(docs, "Service")
     assert [s["metadata"]["name"] for s in services] == ["capa-py-controller-manager-metrics"]
     assert [p["targetPort"] for p in services[0]["spec"]["ports"]] == ["metrics"]

@@ -18,7 +18,7 @@ from capa_py.manifests.rbac import NAMESPACE, SERVICE_ACCOUNT
 from tests.cli.cli_support import Cli
 
 ROOT = Path(__file__).resolve().parents[2]
-PROVIDER_LABEL = ("cluster.x-k8s.io/provider", "infrastructure-aws")
+PROVIDER_LABEL = ("cluster.x-k8s.io/provider", "infrastructure-capa-py")
 
 
 def _docs(text: str) -> list[dict[str, Any]]:
@@ -36,7 +36,7 @@ def printed(cli: Cli) -> dict[str, dict[str, Any]]:
     assert result.exit_code == 0, result
     docs = _docs(result.stdout)
     assert [f"{d['kind']}/{d['metadata']['name']}" for d in docs] == [
-        "Namespace/capa-system",
+        "Namespace/capa-py-system",
         "Deployment/capa-py-controller-manager",
         "Service/capa-py-controller-manager-metrics",
         "Issuer/capa-py-selfsigned-issuer",
@@ -91,11 +91,13 @@ def test_pod_is_locked_down_with_a_writable_tmp(printed: dict[str, dict[str, Any
         "runAsNonRoot": True,
         "capabilities": {"drop": ["ALL"]},
     }
-    mount, certificate_mount = container["volumeMounts"]
+    mount, certificate_mount, credentials_mount = container["volumeMounts"]
     assert mount["mountPath"] == "/tmp"
-    volume, certificate_volume = pod["volumes"]
+    volume, certificate_volume, credentials_volume = pod["volumes"]
     assert volume == {"name": mount["name"], "emptyDir": {}}
-    # The only other mount is the webhook certificate, read-only, inside /tmp.
+    # The other mounts are read-only: the AWS credentials, and the webhook certificate inside /tmp.
+    assert credentials_mount["readOnly"] is True
+    assert credentials_volume["name"] == credentials_mount["name"]
     assert certificate_mount["readOnly"] is True
     assert certificate_mount["mountPath"].startswith("/tmp/")
     assert certificate_volume["name"] == certificate_mount["name"]
@@ -103,13 +105,34 @@ def test_pod_is_locked_down_with_a_writable_tmp(printed: dict[str, dict[str, Any
 
 
 def test_aws_credentials_come_from_the_bootstrap_secret_only(printed: dict[str, dict[str, Any]]) -> None:
+    """The Secret is not printed (it holds credentials), so every reference to it is optional: before, the
+    Deployment named a Secret nothing created, and its pods could not start until someone did."""
     container = _container(printed["Deployment"])
-    assert container["envFrom"] == [{"secretRef": {"name": "capa-py-manager-bootstrap-credentials"}}]
     assert CREDENTIALS_SECRET == "capa-py-manager-bootstrap-credentials"
+    assert "Secret" not in printed
+    from_secret = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    assert set(from_secret) == {
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL",
+    }
+    for name, ref in from_secret.items():
+        assert ref == {"name": CREDENTIALS_SECRET, "key": name, "optional": True}
+    assert "envFrom" not in container
+    pod = printed["Deployment"]["spec"]["template"]["spec"]
+    [volume] = [v for v in pod["volumes"] if v.get("secret", {}).get("secretName") == CREDENTIALS_SECRET]
+    assert volume["secret"]["optional"] is True
+    [mount] = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    files = {e["name"]: e.get("value") for e in container["env"] if "value" in e}
+    assert (
+        files["AWS_SHARED_CREDENTIALS_FILE"]
+        == files["AWS_CONFIG_FILE"]
+        == f"{mount['mountPath']}/credentials"
+    )
     # No credential is written into the manifest itself.
-    text = json.dumps(printed)
-    assert "AWS_SECRET_ACCESS_KEY" not in text
-    assert "AWS_ACCESS_KEY_ID" not in text
+    assert "aws_secret_access_key" not in json.dumps(printed)
 
 
 def test_metrics_service_selects_the_controller_pods(printed: dict[str, dict[str, Any]]) -> None:
@@ -136,7 +159,8 @@ def test_image_is_overridable(cli: Cli) -> None:
 
 def test_every_document_of_all_carries_the_provider_label(cli: Cli) -> None:
     """clusterctl finds a provider's components by ``cluster.x-k8s.io/provider``; the Tinkerbell CRDs are
-    not Cluster API's and carry capa-py's own labels instead."""
+    not Cluster API's and carry capa-py's own labels instead, and the CRDs of the kinds no infrastructure
+    provider owns (Cluster API core's Cluster and Machine, capa-py's ClusterConfig) carry none."""
     docs = _docs(cli("manifests", "all").stdout)
     key, value = PROVIDER_LABEL
     tinkerbell = [d for d in docs if d["metadata"]["name"].endswith(".tinkerbell.org")]
@@ -147,6 +171,16 @@ def test_every_document_of_all_carries_the_provider_label(cli: Cli) -> None:
         f"{d['kind']}/{d['metadata']['name']}"
         for d in docs
         if d["metadata"]["labels"].get(key) != value and d not in tinkerbell
+    ]
+    unlabelled = [
+        name
+        for name in unlabelled
+        if name
+        not in (
+            "CustomResourceDefinition/clusterconfigs.capa-py.io",
+            "CustomResourceDefinition/clusters.cluster.x-k8s.io",
+            "CustomResourceDefinition/machines.cluster.x-k8s.io",
+        )
     ]
     assert unlabelled == []
     [deployment] = [d for d in docs if d["kind"] == "Deployment"]

@@ -133,8 +133,8 @@ def test_cert_managers_certificate_is_the_secret_the_controller_reads(docs: list
     spec = certificate["spec"]
     assert spec["issuerRef"] == {"kind": "Issuer", "name": issuer["metadata"]["name"]}
     assert spec["dnsNames"] == [
-        "capa-py-webhook-service.capa-system.svc",
-        "capa-py-webhook-service.capa-system.svc.cluster.local",
+        "capa-py-webhook-service.capa-py-system.svc",
+        "capa-py-webhook-service.capa-py-system.svc.cluster.local",
     ]
     assert spec["secretName"] == "capa-py-webhook-service-cert"
     # cert-manager's CA injector fills every webhook's caBundle from this Certificate.

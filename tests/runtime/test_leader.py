@@ -70,7 +70,7 @@ def test_the_first_candidate_creates_the_lease_and_holds_it(store: SQLiteStore) 
         "renewTime": "2026-01-02T03:04:05.678901Z",
         "leaseTransitions": 0,
     }
-    assert lease.metadata.namespace == "capa-system"
+    assert lease.metadata.namespace == "capa-py-system"
     assert lease.metadata.name == "capa-py-controller"
 
 
@@ -201,7 +201,7 @@ def test_without_waiting_a_held_lease_raises_naming_the_holder_and_its_last_rene
     with pytest.raises(LeaseHeld) as raised:
         candidate.acquire(wait=False)
     assert str(raised.value) == (
-        "the store lease capa-system/capa-py-controller is held by capa apply pid 42 on box (abc123), "
+        "the store lease capa-py-system/capa-py-controller is held by capa apply pid 42 on box (abc123), "
         "renewed 3s ago"
     )
 
@@ -244,7 +244,7 @@ def test_a_holder_whose_lease_was_taken_over_loses_it_and_its_guard_stops_the_wo
         # Another candidate whose clock is far ahead sees a's lease as expired and takes it.
         assert elector(store, "b", clock=at(3600)).try_acquire_or_renew() is True
         assert a.lost.wait(BOUND), "the holder did not notice that its lease was taken over"
-        lost = r"lost the store lease capa-system/capa-py-controller \(held by b now\)"
+        lost = r"lost the store lease capa-py-system/capa-py-controller \(held by b now\)"
         with pytest.raises(LeaseLost, match=lost):
             tick(2)
         assert ticks == [1], "the guarded work ran after the lease was lost"

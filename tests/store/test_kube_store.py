@@ -30,7 +30,12 @@ from capa_py.store import (
     SQLiteStore,
     Unavailable,
 )
-from capa_py.store.identity import IDENTITY_NAME, IDENTITY_NAMESPACE, identity_config_map
+from capa_py.store.identity import (
+    IDENTITY_NAME,
+    IDENTITY_NAMESPACE,
+    LEGACY_IDENTITY_NAMESPACE,
+    identity_config_map,
+)
 from capa_py.store.kube import KubeStore, store_error
 from tests.peers.cluster import PeerCluster
 from tests.store.kube_support import api_client_for, purge
@@ -155,6 +160,24 @@ def test_clients_racing_to_record_an_identity_agree_on_one(
     assert len(seen) == len(stores)
     assert len(set(seen)) == 1, f"every client must end up with the winner's identity, got {set(seen)}"
     assert sqlite.get(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE).data["uid"] == seen[0]
+
+
+def test_an_identity_recorded_in_the_namespace_of_earlier_releases_is_carried_over(
+    sqlite: SQLiteStore, running: RunningServer
+) -> None:
+    """Earlier releases kept the identity in ``capa-system`` (Cluster API Provider AWS's namespace); a store
+    whose identity is only there keeps it, now recorded in capa-py's own namespace."""
+    sqlite.delete(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE)
+    sqlite.create(Namespace.model_validate({"metadata": {"name": LEGACY_IDENTITY_NAMESPACE}}))
+    legacy = identity_config_map("recorded-by-an-earlier-release")
+    legacy.metadata.namespace = LEGACY_IDENTITY_NAMESPACE
+    sqlite.create(legacy)
+    with KubeStore(api_client_for(running.url)) as store:
+        assert store.uid == "recorded-by-an-earlier-release"
+    assert (
+        sqlite.get(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE).data["uid"]
+        == "recorded-by-an-earlier-release"
+    )
 
 
 def test_capa_serve_corrects_an_identity_config_map_that_disagrees(sqlite: SQLiteStore) -> None:
