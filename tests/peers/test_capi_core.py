@@ -432,8 +432,31 @@ def test_a_machine_deployment_gets_a_machine_set_machines_and_infrastructure_clo
     assert set(old) == set(clones)
     for name, machine in old.items():
         assert machine["apiVersion"] == "cluster.x-k8s.io/v1beta1"
-        assert machine["spec"]["infrastructureRef"]["apiVersion"] == f"{INFRA_GROUP}/v1alpha1"
-        assert machine["spec"]["infrastructureRef"]["name"] == name
+        assert machine["spec"]["infrastructureRef"] == {
+            "apiVersion": f"{INFRA_GROUP}/v1alpha1",
+            "kind": "PeerTestMachine",
+            "name": name,
+            "namespace": NAMESPACE,
+        }
+        assert machine["spec"]["nodeDeletionTimeout"] == "10s"
+        assert "cluster.x-k8s.io/conversion-data" in machine["metadata"]["annotations"]
+    old_md = api.request(f"{OLD}/machinedeployments/{DEPLOYMENT}")
+    assert old_md["spec"]["template"]["spec"]["infrastructureRef"] == {
+        "apiVersion": f"{INFRA_GROUP}/v1alpha1",
+        "kind": "PeerTestMachineTemplate",
+        "name": TEMPLATE,
+        "namespace": NAMESPACE,
+    }
+    # A write at v1beta1 goes through the webhook to the stored v1beta2 object.
+    patch(
+        capi_cluster,
+        f"{OLD}/machinedeployments/{DEPLOYMENT}",
+        {"metadata": {"labels": {"written-at": "v1beta1"}}},
+    )
+    assert (
+        api.request(f"{CORE}/machinedeployments/{DEPLOYMENT}")["metadata"]["labels"]["written-at"]
+        == "v1beta1"
+    )
 
     # Phases: Pending without a bootstrap provider, Provisioned once the infrastructure is; never Running.
     first = sorted(clones)[0]
