@@ -44,7 +44,7 @@ import json
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any, TypeVar
 
@@ -147,6 +147,15 @@ def _served(core: CapiCore, path: str) -> bool:
     except urllib.error.HTTPError:
         return False
     return True
+
+
+@pytest.fixture(autouse=True)
+def manager_log_on_failure(request: pytest.FixtureRequest, capi_cluster: CapiCore) -> Iterator[None]:
+    """When a test here fails, its report shows the tail of the manager's log (captured at teardown)."""
+    failed = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed:
+        print(f"--- cluster-api-manager log ({capi_cluster.log}) ---\n{capi_cluster.log_tail()}")
 
 
 @pytest.fixture(scope="module")
