@@ -1,4 +1,9 @@
-"""Upstream Cluster API core (the manager) and clusterctl, built from the Go module in ``capi/``."""
+"""Upstream Cluster API core (the manager) and clusterctl, built from the Go module in ``capi/``.
+
+:func:`running` starts a control plane of its own and :func:`start_core` on it: Cluster API's CRDs and
+webhook configurations from the pinned module, rewritten to reach the manager on loopback by URL with a CA
+generated here, then the manager, until its webhooks answer (see ``docs/real-kubernetes.md``).
+"""
 
 from __future__ import annotations
 
@@ -202,7 +207,8 @@ def _webhooks_answer(cluster: PeerCluster) -> bool:
                 },
             },
         )
-    except urllib.error.HTTPError:
+    except urllib.error.HTTPError as exc:
+        exc.close()
         return False
     return True
 

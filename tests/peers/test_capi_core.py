@@ -144,7 +144,8 @@ def machine_owned(core: CapiCore, name: str) -> dict[str, Any] | None:
 def _served(core: CapiCore, path: str) -> bool:
     try:
         core.cluster.request(path)
-    except urllib.error.HTTPError:
+    except urllib.error.HTTPError as exc:
+        exc.close()
         return False
     return True
 
