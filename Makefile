@@ -66,9 +66,10 @@ LOCALSTACK_PYTHON ?=
 localstack-test: setup
 	LOCALSTACK_PYTHON="$(LOCALSTACK_PYTHON)" bash localstack/run-tests.sh $(PYTEST_ARGS)
 
-# The upstream peers (etcd, kube-apiserver, kube-controller-manager) from tests/peers, built with Go into a
-# cache outside the repository ($$CAPA_PEERS_CACHE, else ~/.cache/capa-py/peers), once per version. `make test`
-# builds them first when the cache lacks them (and only says so where Go is missing).
+# The upstream peers (etcd, kube-apiserver, kube-controller-manager from tests/peers; Cluster API's manager and
+# clusterctl from tests/peers/capi), built with Go into a cache outside the repository ($$CAPA_PEERS_CACHE, else
+# ~/.cache/capa-py/peers), once per version. `make test` builds them first when the cache lacks them (and only
+# says so where Go is missing).
 # `make peer-cluster KUBECONFIG_OUT=PATH` runs a real API server in the foreground until Ctrl-C, with an
 # admin kubeconfig at PATH.
 peers: setup

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from capa_py.store import SQLiteStore
-from tests.peers.fixtures import peer_cluster  # the real API server, for every package
+from tests.peers.fixtures import capi_cluster, peer_cluster  # the real API server, for every package
 
-__all__ = ["peer_cluster"]
+__all__ = ["capi_cluster", "peer_cluster"]
 
 
 @pytest.fixture

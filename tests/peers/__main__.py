@@ -1,10 +1,10 @@
 """The upstream peers for people and scripts.
 
-``python -m tests.peers build`` builds them (``make peers``; ``make test`` runs it with ``--optional``, which
-only says so where Go is missing); ``python -m tests.peers cluster --kubeconfig-out
-PATH`` starts etcd, kube-apiserver and kube-controller-manager on free loopback ports, writes an admin
-kubeconfig to PATH once the API server is ready, and runs until SIGINT or SIGTERM, then stops the components
-and removes their data directory (``make peer-cluster KUBECONFIG_OUT=PATH``).
+``python -m tests.peers build`` builds them and Cluster API's manager and clusterctl (``make peers``; ``make
+test`` runs it with ``--optional``, which only says so where Go is missing); ``python -m tests.peers cluster
+--kubeconfig-out PATH`` starts etcd, kube-apiserver and kube-controller-manager on free loopback ports, writes
+an admin kubeconfig to PATH once the API server is ready, and runs until SIGINT or SIGTERM, then stops the
+components and removes their data directory (``make peer-cluster KUBECONFIG_OUT=PATH``).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from types import FrameType
 
+from tests.peers import clusterapi
 from tests.peers.build import GoMissing, build
 from tests.peers.cluster import die_with_parent, start
 
@@ -33,6 +34,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         binary = build()
+        built = [binary]
+        if args.command == "build":
+            capi = clusterapi.build()
+            built += [capi.manager, capi.clusterctl]
     except GoMissing as exc:
         if args.command == "build" and args.optional:
             print(
@@ -45,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if args.command == "build":
-        print(binary)
+        for path in built:
+            print(path)
         return 0
     out: Path = args.kubeconfig_out
     if not out.parent.is_dir():

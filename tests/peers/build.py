@@ -71,7 +71,7 @@ def _sources(module: Path) -> list[Path]:
     return files
 
 
-def cache_key(go: Path, module: Path = MODULE) -> str:
+def cache_key(go: Path, module: Path = MODULE, ldflags: str = "") -> str:
     version = subprocess.run(
         [str(go), "version"], capture_output=True, text=True, check=True, env=go_env(go)
     ).stdout.strip()
@@ -79,7 +79,34 @@ def cache_key(go: Path, module: Path = MODULE) -> str:
     for path in _sources(module):
         digest.update(path.relative_to(module).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
+    if ldflags:
+        digest.update(b"ldflags\0" + ldflags.encode())
     return digest.hexdigest()[:16]
+
+
+def required_version(module: Path, path: str) -> str:
+    """The version of ``path`` that ``module``'s go.mod requires."""
+    for line in (module / "go.mod").read_text().splitlines():
+        words = line.split()
+        if words[:1] == ["require"]:
+            words = words[1:]
+        if len(words) >= 2 and words[0] == path:
+            return words[1]
+    raise RuntimeError(f"{module / 'go.mod'} does not require {path}")
+
+
+def kubernetes_version_ldflags(module: Path = MODULE) -> str:
+    """Linker flags that stamp the Kubernetes version the module builds into
+    ``k8s.io/component-base/version``, as Kubernetes' release builds do: without them kube-apiserver reports
+    ``v0.0.0-master`` on ``/version``, and clients that check the server's version (Cluster API's manager
+    wants at least v1.20) refuse it."""
+    version = required_version(module, "k8s.io/kubernetes")
+    major, minor = version.lstrip("v").split(".")[:2]
+    package = "k8s.io/component-base/version"
+    return " ".join(
+        f"-X {package}.{name}={value}"
+        for name, value in (("gitVersion", version), ("gitMajor", major), ("gitMinor", minor))
+    )
 
 
 def build(log: Callable[[str], None] | None = None) -> Path:
@@ -94,6 +121,7 @@ def build(log: Callable[[str], None] | None = None) -> Path:
         BINARY_NAME,
         lambda: say("building the upstream peers (etcd, kube-apiserver, controller-manager)"),
         lambda seconds: say(f"built the upstream peers in {seconds:.0f} s"),
+        ldflags=kubernetes_version_ldflags(),
     )
 
 
@@ -104,10 +132,11 @@ def cached_build(
     name: str,
     on_start: Callable[[], None] = lambda: None,
     on_done: Callable[[float], None] = lambda seconds: None,
+    ldflags: str = "",
 ) -> Path:
-    """``go build`` of ``package`` in ``module`` into the cache, keyed by the module's sources and the
-    toolchain; the cached binary when it is already there. One builder at a time per key."""
-    target = cache_root() / f"{name}-{cache_key(go, module)}" / name
+    """``go build`` of ``package`` in ``module`` into the cache, keyed by the module's sources, the
+    toolchain and ``ldflags``; the cached binary when it is already there. One builder at a time per key."""
+    target = cache_root() / f"{name}-{cache_key(go, module, ldflags)}" / name
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +148,15 @@ def cached_build(
         started = time.monotonic()
         partial = target.with_suffix(".partial")
         result = subprocess.run(
-            [str(go), "build", "-trimpath", "-o", str(partial), package],
+            [
+                str(go),
+                "build",
+                "-trimpath",
+                *(["-ldflags", ldflags] if ldflags else []),
+                "-o",
+                str(partial),
+                package,
+            ],
             cwd=module,
             env=go_env(go),
             capture_output=True,

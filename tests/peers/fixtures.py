@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.peers import clusterapi
 from tests.peers.build import GoMissing, find_go
 from tests.peers.cluster import PeerCluster, start
 
@@ -27,3 +28,13 @@ def peer_cluster() -> Iterator[PeerCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def capi_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[clusterapi.CapiCore]:
+    """Upstream Cluster API core (its manager, CRDs and webhooks) on a control plane of its own, never
+    ``peer_cluster``'s: capa-py's own Cluster and Machine CRDs, installed there, have the same names.
+    ``.cluster`` is that control plane, ``.log`` the manager's log, ``.clusterctl(...)`` runs clusterctl."""
+    require_go()
+    with clusterapi.running(tmp_path_factory.mktemp("capi")) as core:
+        yield core

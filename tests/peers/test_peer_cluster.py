@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
+from tests.peers.build import required_version
 from tests.peers.cluster import PeerCluster, running
 from tests.peers.fixtures import require_go
 
@@ -44,6 +45,15 @@ def wait_for_status(call: Callable[[], object], wanted: int, what: str, timeout:
     while (status := status_of(call)) != wanted:
         assert time.monotonic() < deadline, f"{what}: still {status} after {timeout:.0f} s"
         time.sleep(0.2)
+
+
+def test_the_api_server_reports_the_kubernetes_release_it_is_built_from(peer_cluster: PeerCluster) -> None:
+    """Built without the release's linker flags, kube-apiserver said ``v0.0.0-master+$Format:%H$`` here, and
+    clients that check the server's version (Cluster API's manager) refused to start."""
+    version = client.VersionApi(api_for(peer_cluster.admin_kubeconfig)).get_code()
+    expected = required_version(ROOT / "tests" / "peers", "k8s.io/kubernetes")
+    assert version.git_version == expected
+    assert (version.major, version.minor) == tuple(expected.lstrip("v").split(".")[:2])
 
 
 def test_admin_sees_the_system_namespaces(peer_cluster: PeerCluster) -> None:
