@@ -82,6 +82,9 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         ),
         _AGE,
     ],
+    "AWSClusterTemplate": [
+        {**_AGE, "description": "Time duration since creation of AWSClusterTemplate"},
+    ],
     "TinkerbellCluster": [
         _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this TinkerbellCluster belongs"),
         _column("Ready", ".status.ready", "TinkerbellCluster is ready"),
