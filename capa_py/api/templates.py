@@ -36,6 +36,10 @@ TEMPLATED_SPEC_PATH = "spec.template.spec"
 INSTANCE_ONLY_MESSAGE = "cannot be set in templates"
 """The providers' words for a field set in a template that only one instance can carry."""
 
+TOPOLOGY_DRY_RUN_ANNOTATION = "topology.cluster.x-k8s.io/dry-run"
+"""Set by Cluster API's topology controller on the templates it sends in dry-run requests: it computes what a
+changed template would be, and rotates to a new template when it differs."""
+
 
 class TemplateObjectMeta(KubeModel):
     """Cluster API's ``ObjectMeta`` for templates: the labels and annotations every object stamped out of
@@ -119,6 +123,11 @@ class InfrastructureTemplate(KubeObject):
             for name in self.INSTANCE_ONLY_FIELDS
             if spec.get(name) not in (None, "")
         ] + issues
+
+    def skips_immutability(self, dry_run: bool) -> bool:
+        """A dry run by Cluster API's topology controller (annotated :data:`TOPOLOGY_DRY_RUN_ANNOTATION`)
+        may change the spec, as the providers' webhooks let it: nothing is written."""
+        return dry_run and TOPOLOGY_DRY_RUN_ANNOTATION in self.metadata.annotations
 
     def immutable_issues(self, old: InfrastructureTemplate) -> list[FieldIssue]:
         """The providers' rule: a template's spec never changes once created (each changed field named)."""

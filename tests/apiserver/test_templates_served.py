@@ -137,3 +137,24 @@ def _kubeconfig(path: Path, url: str) -> Path:
     }
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def test_a_topology_dry_run_may_change_a_template_spec_and_writes_nothing(both: dict[str, Api]) -> None:
+    """Cluster API's topology controller dry-runs changed templates (annotated as its dry runs) to decide
+    whether to rotate them: the spec check is skipped for that dry run only, as the providers' webhooks
+    skip it; a plain dry run (kubectl's --dry-run=server) is refused as the write would be."""
+    seen: dict[str, tuple[int, int, int, str]] = {}
+    for side, api in both.items():
+        status, created = api("POST", PATH, machine_template(name="rotated"))
+        assert status == 201, (side, created)
+        changed = copy.deepcopy(created)
+        changed["spec"]["template"]["spec"]["instanceType"] = "t3.large"
+        plain, refused = api("PUT", f"{PATH}/rotated?dryRun=All", changed)
+        changed["metadata"].setdefault("annotations", {})["topology.cluster.x-k8s.io/dry-run"] = ""
+        topology, answered = api("PUT", f"{PATH}/rotated?dryRun=All", changed)
+        real, _ = api("PUT", f"{PATH}/rotated", changed)
+        _, stored = api("GET", f"{PATH}/rotated")
+        assert answered["spec"]["template"]["spec"]["instanceType"] == "t3.large", (side, answered)
+        seen[side] = (plain, topology, real, stored["spec"]["template"]["spec"]["instanceType"])
+        assert _causes(refused) == ["spec.template.spec.instanceType"], (side, refused)
+    assert seen["capa"] == seen["peer"] == (422, 200, 422, "t3.medium")
