@@ -14,16 +14,22 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pydantic import Field
+
 from capa_py.api.aws import INFRA_API_VERSION, AWSCluster, AWSClusterSpec, AWSMachine, AWSMachineSpec
 from capa_py.api.meta import KubeModel, KubeObject
 from capa_py.api.templates import InfrastructureTemplate, TemplateResource
 
 
 class AWSMachineTemplateResource(TemplateResource):
-    spec: AWSMachineSpec
+    """Each AWSMachine made from the template: its labels and annotations, and its spec."""
+
+    spec: AWSMachineSpec = Field(description="The spec of each AWSMachine made from the template.")
 
 
 class AWSMachineTemplateSpec(KubeModel):
+    """Immutable after create: a changed template is a new template."""
+
     template: AWSMachineTemplateResource
 
 
@@ -45,10 +51,14 @@ class AWSMachineTemplate(InfrastructureTemplate):
 
 
 class AWSClusterTemplateResource(TemplateResource):
-    spec: AWSClusterSpec
+    """Each AWSCluster made from the template: its labels and annotations, and its spec."""
+
+    spec: AWSClusterSpec = Field(description="The spec of each AWSCluster made from the template.")
 
 
 class AWSClusterTemplateSpec(KubeModel):
+    """Immutable after create: a changed template is a new template."""
+
     template: AWSClusterTemplateResource
 
 

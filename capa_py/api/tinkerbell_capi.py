@@ -257,10 +257,17 @@ class TinkerbellMachine(KubeObject):
 
 # -- TinkerbellMachineTemplate ---------------------------------------------------------------------------
 class TinkerbellMachineTemplateResource(TemplateResource):
-    spec: TinkerbellMachineSpec = Field(default_factory=TinkerbellMachineSpec)
+    """Each TinkerbellMachine made from the template: its labels and annotations, and its spec."""
+
+    spec: TinkerbellMachineSpec = Field(
+        default_factory=TinkerbellMachineSpec,
+        description="The spec of each TinkerbellMachine made from the template.",
+    )
 
 
 class TinkerbellMachineTemplateSpec(KubeModel):
+    """Immutable after create: a changed template is a new template."""
+
     template: TinkerbellMachineTemplateResource = Field(default_factory=TinkerbellMachineTemplateResource)
 
 
