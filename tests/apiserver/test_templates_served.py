@@ -158,3 +158,30 @@ def test_a_topology_dry_run_may_change_a_template_spec_and_writes_nothing(both: 
         seen[side] = (plain, topology, real, stored["spec"]["template"]["spec"]["instanceType"])
         assert _causes(refused) == ["spec.template.spec.instanceType"], (side, refused)
     assert seen["capa"] == seen["peer"] == (422, 200, 422, "t3.medium")
+
+
+def test_kubectl_explain_describes_a_templates_fields_as_on_the_api_server(
+    guarded_peer: PeerCluster, server: Server, tmp_path: Path
+) -> None:
+    found = find_kubectl()
+    if found.path is None:
+        pytest.skip(found.reason)
+    configs = {
+        "peer": guarded_peer.admin_kubeconfig,
+        "capa": _kubeconfig(tmp_path / "capa.kubeconfig", server.url),
+    }
+    explained: dict[str, str] = {}
+    for side, config in configs.items():
+        done = subprocess.run(
+            [str(found.path), "explain", "awsmt.spec.template"],
+            env={"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path / side), "KUBECONFIG": str(config)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0, (side, done.stderr)
+        explained[side] = done.stdout
+    assert explained["capa"] == explained["peer"]
+    assert "Each AWSMachine made from the template" in explained["capa"]
+    assert "spec\t<Object> -required-" in explained["capa"]
