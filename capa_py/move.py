@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws_templates import AWSClusterTemplate, AWSMachineTemplate
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.core import Namespace, Secret
 from capa_py.api.meta import KubeObject, ObjectReference
@@ -65,6 +66,8 @@ MOVABLE_KINDS: tuple[type[KubeObject], ...] = (
     Machine,
     AWSMachine,
     TinkerbellMachine,
+    AWSClusterTemplate,
+    AWSMachineTemplate,
     TinkerbellMachineTemplate,
     Hardware,
     Template,

@@ -92,7 +92,7 @@ def review(model: type[KubeObject], document: Any) -> dict[str, Any]:
         target = Target(model, namespace, name, None)
         try:
             old = model.model_validate(old_doc) if isinstance(old_doc, Mapping) else None
-            admit(target, new, old)
+            admit(target, new, old, dry_run=request.get("dryRun") is True)
         except ApiError as exc:
             response = {"uid": uid, "allowed": False, "status": exc.status()}
         except ValueError as exc:  # an old object that no longer validates: judge the new one alone

@@ -82,6 +82,7 @@ def default_registry() -> KindRegistry:
     from capa_py.api.admission_kinds import ADMISSION_KINDS
     from capa_py.api.apiextensions import CustomResourceDefinition
     from capa_py.api.aws import AWSCluster, AWSMachine
+    from capa_py.api.aws_templates import AWS_TEMPLATE_KINDS
     from capa_py.api.cluster import Cluster, Machine
     from capa_py.api.clusterconfig import ClusterConfig
     from capa_py.api.coordination import Lease
@@ -100,6 +101,7 @@ def default_registry() -> KindRegistry:
         Event,
         AWSCluster,
         AWSMachine,
+        *AWS_TEMPLATE_KINDS,
         Lease,
         CustomResourceDefinition,
         *WORKLOAD_KINDS,

@@ -24,6 +24,7 @@ from capa_py.api import tinkerbell_checks as checks
 from capa_py.api.cluster import APIEndpoint, MachineAddress
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
+from capa_py.api.templates import InfrastructureTemplate, TemplateResource
 from capa_py.api.tinkerbell import TemplateSpec
 
 if TYPE_CHECKING:
@@ -252,27 +253,35 @@ class TinkerbellMachine(KubeObject):
 
 
 # -- TinkerbellMachineTemplate ---------------------------------------------------------------------------
-class TinkerbellMachineTemplateResource(KubeModel):
-    spec: TinkerbellMachineSpec = Field(default_factory=TinkerbellMachineSpec)
+class TinkerbellMachineTemplateResource(TemplateResource):
+    """Each TinkerbellMachine made from the template: its labels and annotations, and its spec."""
+
+    spec: TinkerbellMachineSpec = Field(
+        default_factory=TinkerbellMachineSpec,
+        description="The spec of each TinkerbellMachine made from the template.",
+    )
 
 
 class TinkerbellMachineTemplateSpec(KubeModel):
+    """Immutable after create: a changed template is a new template."""
+
     template: TinkerbellMachineTemplateResource = Field(default_factory=TinkerbellMachineTemplateResource)
 
 
-class TinkerbellMachineTemplate(KubeObject):
+class TinkerbellMachineTemplate(InfrastructureTemplate):
     """The TinkerbellMachine a machine-cloning controller (MachineDeployment, KubeadmControlPlane) stamps
-    out. capa-py has none: the kind is stored and validated for those controllers where Cluster API runs."""
+    out: ``spec.template.metadata`` (labels, annotations) and ``spec.template.spec``, a TinkerbellMachine's
+    spec validated as one, without ``providerID`` or ``hardwareName`` (one machine's, as the provider's
+    webhook says). The spec cannot change after create."""
 
     API_VERSION: ClassVar[str] = CAPT_API_VERSION
     KIND: ClassVar[str] = "TinkerbellMachineTemplate"
     PLURAL: ClassVar[str] = "tinkerbellmachinetemplates"
-    HAS_STATUS: ClassVar[bool] = False
+    TEMPLATED_KIND: ClassVar[str] = "TinkerbellMachine"
+    TEMPLATED_MODEL: ClassVar[type[KubeObject]] = TinkerbellMachine
+    INSTANCE_ONLY_FIELDS: ClassVar[tuple[str, ...]] = ("providerID", "hardwareName")
 
     spec: TinkerbellMachineTemplateSpec = Field(default_factory=TinkerbellMachineTemplateSpec)
-
-    def semantic_issues(self) -> list[FieldIssue]:
-        return self.spec.template.spec.issues("spec.template.spec")
 
 
 TINKERBELL_CAPI_KINDS: tuple[type[KubeObject], ...] = (

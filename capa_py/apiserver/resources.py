@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
+from capa_py.api.templates import InfrastructureTemplate
 from capa_py.apiserver import fieldmanager, foreground
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.fieldvalidation import FieldValidation
@@ -100,6 +101,7 @@ def admit(
     old: KubeObject | None = None,
     validation: FieldValidation | None = None,
     current: KubeObject | None = None,
+    dry_run: bool = False,
 ) -> KubeObject:
     """The document as a validated model, or a 422 listing every field that fails. With ``validation``
     (a write through the API), unknown and duplicate fields are handled as its mode says first.
@@ -136,7 +138,7 @@ def admit(
             causes.append(Cause(format_loc(error["loc"]), _clean_message(error["msg"]), reason))
         raise target.invalid(name, causes) from exc
     issues = obj.semantic_issues()
-    if old is not None:
+    if old is not None and not (isinstance(obj, InfrastructureTemplate) and obj.skips_immutability(dry_run)):
         issues += obj.immutable_issues(old)
     if issues:
         raise target.invalid(name, [Cause(i.path, i.message) for i in issues])
@@ -227,7 +229,8 @@ def replace(
         # when no object has the URL's name.
         raise ApiError(400, "the name of the object does not match the name on the URL")
     current = get(store, target)
-    obj = admit(target, body, None if target.subresource == "status" else current, validation, current)
+    old = None if target.subresource == "status" else current
+    obj = admit(target, body, old, validation, current, dry_run)
     _check_namespace(target, obj)
     obj.metadata.name = target.name or ""
     if target.custom and not obj.metadata.resource_version:
@@ -258,7 +261,8 @@ def patch(
             # Unconditional unless the patch itself names a resourceVersion (as the API server does).
             patched.setdefault("metadata", {})["resourceVersion"] = current.metadata.resource_version
         explicit = pinned and pinned != current.metadata.resource_version
-        obj = admit(target, patched, None if target.subresource == "status" else current, validation, current)
+        old = None if target.subresource == "status" else current
+        obj = admit(target, patched, old, validation, current, dry_run)
         _check_namespace(target, obj)
         if obj.metadata.name != target.name:
             raise ApiError(400, "a patch may not change the object's name")

@@ -116,7 +116,7 @@ def _apply_once(
         except StoreError as exc:
             raise target.api_error(exc, target.name) from exc
     old = None if target.subresource == "status" else current
-    obj = resources.admit(target, merged, old, current=current)
+    obj = resources.admit(target, merged, old, current=current, dry_run=dry_run)
     resources._check_namespace(target, obj)
     fieldmanager.set_managed(obj, managed)
     obj.metadata.resource_version = current.metadata.resource_version

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws_templates import AWS_TEMPLATE_KINDS
 from capa_py.api.clusterconfig import ProviderName, TinkerbellComponentsSpec
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import TINKERBELL_KINDS
@@ -28,7 +29,7 @@ from capa_py.manifests.deployment import DEFAULT_IMAGE, SELECTOR, deployment, la
 from capa_py.manifests.rbac import NAMESPACE, rbac
 
 PROVIDER_KINDS: dict[ProviderName, tuple[type[KubeObject], ...]] = {
-    "aws": (AWSCluster, AWSMachine),
+    "aws": (AWSCluster, AWSMachine, *AWS_TEMPLATE_KINDS),
     "tinkerbell": (*TINKERBELL_KINDS, *TINKERBELL_CAPI_KINDS),
 }
 """The kinds each provider owns (and installs the CRDs of)."""

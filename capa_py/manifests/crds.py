@@ -93,6 +93,9 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
             "Machine object which owns this AWSMachine",
         ),
     ],
+    "AWSClusterTemplate": [
+        {**_AGE, "description": "Time duration since creation of AWSClusterTemplate"},
+    ],
     "TinkerbellCluster": [
         _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this TinkerbellCluster belongs"),
         _column("Ready", ".status.ready", "TinkerbellCluster is ready"),

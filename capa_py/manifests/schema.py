@@ -59,6 +59,10 @@ REGION_PATTERN = r"^[a-z]{2}(-[a-z]+)+-[0-9]+$"
 
 _TAG_VALUES: JSONSchema = {"additionalProperties": {"type": "string", "maxLength": 256}}
 
+LABEL_VALUE_RULES: JSONSchema = {"maxLength": 63, "pattern": r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"}
+"""A label value as Kubernetes accepts it (a label key cannot be checked: a structural schema has no rule on
+map keys)."""
+
 IPV4_PATTERN = rf"^({_IPV4_OCTET}\.){{3}}{_IPV4_OCTET}$"
 HTTP_URL_PATTERN = r"^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]+"
 """An http(s) URL with a host; what else makes a URL valid is checked by admission."""
@@ -74,6 +78,7 @@ EXTRA_RULES: dict[tuple[str, str], JSONSchema] = {
     ("AWSMachineSpec", "additionalTags"): _TAG_VALUES,
     ("ClusterNetwork", "apiServerPort"): {"enum": [6443]},
     ("AMIReference", "id"): {"pattern": AMI_ID_PATTERN},
+    ("TemplateObjectMeta", "labels"): {"additionalProperties": {"type": "string", **LABEL_VALUE_RULES}},
     ("HardwareSpec", "networkInterfaces"): {"minProperties": 1},
     ("HardwareSpec", "storageDevices"): {"items": {"type": "string", "pattern": "^/dev/[^/]"}},
     ("DHCP", "ip"): {"pattern": IPV4_PATTERN},
@@ -102,6 +107,12 @@ ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
     ("AWSMachine spec.instanceType", "an instance type in botocore's EC2 model"),
     ("AWSMachine spec.rootVolume", "iops required for io1/io2, refused for types other than io1, io2, gp3"),
     ("immutable fields", "every update rule of immutable_issues (needs the old object)"),
+    ("templates' spec.template.metadata.labels keys", "label keys Kubernetes accepts"),
+    (
+        "AWSMachineTemplate, AWSClusterTemplate, TinkerbellMachineTemplate spec.template.spec",
+        "every admission rule of the kind stamped out (AWSMachine, AWSCluster, TinkerbellMachine), named "
+        "under spec.template.spec; providerID and instanceID (hardwareName for Tinkerbell) not set",
+    ),
     (
         "Hardware spec.networkInterfaces keys",
         "MAC addresses (colon, dash or dot notation), unique once normalised",

@@ -38,14 +38,16 @@ def _manifests(tmp_path: Path, what: str) -> Path:
 def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubectl, tmp_path: Path) -> None:
     crds = _manifests(tmp_path, "crds")
     created = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
-    assert len(created) == 12, created  # Cluster API, capa-py, AWS, Tinkerbell and bare-metal kinds
+    assert len(created) == 14, created  # Cluster API, capa-py, AWS, Tinkerbell and bare-metal kinds
     assert all(line.endswith(" created") for line in created), created
     again = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     assert all(line.endswith(" unchanged") for line in again), again
     names = kubectl.run("get", "crds", "-o", "name").stdout.split()
     assert sorted(names) == [
         "customresourcedefinition.apiextensions.k8s.io/awsclusters.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/awsclustertemplates.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsmachines.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/awsmachinetemplates.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/clusterconfigs.capa-py.io",
         "customresourcedefinition.apiextensions.k8s.io/clusters.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/hardware.tinkerbell.org",
@@ -114,7 +116,9 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     assert [w["name"] for w in webhooks["webhooks"]] == [
         "validation.clusterconfig.capa-py.io",
         "validation.awscluster.infrastructure.cluster.x-k8s.io",
+        "validation.awsclustertemplate.infrastructure.cluster.x-k8s.io",
         "validation.awsmachine.infrastructure.cluster.x-k8s.io",
+        "validation.awsmachinetemplate.infrastructure.cluster.x-k8s.io",
         "validation.tinkerbellcluster.infrastructure.cluster.x-k8s.io",
         "validation.tinkerbellmachine.infrastructure.cluster.x-k8s.io",
         "validation.tinkerbellmachinetemplate.infrastructure.cluster.x-k8s.io",

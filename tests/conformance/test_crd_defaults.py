@@ -62,6 +62,20 @@ EXTRA: list[dict[str, Any]] = [
         "metadata": {"name": "defaults-root-volume"},
         "spec": {"instanceType": "t3.medium", "rootVolume": {"size": 20}},
     },
+    {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "AWSMachineTemplate",
+        "metadata": {"name": "defaults-machine-template"},
+        "spec": {"template": {"spec": {"instanceType": "t3.medium", "ami": {"id": "ami-785db401"}}}},
+    },
+    {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "AWSClusterTemplate",
+        "metadata": {"name": "defaults-cluster-template"},
+        "spec": {
+            "template": {"spec": {"region": "us-east-1", "network": {"vpc": {"cidrBlock": "10.0.0.0/16"}}}}
+        },
+    },
 ]
 
 

@@ -20,7 +20,12 @@ from capa_py.manifests.rbac import NAMESPACE
 from tests.cli.served import capa_serve
 
 CORE_CRDS = {"clusters.cluster.x-k8s.io", "machines.cluster.x-k8s.io", "clusterconfigs.capa-py.io"}
-AWS_CRDS = {"awsclusters.infrastructure.cluster.x-k8s.io", "awsmachines.infrastructure.cluster.x-k8s.io"}
+AWS_CRDS = {
+    "awsclusters.infrastructure.cluster.x-k8s.io",
+    "awsclustertemplates.infrastructure.cluster.x-k8s.io",
+    "awsmachines.infrastructure.cluster.x-k8s.io",
+    "awsmachinetemplates.infrastructure.cluster.x-k8s.io",
+}
 TINKERBELL_CRDS = {
     "tinkerbellclusters.infrastructure.cluster.x-k8s.io",
     "tinkerbellmachines.infrastructure.cluster.x-k8s.io",
@@ -93,7 +98,7 @@ def test_core_components_for_tinkerbell_add_the_services_flags_and_ports() -> No
 
 def test_provider_components_of_aws_are_its_crds() -> None:
     docs = provider_components("aws")
-    assert [d["kind"] for d in docs] == ["CustomResourceDefinition"] * 2
+    assert [d["kind"] for d in docs] == ["CustomResourceDefinition"] * len(AWS_CRDS)
     assert crd_names(docs) == AWS_CRDS
 
 

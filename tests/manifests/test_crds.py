@@ -80,7 +80,9 @@ def model_rejects(doc: dict[str, Any]) -> bool:
 def test_crds_serve_every_custom_kind_and_no_builtin_one() -> None:
     assert sorted(crd["metadata"]["name"] for crd in crds()) == [
         "awsclusters.infrastructure.cluster.x-k8s.io",
+        "awsclustertemplates.infrastructure.cluster.x-k8s.io",
         "awsmachines.infrastructure.cluster.x-k8s.io",
+        "awsmachinetemplates.infrastructure.cluster.x-k8s.io",
         "clusterconfigs.capa-py.io",
         "clusters.cluster.x-k8s.io",
         "hardware.tinkerbell.org",
@@ -250,6 +252,21 @@ CLUSTER: dict[str, Any] = {
 }
 
 
+AWSMACHINETEMPLATE: dict[str, Any] = {
+    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+    "kind": "AWSMachineTemplate",
+    "metadata": {"name": "workers", "namespace": "default"},
+    "spec": {"template": {"metadata": {"labels": {"tier": "worker"}}, "spec": AWSMACHINE["spec"]}},
+}
+AWSCLUSTERTEMPLATE: dict[str, Any] = {
+    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+    "kind": "AWSClusterTemplate",
+    "metadata": {"name": "shared", "namespace": "default"},
+    "spec": {"template": {"spec": AWSCLUSTER["spec"]}},
+}
+TEMPLATES = "AWSMachineTemplate, AWSClusterTemplate, TinkerbellMachineTemplate spec.template.spec"
+
+
 def _with(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """A copy of ``base`` with the dotted ``path`` set to ``value`` (``DELETE`` removes it)."""
     doc = copy.deepcopy(base)
@@ -310,6 +327,12 @@ SCHEMA_REJECTS = [
     ("iops below 100", _with(AWSMACHINE, "spec.rootVolume", {"size": 40, "type": "io1", "iops": 50})),
     ("machine tag value too long", _with(AWSMACHINE, "spec.additionalTags", {"k": "v" * 257})),
     ("instance state not in the enum", _with(AWSMACHINE, "status", {"instanceState": "exploded"})),
+    ("template AMI id not ami-hex", _with(AWSMACHINETEMPLATE, "spec.template.spec.ami.id", "ami-xyz")),
+    ("template instance type missing", _with(AWSMACHINETEMPLATE, "spec.template.spec.instanceType", DELETE)),
+    ("machine template spec missing", _with(AWSMACHINETEMPLATE, "spec.template.spec", DELETE)),
+    ("template label value invalid", _with(AWSMACHINETEMPLATE, "spec.template.metadata.labels", {"a": "-"})),
+    ("template region not region-shaped", _with(AWSCLUSTERTEMPLATE, "spec.template.spec.region", "moon")),
+    ("cluster template spec missing", _with(AWSCLUSTERTEMPLATE, "spec.template", DELETE)),
     ("machine cluster name missing", _with(MACHINE, "spec.clusterName", DELETE)),
     ("machine cluster name empty", _with(MACHINE, "spec.clusterName", "")),
     ("machine infrastructureRef missing", _with(MACHINE, "spec.infrastructureRef", DELETE)),
@@ -366,6 +389,26 @@ ADMISSION_REJECTS = [
         "io1 volume without iops",
         "AWSMachine spec.rootVolume",
         _with(AWSMACHINE, "spec.rootVolume", {"size": 40, "type": "io1"}),
+    ),
+    (
+        "label key invalid, in a template's metadata",
+        "templates' spec.template.metadata.labels keys",
+        _with(AWSMACHINETEMPLATE, "spec.template.metadata.labels", {"a b": "c"}),
+    ),
+    (
+        "providerID in a machine template",
+        TEMPLATES,
+        _with(AWSMACHINETEMPLATE, "spec.template.spec.providerID", "aws:///us-east-1a/i-0123"),
+    ),
+    (
+        "instance type botocore does not know, in a machine template",
+        TEMPLATES,
+        _with(AWSMACHINETEMPLATE, "spec.template.spec.instanceType", "t3.gigantic"),
+    ),
+    (
+        "subnet outside the VPC, in a cluster template",
+        TEMPLATES,
+        _with(AWSCLUSTERTEMPLATE, "spec.template.spec.network.subnets.0.cidrBlock", "10.1.0.0/20"),
     ),
 ]
 

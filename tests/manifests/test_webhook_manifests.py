@@ -63,6 +63,8 @@ def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one
         "Machine",
         "AWSCluster",
         "AWSMachine",
+        "AWSClusterTemplate",
+        "AWSMachineTemplate",
         "Hardware",
         "OSIE",
         "Template",
@@ -174,7 +176,9 @@ def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(
     kinds = [d for d in json.loads(printed.stdout)["items"] if d["kind"] == "CustomResourceDefinition"]
     assert sorted(d["metadata"]["name"] for d in kinds) == [
         "awsclusters.infrastructure.cluster.x-k8s.io",
+        "awsclustertemplates.infrastructure.cluster.x-k8s.io",
         "awsmachines.infrastructure.cluster.x-k8s.io",
+        "awsmachinetemplates.infrastructure.cluster.x-k8s.io",
         "clusterconfigs.capa-py.io",
         "hardware.tinkerbell.org",
         "osies.tinkerbell.org",

@@ -3,9 +3,11 @@ Hardware), owners first; nothing of another cluster or of no cluster."""
 
 from __future__ import annotations
 
+from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.cluster import Cluster
 from capa_py.move import discover
 from capa_py.store.sqlite import SQLiteStore
+from tests.api.test_api_templates import machine_template
 from tests.move.scenario import UNRELATED, keys, populate
 
 DEMO = {
@@ -69,3 +71,23 @@ def test_an_unknown_cluster_has_an_empty_graph(source: SQLiteStore) -> None:
     populate(source)
 
     assert discover(source, cluster="nope") == []
+
+
+def test_a_clusters_machine_templates_move_with_it_and_no_other_template(source: SQLiteStore) -> None:
+    """A template of the cluster (its cluster-name label, or owned by the Cluster, as Cluster API's
+    topology controller owns those it makes) moves; a template of no cluster stays."""
+    populate(source)
+    demo = source.get(Cluster, "demo", "default")
+    labelled = AWSMachineTemplate.model_validate(machine_template(name="demo-workers"))
+    labelled.metadata.labels["cluster.x-k8s.io/cluster-name"] = "demo"
+    owned = AWSMachineTemplate.model_validate(machine_template(name="demo-control-plane"))
+    owned.metadata.owner_references = [demo.owner_reference(controller=False)]
+    for template in (labelled, owned, AWSMachineTemplate.model_validate(machine_template(name="shared"))):
+        source.create(template)
+
+    graph = keys(discover(source, cluster="demo"))
+
+    assert graph == DEMO | {
+        ("AWSMachineTemplate", "default", "demo-workers"),
+        ("AWSMachineTemplate", "default", "demo-control-plane"),
+    }
