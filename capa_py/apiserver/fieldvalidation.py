@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver.status import ApiError, Cause
-from capa_py.manifests.schema import JSONSchema, structural_schema
+from capa_py.manifests.schema import JSONSchema, join_path, prune, structural_schema
 
 Mode = Literal["Strict", "Warn", "Ignore"]
 Operation = Literal["Create", "Update", "Patch"]
@@ -93,36 +93,6 @@ def schema_of(model: type[KubeObject]) -> JSONSchema:
     return {**schema, "properties": {**schema.get("properties", {}), "metadata": OBJECT_META}}
 
 
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def prune(node: Any, schema: JSONSchema, path: str, unknown: list[str]) -> Any:
-    """``node`` without the fields ``schema`` does not declare, each one's path added to ``unknown``."""
-    preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
-    if isinstance(node, dict):
-        properties = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        if properties is None and isinstance(additional, dict):
-            return {k: prune(v, additional, _join(path, k), unknown) for k, v in node.items()}
-        if properties is None:
-            if preserve or schema.get("type") != "object":
-                return node
-            properties = {}
-        kept: dict[str, Any] = {}
-        for key, value in node.items():
-            if key in properties:
-                kept[key] = prune(value, properties[key], _join(path, key), unknown)
-            elif preserve:
-                kept[key] = value
-            else:
-                unknown.append(_join(path, key))
-        return kept
-    if isinstance(node, list) and isinstance(schema.get("items"), dict):
-        return [prune(item, schema["items"], f"{path}[{i}]", unknown) for i, item in enumerate(node)]
-    return node
-
-
 class _Object(dict[str, Any]):
     """A JSON object as parsed, remembering the keys it held more than once."""
 
@@ -143,9 +113,9 @@ def _pairs(pairs: list[tuple[str, Any]]) -> _Object:
 def _duplicate_paths(node: Any, path: str = "") -> list[str]:
     found: list[str] = []
     if isinstance(node, _Object):
-        found += [_join(path, key) for key in node.duplicates]
+        found += [join_path(path, key) for key in node.duplicates]
         for key, value in node.items():
-            found += _duplicate_paths(value, _join(path, key))
+            found += _duplicate_paths(value, join_path(path, key))
     elif isinstance(node, list):
         for i, item in enumerate(node):
             found += _duplicate_paths(item, f"{path}[{i}]")

@@ -338,3 +338,33 @@ def non_structural_nodes(schema: JSONSchema, path: str = "") -> list[str]:
         if not allowed:
             problems.append(f"{path or '<root>'}: {forbidden}")
     return problems
+
+
+def join_path(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def prune(node: Any, schema: JSONSchema, path: str, unknown: list[str]) -> Any:
+    """``node`` without the fields ``schema`` does not declare, each one's path added to ``unknown``."""
+    preserve = bool(schema.get("x-kubernetes-preserve-unknown-fields"))
+    if isinstance(node, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        if properties is None and isinstance(additional, dict):
+            return {k: prune(v, additional, join_path(path, k), unknown) for k, v in node.items()}
+        if properties is None:
+            if preserve or schema.get("type") != "object":
+                return node
+            properties = {}
+        kept: dict[str, Any] = {}
+        for key, value in node.items():
+            if key in properties:
+                kept[key] = prune(value, properties[key], join_path(path, key), unknown)
+            elif preserve:
+                kept[key] = value
+            else:
+                unknown.append(join_path(path, key))
+        return kept
+    if isinstance(node, list) and isinstance(schema.get("items"), dict):
+        return [prune(item, schema["items"], f"{path}[{i}]", unknown) for i, item in enumerate(node)]
+    return node

@@ -25,7 +25,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from kubernetes.config.config_exception import ConfigException
 from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
+from capa_py.manifests.schema import prune, structural_schema
 from capa_py.store.admission import check_registered, validated_document
 from capa_py.store.errors import (
     AlreadyExists,
@@ -57,6 +58,13 @@ REQUEST_TIMEOUT = 60.0
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
 
 _log = get_logger("store.kube")
+
+
+@cache
+def _schema_properties(kind: type[KubeObject]) -> dict[str, Any]:
+    """The top-level fields of ``kind``'s CRD schema (``spec``, ``status``, ...)."""
+    properties: dict[str, Any] = structural_schema(kind).get("properties", {})
+    return properties
 # managedFields are the server's business: objects read from it do not carry them back.
 _META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()} - {"managedFields"}
 
@@ -386,6 +394,15 @@ class KubeStore:
         doc["kind"] = doc.get("kind") or kind.KIND
         meta = doc.get("metadata") or {}
         doc["metadata"] = {k: v for k, v in meta.items() if k in _META_FIELDS}
+        unknown: list[str] = []
+        properties = _schema_properties(kind)
+        for key in set(doc) & set(properties) - {"metadata"}:
+            doc[key] = prune(doc[key], properties[key], key, unknown)
+        if unknown:
+            # Another writer's fields (Cluster API core writes Cluster and Machine with fields this version's
+            # models do not have): read past them as a Go client does; capa-py never writes those kinds back
+            # when Cluster API core owns them.
+            _log.debug("unknown fields ignored", kind=kind.KIND, fields=unknown[:20])
         return kind.model_validate(doc)
 
     @property

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from capa_py.api import AWSCluster, Cluster, Secret
+from capa_py.api import AWSCluster, Cluster, Machine, Secret
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Namespace
@@ -123,6 +123,38 @@ def test_fields_the_models_do_not_keep_are_dropped_on_read(kube: KubeStore) -> N
         "metadata": {"name": "demo", "managedFields": [{"manager": "kubectl"}], "selfLink": "/x"},
     }
     assert kube.to_model(Cluster, doc).name == "demo", "managedFields from a real server must not fail reads"
+
+
+def test_fields_cluster_api_core_writes_that_the_models_lack_are_read_past(kube: KubeStore) -> None:
+    """Cluster API core v1.13 serves a Machine at v1beta1 with ``spec.nodeDeletionTimeout`` and a Cluster with
+    ``status.v1beta2``, which capa-py's models of those kinds do not have: the controller's informers failed
+    on every event ("Extra inputs are not permitted") before they were read past, as a Go client reads them."""
+    machine = {
+        "apiVersion": Machine.API_VERSION,
+        "kind": "Machine",
+        "metadata": {"name": "worker-0", "namespace": "default"},
+        "spec": {
+            "clusterName": "demo",
+            "nodeDeletionTimeout": "10s",
+            "bootstrap": {"dataSecretName": "demo-bootstrap"},
+            "infrastructureRef": {
+                "apiVersion": AWSCluster.API_VERSION,
+                "kind": "AWSMachine",
+                "name": "worker-0",
+            },
+        },
+        "status": {"phase": "Provisioned", "v1beta2": {"conditions": [{"type": "Ready", "status": "False"}]}},
+    }
+    read = kube.to_model(Machine, machine)
+    assert read.spec.bootstrap.data_secret_name == "demo-bootstrap"
+    assert read.status.phase == "Provisioned"
+    cluster = {
+        "apiVersion": Cluster.API_VERSION,
+        "kind": "Cluster",
+        "metadata": {"name": "demo", "namespace": "default"},
+        "status": {"infrastructureReady": True, "v1beta2": {"conditions": []}},
+    }
+    assert kube.to_model(Cluster, cluster).status.infrastructure_ready is True
 
 
 # -- identity ------------------------------------------------------------------------------------------

@@ -1,0 +1,445 @@
+"""capa-py as the infrastructure provider under upstream Cluster API core (v1.13.6, built from Go modules).
+
+The management cluster is the session's ``capi_cluster``: a real kube-apiserver with Cluster API's CRDs,
+webhooks and manager. capa-py's infrastructure CRDs go beside them (never its own Cluster/Machine CRDs) and
+``capa controller --core-controllers off`` reconciles on the local AWS endpoint (moto over HTTP). The user's
+manifests are Cluster API's: a Cluster, an AWSCluster, an AWSMachineTemplate and a MachineDeployment whose
+machines take their bootstrap data from a Secret (``bootstrap.dataSecretName``: no bootstrap provider runs).
+
+A second real kube-apiserver stands in for the workload cluster: its kubeconfig is the
+``<cluster>-kubeconfig`` Secret Cluster API core connects with, and a kubelet stand-in in the test registers a
+Node for each launched instance with its provider ID, as a kubelet with the AWS cloud provider does, so that
+core sets each Machine's ``nodeRef`` and phase ``Running``. Nothing else is faked: core makes the MachineSets,
+Machines and AWSMachine clones; capa-py makes the AWS resources.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from capa_py.manifests.crds import crd_for, custom_kinds, is_infrastructure_kind
+from tests.e2e.e2e_support import MotoInspector
+from tests.e2e.test_controller_mode import Background
+from tests.peers.cluster import PeerCluster, running
+from tests.peers.clusterapi import CapiCore
+from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, start_controller
+
+NAMESPACE = "capi-e2e"
+CLUSTER = "capi-e2e"
+DEPLOYMENT = "capi-e2e-workers"
+CONTROL_PLANE = "capi-e2e-control-plane-0"
+CLUSTER_TAG = f"sigs.k8s.io/cluster-api-provider-aws/cluster/{CLUSTER}"
+T = TypeVar("T")
+CONVERGE = 240.0  # seconds: creating a whole network and instances at moto's ~95 calls/s on a shared machine
+
+
+def template(name: str, instance_type: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+        "kind": "AWSMachineTemplate",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"template": {"spec": {"instanceType": instance_type, "ami": {"id": "ami-785db401"}}}},
+    }
+
+
+def manifests() -> list[dict[str, Any]]:
+    """What a Cluster API user writes: Cluster API's kinds at v1beta1 (still served, converted by core's
+    webhook) and capa-py's at v1beta2."""
+    infrastructure = "infrastructure.cluster.x-k8s.io/v1beta2"
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "Cluster",
+            "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
+            "spec": {
+                "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}},
+                "infrastructureRef": {"apiVersion": infrastructure, "kind": "AWSCluster", "name": CLUSTER},
+            },
+        },
+        {
+            "apiVersion": infrastructure,
+            "kind": "AWSCluster",
+            "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
+            "spec": {
+                "region": "us-east-1",
+                "network": {
+                    "vpc": {"cidrBlock": "10.0.0.0/16"},
+                    "subnets": [
+                        {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.0.0/20", "isPublic": True},
+                        {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.64.0/18"},
+                    ],
+                },
+                "controlPlaneLoadBalancer": {"scheme": "internet-facing"},
+            },
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{CLUSTER}-bootstrap", "namespace": NAMESPACE},
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": "#cloud-config\nruncmd: []\n"},
+        },
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "Machine",
+            "metadata": {
+                "name": CONTROL_PLANE,
+                "namespace": NAMESPACE,
+                "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""},
+            },
+            "spec": {
+                "clusterName": CLUSTER,
+                "version": "v1.31.0",
+                "bootstrap": {"dataSecretName": f"{CLUSTER}-bootstrap"},
+                "infrastructureRef": {
+                    "apiVersion": infrastructure,
+                    "kind": "AWSMachine",
+                    "name": CONTROL_PLANE,
+                },
+            },
+        },
+        {
+            "apiVersion": infrastructure,
+            "kind": "AWSMachine",
+            "metadata": {
+                "name": CONTROL_PLANE,
+                "namespace": NAMESPACE,
+                "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""},
+            },
+            "spec": {"instanceType": "t3.large", "ami": {"id": "ami-785db401"}},
+        },
+        template(f"{DEPLOYMENT}-a", "t3.medium"),
+        {
+            "apiVersion": "cluster.x-k8s.io/v1beta1",
+            "kind": "MachineDeployment",
+            "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE},
+            "spec": {
+                "clusterName": CLUSTER,
+                "replicas": 2,
+                "selector": {"matchLabels": {}},
+                "template": {
+                    "spec": {
+                        "clusterName": CLUSTER,
+                        "version": "v1.31.0",
+                        "bootstrap": {"dataSecretName": f"{CLUSTER}-bootstrap"},
+                        "infrastructureRef": {
+                            "apiVersion": infrastructure,
+                            "kind": "AWSMachineTemplate",
+                            "name": f"{DEPLOYMENT}-a",
+                        },
+                    }
+                },
+            },
+        },
+    ]
+
+
+@dataclass
+class Management:
+    core: CapiCore
+    workload: PeerCluster
+    kubectl: Kubectl
+    workdir: Path
+    controller: Background
+    inspector: MotoInspector
+    aws_url: str
+    nodes: set[str] = field(default_factory=set)
+    most_machines: int = 0
+
+    @property
+    def cluster(self) -> PeerCluster:
+        return self.core.cluster
+
+    def list(self, path: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.cluster.request(path).get("items", [])
+        return items
+
+    def machines(self) -> list[dict[str, Any]]:
+        machines = self.list(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/machines")
+        self.most_machines = max(self.most_machines, len(machines) - 1)  # the MachineDeployment's
+        return machines
+
+    def aws_machines(self) -> list[dict[str, Any]]:
+        return self.list(f"/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/awsmachines")
+
+    def register_nodes(self) -> None:
+        """The kubelet stand-in: one Node per launched instance that is not being deleted, registered once
+        (a kubelet registers its Node once; Cluster API deletes it when the Machine goes)."""
+        for machine in self.aws_machines():
+            provider_id = machine["spec"].get("providerID")
+            if not provider_id or machine["metadata"].get("deletionTimestamp") or provider_id in self.nodes:
+                continue
+            name = f"node-{provider_id.rsplit('/', 1)[-1]}"
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name},
+                "spec": {"providerID": provider_id},
+            }
+            node = self.workload.request("/api/v1/nodes", "POST", node)
+            # What a kubelet reports on its Node: Ready, and no pressure (Cluster API reads all four).
+            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            node["status"] = {"conditions": [
+                {"type": kind, "status": status, "reason": reason, "lastHeartbeatTime": now,
+                 "lastTransitionTime": now}
+                for kind, status, reason in (
+                    ("Ready", "True", "KubeletReady"),
+                    ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                    ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                    ("PIDPressure", "False", "KubeletHasSufficientPID"),
+                )
+            ]}  # fmt: skip
+            self.workload.request(f"/api/v1/nodes/{name}/status", "PUT", node)
+            self.nodes.add(provider_id)
+
+    def workers(self) -> list[dict[str, Any]]:
+        """The MachineDeployment's Machines."""
+        return [
+            m
+            for m in self.machines()
+            if m["metadata"].get("labels", {}).get("cluster.x-k8s.io/deployment-name") == DEPLOYMENT
+        ]
+
+    def running_machines(self, replicas: int) -> list[dict[str, Any]] | None:
+        """The MachineDeployment's Machines once exactly ``replicas`` exist, none deleting, each ``Running``
+        (and the control-plane Machine too); None before."""
+        self.register_nodes()
+        workers = self.workers()
+        settled = len(self.machines()) == replicas + 1 and all(
+            m.get("status", {}).get("phase") == "Running" and not m["metadata"].get("deletionTimestamp")
+            for m in self.machines()
+        )
+        return workers if settled and len(workers) == replicas else None
+
+    def instances(self) -> dict[str, str]:
+        """``{instance id: instance type}`` of the cluster's live worker instances in AWS."""
+        control_plane = self.cluster.request(
+            f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/machines/{CONTROL_PLANE}"
+        )
+        ids = [
+            i
+            for i in self.inspector.inventory(tag_key=CLUSTER_TAG).tagged["instance"]
+            if i != instance_id(control_plane)
+        ]
+        if not ids:
+            return {}
+        reservations = self.inspector.ec2.describe_instances(InstanceIds=ids)["Reservations"]
+        return {i["InstanceId"]: i["InstanceType"] for r in reservations for i in r["Instances"]}
+
+    def scale(self, replicas: int) -> None:
+        self.kubectl.run(
+            "scale", "-n", NAMESPACE, f"machinedeployment/{DEPLOYMENT}", f"--replicas={replicas}"
+        )
+
+    def state(self) -> str:
+        """What the management cluster holds, for a failure's message."""
+        lines = []
+        for plural, group in (
+            ("clusters", "cluster.x-k8s.io/v1beta2"),
+            ("machinedeployments", "cluster.x-k8s.io/v1beta2"),
+            ("machinesets", "cluster.x-k8s.io/v1beta2"),
+            ("machines", "cluster.x-k8s.io/v1beta2"),
+            ("awsclusters", "infrastructure.cluster.x-k8s.io/v1beta2"),
+            ("awsmachines", "infrastructure.cluster.x-k8s.io/v1beta2"),
+        ):
+            for item in self.list(f"/apis/{group}/namespaces/{NAMESPACE}/{plural}"):
+                status = item.get("status", {})
+                conditions = [
+                    f"{c['type']}={c['status']}({c.get('reason', '')}: {c.get('message', '')})"
+                    for c in (status.get("conditions") or [])
+                    if c.get("status") != "True"
+                ]
+                deleting = bool(item["metadata"].get("deletionTimestamp"))
+                lines.append(
+                    f"{plural}/{item['metadata']['name']}: phase={status.get('phase')} "
+                    f"deleting={deleting} {'; '.join(conditions)[:600]}"
+                )
+        return "\n".join(lines)
+
+    def wait(self, condition: Callable[[], T | None], what: str, timeout: float = CONVERGE) -> T:
+        """``condition()``'s first truthy value; on timeout fails with the cluster's state and both
+        controllers' logs."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"{what}: not within {timeout:.0f} s\n{self.state()}\n--- capa-py\n"
+                    f"{self.controller.report()}\n--- Cluster API core\n{self.core.log_tail(40)}"
+                )
+            time.sleep(0.5)
+
+
+def instance_id(machine: dict[str, Any]) -> str:
+    return str(machine["spec"]["providerID"]).rsplit("/", 1)[-1]
+
+
+@pytest.fixture(scope="module")
+def management(
+    capi_cluster: CapiCore, aws: str, inspector: MotoInspector, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Management]:
+    kubectl_binary()
+    workdir = tmp_path_factory.mktemp("capi-e2e")
+    cluster = capi_cluster.cluster
+    for model in custom_kinds():
+        if is_infrastructure_kind(model):
+            cluster.request("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "POST", crd_for(model))
+    kubectl = Kubectl(cluster.admin_kubeconfig, workdir / "kubectl-home")
+    kubectl.run(
+        "wait", "--for=condition=Established", "crd", "awsmachinetemplates.infrastructure.cluster.x-k8s.io"
+    )
+    with running(directory=workdir / "workload", controller_manager=False) as workload:
+        controller = start_controller(
+            "controller",
+            cluster.admin_kubeconfig,
+            aws,
+            workdir,
+            "--core-controllers",
+            "off",
+            "--providers",
+            "aws",
+        )
+        try:
+            yield Management(capi_cluster, workload, kubectl, workdir, controller, inspector, aws)
+            assert controller.stop(signal.SIGTERM) == 0, controller.report()
+        finally:
+            controller.stop(signal.SIGKILL, timeout=10)
+
+
+@pytest.fixture(scope="module")
+def converged(management: Management) -> list[dict[str, Any]]:
+    """The user's manifests applied with kubectl, the workload kubeconfig Secret beside them, and the
+    MachineDeployment's two Machines Running."""
+    path = management.workdir / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(manifests()))
+    management.kubectl.run("apply", "-f", str(path))
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": f"{CLUSTER}-kubeconfig", "namespace": NAMESPACE, "labels": {
+            "cluster.x-k8s.io/cluster-name": CLUSTER}},
+        "type": "cluster.x-k8s.io/secret",
+        "stringData": {"value": management.workload.admin_kubeconfig.read_text()},
+    }  # fmt: skip
+    management.cluster.request(f"/api/v1/namespaces/{NAMESPACE}/secrets", "POST", secret)
+    machines = management.wait(lambda: management.running_machines(2), "two Running Machines")
+    return list(machines)
+
+
+def test_a_machine_deployment_of_aws_machine_templates_converges_under_cluster_api_core(
+    management: Management, converged: list[dict[str, Any]]
+) -> None:
+    def initialized() -> dict[str, Any] | None:
+        path = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusters/{CLUSTER}"
+        cluster: dict[str, Any] = management.cluster.request(path)
+        conditions = {c["type"]: c["status"] for c in cluster["status"].get("conditions", [])}
+        return cluster if conditions.get("ControlPlaneInitialized") == "True" else None
+
+    # The control-plane Machine's Node registered: core reads the workload cluster (the kubeconfig Secret). A
+    # Cluster without a control-plane provider gets the condition only, not status.initialization's field.
+    cluster = management.wait(initialized, "the control plane initialized")
+    assert cluster["status"]["initialization"]["infrastructureProvisioned"] is True
+    assert cluster["spec"]["controlPlaneEndpoint"]["host"], "core copied the load balancer's address"
+    # Each Machine's AWSMachine is core's clone of the template, and capa-py launched it.
+    clones = {m["metadata"]["name"]: m for m in management.aws_machines()}
+    for machine in converged:
+        clone = clones[machine["spec"]["infrastructureRef"]["name"]]
+        annotations = clone["metadata"]["annotations"]
+        assert annotations["cluster.x-k8s.io/cloned-from-name"] == f"{DEPLOYMENT}-a"
+        assert (
+            annotations["cluster.x-k8s.io/cloned-from-groupkind"]
+            == "AWSMachineTemplate.infrastructure.cluster.x-k8s.io"
+        )
+        assert [o["kind"] for o in clone["metadata"]["ownerReferences"]] == ["Machine"]
+        assert clone["status"]["initialization"]["provisioned"] is True
+        assert machine["spec"]["providerID"] == clone["spec"]["providerID"]
+        assert machine["status"]["nodeRef"]["name"] == f"node-{instance_id(machine)}"
+    assert management.instances() == {instance_id(m): "t3.medium" for m in converged}
+    # kubectl prints the MachineDeployment with Cluster API's columns, and capa-py's kinds with CAPA's.
+    printed = management.kubectl.run("get", "machinedeployments", "-n", NAMESPACE).stdout
+    print(printed)
+    printed = management.kubectl.run("get", "awsm", "-n", NAMESPACE).stdout.splitlines()
+    assert printed[0].split()[:4] == ["NAME", "CLUSTER", "STATE", "READY"], printed
+    assert len(printed) == 4, printed  # the control plane's and two workers'
+    assert all("running" in line and "true" in line for line in printed[1:]), printed
+
+
+def test_scaling_the_machine_deployment_launches_and_terminates_instances(
+    management: Management, converged: list[dict[str, Any]]
+) -> None:
+    management.scale(3)
+    three = management.wait(lambda: management.running_machines(3), "three Running Machines")
+    assert management.instances() == {instance_id(m): "t3.medium" for m in three}
+    management.scale(1)
+    one = management.wait(lambda: management.running_machines(1), "one Running Machine")
+    management.wait(lambda: set(management.instances()) == {instance_id(one[0])}, "two instances terminated")
+
+
+def test_a_new_template_rolls_the_machines_within_max_surge(
+    management: Management, converged: list[dict[str, Any]]
+) -> None:
+    before = management.wait(lambda: management.running_machines(1), "one Running Machine")
+    path = management.workdir / "template-b.yaml"
+    path.write_text(yaml.safe_dump(template(f"{DEPLOYMENT}-b", "t3.large")))
+    management.kubectl.run("apply", "-f", str(path))
+    management.most_machines = 0
+    patch = {"spec": {"template": {"spec": {"infrastructureRef": {"name": f"{DEPLOYMENT}-b"}}}}}
+    management.kubectl.run(
+        "patch", "-n", NAMESPACE, f"machinedeployment.v1beta1.cluster.x-k8s.io/{DEPLOYMENT}", "--type=merge",
+        "-p", json.dumps(patch),
+    )  # fmt: skip
+
+    def rolled() -> list[dict[str, Any]] | None:
+        machines = management.running_machines(1)
+        if machines and machines[0]["metadata"]["name"] != before[0]["metadata"]["name"]:
+            return machines
+        return None
+
+    after = management.wait(rolled, "the Machine replaced from the new template")
+    # RollingUpdate with Cluster API's defaults (maxSurge 1, maxUnavailable 0): a new Machine first, at most
+    # replicas + 1 at any time.
+    assert management.most_machines <= 2
+    clone = next(
+        m
+        for m in management.aws_machines()
+        if m["metadata"]["name"] == after[0]["spec"]["infrastructureRef"]["name"]
+    )
+    assert clone["metadata"]["annotations"]["cluster.x-k8s.io/cloned-from-name"] == f"{DEPLOYMENT}-b"
+    management.wait(
+        lambda: management.instances() == {instance_id(after[0]): "t3.large"}, "the old instance terminated"
+    )
+
+
+def test_deleting_the_cluster_removes_every_machine_and_aws_resource(
+    management: Management, converged: list[dict[str, Any]]
+) -> None:
+    management.kubectl.run(
+        "delete", "cluster.v1beta1.cluster.x-k8s.io", CLUSTER, "-n", NAMESPACE, "--wait=false"
+    )
+    management.wait(
+        lambda: not management.list(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusters"),
+        "the Cluster gone",
+    )
+    assert management.machines() == []
+    assert management.aws_machines() == []
+    left = {
+        kind: ids for kind, ids in management.inspector.inventory(tag_key=CLUSTER_TAG).tagged.items() if ids
+    }
+    assert left == {}
+    report = capa(
+        "--kubeconfig", str(management.cluster.admin_kubeconfig),
+        "audit", "--aws-endpoint", management.aws_url, home=management.workdir / "audit-home",
+    )  # fmt: skip
+    assert "No leaks found" in report, report
