@@ -1,5 +1,6 @@
-"""The controllers: Cluster API core (Cluster, Machine), the AWS infrastructure (AWSCluster, AWSMachine),
-Tinkerbell (Workflow) and the bare-metal infrastructure (TinkerbellCluster, TinkerbellMachine).
+"""The controllers: Cluster API core (Cluster, Machine, MachineDeployment, MachineSet), the AWS
+infrastructure (AWSCluster, AWSMachine), Tinkerbell (Workflow) and the bare-metal infrastructure
+(TinkerbellCluster, TinkerbellMachine).
 
 :func:`embedded_controllers` builds the set ``capa apply`` runs in-process and a management-cluster
 deployment runs for good: :func:`aws_controllers` (when AWS is at hand), the Tinkerbell controllers and
@@ -96,6 +97,7 @@ def embedded_controllers(
     and an ``engine``), the Tinkerbell controllers and the bare-metal provider's (unless ``tinkerbell`` is
     false)."""
     from controllers.core import ClusterController, MachineController
+    from controllers.machinesets import machine_set_controllers
     from controllers.tinkerbell import tinkerbell_controllers
     from controllers.tinkerbell_capi import tinkerbell_capi_controllers
 
@@ -103,6 +105,7 @@ def embedded_controllers(
     built: list[Controller] = [
         ClusterController(store, infrastructure_kinds=(AWSCluster, TinkerbellCluster)),
         MachineController(store, infrastructure_kinds=(AWSMachine, TinkerbellMachine)),
+        *machine_set_controllers(store),
     ]
     if pool is not None and engine is not None:
         built += [c for c in aws_controllers(store, pool, engine, recorder) if c.name not in _CORE_NAMES]
@@ -112,4 +115,4 @@ def embedded_controllers(
     return built
 
 
-_CORE_NAMES = frozenset({"cluster", "machine"})
+_CORE_NAMES = frozenset({"cluster", "machine", "machinedeployment", "machineset"})

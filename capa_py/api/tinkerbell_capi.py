@@ -271,6 +271,7 @@ class TinkerbellMachineTemplate(KubeObject):
     KIND: ClassVar[str] = "TinkerbellMachineTemplate"
     PLURAL: ClassVar[str] = "tinkerbellmachinetemplates"
     HAS_STATUS: ClassVar[bool] = False
+    TEMPLATED_KIND: ClassVar[str] = "TinkerbellMachine"
 
     spec: TinkerbellMachineTemplateSpec = Field(default_factory=TinkerbellMachineTemplateSpec)
 
