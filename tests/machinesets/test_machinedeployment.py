@@ -27,6 +27,7 @@ from capa_py.api.machinesets import (
     MachineSet,
 )
 from capa_py.api.tinkerbell_capi import TinkerbellMachine
+from capa_py.manifests.rbac import MACHINE_SET_ACCESS, cluster_role
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import retry_on_conflict
 from controllers.core import ClusterController
@@ -94,7 +95,8 @@ def test_a_deployment_of_two_makes_one_set_two_machines_and_their_infrastructure
         )
         assert clone.metadata.labels[CLUSTER_NAME_LABEL] == CLUSTER
         affinity = clone.spec.hardware_affinity
-        assert affinity is not None and affinity.required[0].label_selector.match_labels == {"rack": "a"}
+        assert affinity is not None
+        assert affinity.required[0].label_selector.match_labels == {"rack": "a"}
         # The Machine took the clone over from the set that created it.
         assert [(r.kind, r.name, r.controller) for r in clone.metadata.owner_references] == [
             ("Machine", clone.name, True)
@@ -148,7 +150,8 @@ def test_scaling_up_then_down_removes_the_machine_marked_for_deletion_first(worl
     _edit(world, three)
     world.settle()
     machines = world.live_machines()
-    assert len(machines) == 3 and before < {m.name for m in machines}
+    assert len(machines) == 3
+    assert before < {m.name for m in machines}
     assert len(world.infra()) == 3
     assert world.md().status.replicas == 3
 
@@ -428,3 +431,41 @@ def test_a_stand_alone_machine_set_keeps_its_replicas(world: World) -> None:
     world.store.delete(Machine, machines[0].name, NS)
     world.settle()
     assert len(world.live_machines()) == 2, "a deleted machine is replaced"
+
+
+def test_the_cluster_role_grants_what_the_machine_deployment_controllers_request(world: World) -> None:
+    """Recorded over a create, scale, rollout and delete (plus the watches the manager opens for each
+    controller's kinds): every request is granted, and every grant of MACHINE_SET_ACCESS is used."""
+    world.store.create(deployment(replicas=2))
+    world.settle()
+
+    def change(d: MachineDeployment) -> None:
+        d.spec.replicas = 1
+        d.spec.template.spec.infrastructure_ref.name = "workers-b"
+
+    _edit(world, change)
+    world.settle()
+    world.store.delete(MachineDeployment, "workers", NS)
+    world.settle()
+    watched = {
+        (kind.API_VERSION.rpartition("/")[0], kind.PLURAL, verb)
+        for controller in (world.deployments, world.sets)
+        for kind in (controller.kind, *controller.watched_kinds)
+        for verb in ("list", "watch")
+    }
+    used = world.recording.requests | watched
+    granted = {
+        (group, resource, verb)
+        for rule in cluster_role()["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert used - granted == set()
+    listed = {
+        (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
+        for model, sub, verbs in MACHINE_SET_ACCESS
+        for verb in verbs
+    }
+    # AWSMachine clones are made the same way as the Tinkerbell ones recorded here.
+    assert listed - used == {("infrastructure.cluster.x-k8s.io", "awsmachines", "create")}

@@ -21,6 +21,7 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.sqlite import SQLiteStore
 from controllers.core import MachineController
 from controllers.machinesets import MachineDeploymentController, MachineSetController
+from tests.manifests.recording_store import RecordingStore
 
 NS = "default"
 CLUSTER = "c1"
@@ -70,9 +71,12 @@ def deployment(
 class World:
     def __init__(self, path: Path, registry: KindRegistry = REGISTRY) -> None:
         self.store = SQLiteStore(path, registry=registry)
-        self.deployments = MachineDeploymentController(self.store)
-        self.sets = MachineSetController(self.store, registry)
-        self.machines = MachineController(self.store, infrastructure_kinds=(TinkerbellMachine,))
+        # What the controllers request, as RBAC sees it (the test's own reads and writes are not recorded).
+        self.recording = RecordingStore(self.store)
+        controllers_store: Any = self.recording
+        self.deployments = MachineDeploymentController(controllers_store)
+        self.sets = MachineSetController(controllers_store, registry)
+        self.machines = MachineController(controllers_store, infrastructure_kinds=(TinkerbellMachine,))
         self.reconciles = 0
 
     def close(self) -> None:
@@ -122,9 +126,9 @@ class World:
                 continue
 
             infra.spec.provider_id = f"tinkerbell://{NS}/{infra.name}"
-            infra = self.store.update(infra)
-            infra.status.ready = True
-            self.store.update_status(infra)
+            booted = self.store.update(infra)
+            booted.status.ready = True
+            self.store.update_status(booted)
             made += 1
         return made
 
