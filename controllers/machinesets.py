@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import random
 import secrets
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, Cluster, Machine
 from capa_py.api.conditions import READY, get_condition, set_condition
@@ -48,6 +46,7 @@ from capa_py.api.machinesets import (
     MAX_REPLICAS_ANNOTATION,
     REVISION_ANNOTATION,
     SET_NAME_LABEL,
+    SUFFIX_ALPHABET,
     TEMPLATE_HASH_LABEL,
     DeletePolicy,
     MachineDeployment,
@@ -56,7 +55,9 @@ from capa_py.api.machinesets import (
     MachineSet,
     MachineSetSpec,
     MachineTemplateMetadata,
-    MachineTemplateSpec,
+    encode_digest,
+    machine_set_name,
+    template_hash,
 )
 from capa_py.api.meta import KubeObject, ObjectMeta, ObjectReference, OwnerReference
 from capa_py.api.registry import REGISTRY, KindRegistry, UnknownKind
@@ -76,44 +77,19 @@ AVAILABLE = "Available"
 WAIT_FOR_CLUSTER = 5.0
 """Seconds before looking again for a Cluster that does not exist yet."""
 WAIT_FOR_DELETION = 2.0
-_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _MAX_LABEL_VALUE = 63
 
 
 # -- names, labels, hashes ---------------------------------------------------------------------------
-def _encode(digest: bytes, length: int) -> str:
-    return "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:length])
-
-
 def label_value(name: str) -> str:
     """A name as a label value: itself when it fits (at most 63 characters), else a hash of it."""
     if len(name) <= _MAX_LABEL_VALUE:
         return name
-    return "hash_" + _encode(hashlib.sha256(name.encode()).digest(), 20) + "_z"
+    return "hash_" + encode_digest(hashlib.sha256(name.encode()).digest(), 20) + "_z"
 
 
 def random_suffix(length: int = 5) -> str:
-    return "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(length))
-
-
-def template_hash(template: MachineTemplateSpec) -> str:
-    """What makes Machines of a template different ones: the version, failure domain, bootstrap and the
-    infrastructure template (group, kind and name). Labels and annotations are not part of it: changing
-    them does not replace Machines."""
-    spec = template.spec
-    ref = spec.infrastructure_ref
-    material: dict[str, Any] = {
-        "version": spec.version,
-        "failureDomain": spec.failure_domain,
-        "bootstrap": spec.bootstrap.model_dump(mode="json", by_alias=True, exclude_none=True),
-        "infrastructureRef": {
-            "group": (ref.api_version or "").rpartition("/")[0],
-            "kind": ref.kind,
-            "name": ref.name,
-        },
-    }
-    digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).digest()
-    return _encode(digest, 10)
+    return "".join(secrets.choice(SUFFIX_ALPHABET) for _ in range(length))
 
 
 def controller_of(obj: KubeObject) -> OwnerReference | None:
@@ -625,7 +601,7 @@ class MachineDeploymentController:
         annotations[REVISION_ANNOTATION] = str(revision)
         ms = MachineSet(
             metadata=ObjectMeta(
-                name=f"{md.name}-{digest}",
+                name=machine_set_name(md.name, digest),
                 namespace=md.namespace,
                 labels=labels,
                 annotations=annotations,

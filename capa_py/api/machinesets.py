@@ -22,8 +22,10 @@ clone a bootstrap config template from, so a templated Machine must name its boo
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, WithJsonSchema
 
@@ -78,6 +80,39 @@ def scaled_value(value: IntOrString, total: int, round_up: bool) -> int:
     percent = int(match.group(1))
     whole, rest = divmod(percent * total, 100)
     return whole + (1 if round_up and rest else 0)
+
+
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters of generated name suffixes and hashes (no vowels, no look-alikes)."""
+
+
+def encode_digest(digest: bytes, length: int) -> str:
+    return "".join(SUFFIX_ALPHABET[b % len(SUFFIX_ALPHABET)] for b in digest[:length])
+
+
+def template_hash(template: MachineTemplateSpec) -> str:
+    """What makes Machines of a template different ones: the version, failure domain, bootstrap and the
+    infrastructure template (group, kind and name). Labels and annotations are not part of it: changing
+    them does not replace Machines."""
+    spec = template.spec
+    ref = spec.infrastructure_ref
+    material: dict[str, Any] = {
+        "version": spec.version,
+        "failureDomain": spec.failure_domain,
+        "bootstrap": spec.bootstrap.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "infrastructureRef": {
+            "group": (ref.api_version or "").rpartition("/")[0],
+            "kind": ref.kind,
+            "name": ref.name,
+        },
+    }
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).digest()
+    return encode_digest(digest, 10)
+
+
+def machine_set_name(deployment: str, digest: str) -> str:
+    """The MachineSet a MachineDeployment keeps for the template of hash ``digest``."""
+    return f"{deployment}-{digest}"
 
 
 def _issue(path: str, message: str) -> FieldIssue:
