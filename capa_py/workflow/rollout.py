@@ -8,6 +8,13 @@ machine are created beside the old ones, and only once both are ready is the old
 rolled one at a time, control-plane machines first, so the cluster never loses more than one machine's
 capacity.
 
+A cluster whose workers are a MachineDeployment (with its infrastructure machine template) rolls them through
+it instead: once the config's own Machines are done, each changed MachineDeployment is applied and the
+MachineDeployment controller replaces its Machines (one MachineSet per template, within ``maxSurge`` and
+``maxUnavailable``); the rollout waits until every Machine of it runs the new template and is ready. A
+changed Machine template is a new template object (a template's spec is not changed in place, as in Cluster
+API): the MachineDeployment names the new one.
+
 Every step is safe to repeat after the process is killed at any point: a replacement's name is derived from
 the desired spec (``<config name>-<hash>``), so a re-run finds the replacement an interrupted run made
 instead of making another, and every machine carries :data:`CONFIG_NAME_LABEL`, so the machine a config
@@ -30,6 +37,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from capa_py.api.cluster import CONTROL_PLANE_LABEL, Cluster, Machine
 from capa_py.api.immutable import without
+from capa_py.api.machinesets import (
+    TEMPLATE_HASH_LABEL,
+    MachineDeployment,
+    MachineSet,
+    machine_set_name,
+    template_hash,
+)
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.logging import get_logger
@@ -74,7 +88,7 @@ class RolloutError(RuntimeError):
 class RolloutStep:
     action: StepAction
     machine: str
-    """The machine's name in the config."""
+    """The machine's name in the config (or the MachineDeployment's)."""
     old: str | None
     """The stored Machine replaced, deleted or kept unchanged (names joined by ", " when an interrupted
     replace left several)."""
@@ -95,8 +109,10 @@ class _Config:
     cluster: Cluster | None = None
     infra_cluster: KubeObject | None = None
     machines: list[_ConfigMachine] = field(default_factory=list)
+    deployments: list[MachineDeployment] = field(default_factory=list)
     others: list[KubeObject] = field(default_factory=list)
-    """Cluster-level objects and everything that is neither a Machine nor an infrastructure machine."""
+    """Cluster-level objects and everything that is neither a Machine, an infrastructure machine nor a
+    MachineDeployment."""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -131,7 +147,10 @@ def _read_config(objects: Sequence[KubeObject]) -> _Config:
         found.append(_ConfigMachine(machine.metadata.name, machine, infra))
     # Control-plane machines first (a cluster keeps its API while workers roll), otherwise file order.
     config.machines = sorted(found, key=lambda m: CONTROL_PLANE_LABEL not in m.machine.metadata.labels)
-    config.others = [o for o in objects if not isinstance(o, Machine) and id(o) not in infra_ids]
+    config.deployments = [o for o in objects if isinstance(o, MachineDeployment)]
+    config.others = [
+        o for o in objects if not isinstance(o, Machine | MachineDeployment) and id(o) not in infra_ids
+    ]
     cluster = config.cluster
     if cluster is None:
         return config
@@ -149,6 +168,12 @@ def _read_config(objects: Sequence[KubeObject]) -> _Config:
         if entry.machine.spec.cluster_name != cluster.name:
             config.problems.append(
                 f"{entry.machine.ref()}: spec.clusterName: {entry.machine.spec.cluster_name!r} is not "
+                f"the config's cluster {cluster.name!r}"
+            )
+    for deployment in config.deployments:
+        if deployment.spec.cluster_name != cluster.name:
+            config.problems.append(
+                f"{deployment.ref()}: spec.clusterName: {deployment.spec.cluster_name!r} is not "
                 f"the config's cluster {cluster.name!r}"
             )
     return config
@@ -285,6 +310,29 @@ def _plan_machine(store: ObjectStore, cluster: Cluster, entry: _ConfigMachine) -
     return _MachinePlan(RolloutStep("replace", entry.name, old, new), new, retire)
 
 
+def _plan_deployment(store: ObjectStore, deployment: MachineDeployment) -> RolloutStep:
+    """create (not stored), unchanged (its Machines' template is the same) or replace (the MachineDeployment
+    controller replaces its Machines): ``old`` the stored MachineSets of other templates, ``new`` the one
+    of the config's template."""
+    defaulted = deployment.model_copy(deep=True)
+    defaulted.prepare_for_create()
+    digest = template_hash(defaulted.spec.template)
+    new = machine_set_name(deployment.name, digest)
+    stored = get_or_none(store, MachineDeployment, deployment.name, deployment.metadata.namespace)
+    if stored is None:
+        return RolloutStep("create", deployment.name, None, new)
+    if template_hash(stored.spec.template) == digest:
+        return RolloutStep("unchanged", deployment.name, None, None)
+    old = sorted(
+        s.name
+        for s in store.list(MachineSet, namespace=deployment.metadata.namespace)
+        if any(r.uid == stored.metadata.uid and r.controller for r in s.metadata.owner_references)
+        and s.metadata.labels.get(TEMPLATE_HASH_LABEL) != digest
+        and (s.spec.replicas or 0) > 0
+    )
+    return RolloutStep("replace", deployment.name, ", ".join(old) or None, new)
+
+
 def _retired(store: ObjectStore, cluster: Cluster, config: _Config) -> list[Machine]:
     """Stored Machines of the cluster whose config entry is gone from the config."""
     wanted = {m.name for m in config.machines}
@@ -335,6 +383,7 @@ def plan_rollout(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Roll
     :func:`check_upgrade`)."""
     config, cluster = _checked(store, label_machines(objects))
     steps = [_plan_machine(store, cluster, entry).step for entry in config.machines]
+    steps += [_plan_deployment(store, d) for d in config.deployments]
     steps += [
         RolloutStep("delete", m.metadata.labels[CONFIG_NAME_LABEL], m.name, None)
         for m in _retired(store, cluster, config)
@@ -441,6 +490,16 @@ class _Rollout:
         self.report(step, "finished")
         return step
 
+    def deployment(self, deployment: MachineDeployment) -> RolloutStep:
+        """Apply the MachineDeployment and wait until every Machine of it runs its template and is ready
+        (the MachineDeployment controller rolls them)."""
+        step = _plan_deployment(self.store, deployment)
+        self.report(step, "started")
+        applied = apply_objects(self.store, [deployment])
+        self.wait([a.object for a in applied], "ready")
+        self.report(step, "finished")
+        return step
+
     def delete(self, machine: Machine) -> RolloutStep:
         step = RolloutStep("delete", machine.metadata.labels[CONFIG_NAME_LABEL], machine.name, None)
         self.report(step, "started")
@@ -459,7 +518,8 @@ def roll_out(
 ) -> list[RolloutStep]:
     """Bring the stored cluster to ``objects``: apply the cluster-level objects and wait for the cluster,
     then create, replace (new machine ready before the old is deleted) or keep each machine, one at a time,
-    control-plane machines first, then delete the machines the config no longer has.
+    control-plane machines first, then apply each MachineDeployment and wait for its rollout, then delete
+    the machines the config no longer has.
 
     ``timeout`` bounds the whole rollout (every wait gets what is left of it); ``wait`` waits for objects
     reconciled elsewhere (:func:`controllers.observe.observe` by default); ``on_step`` hears each step start
@@ -472,5 +532,6 @@ def roll_out(
     assert config.cluster is not None  # _checked refused a config without one
     run.wait([o for o in (config.cluster, config.infra_cluster) if o is not None], "ready")
     steps = [run.machine(cluster, entry) for entry in config.machines]
+    steps += [run.deployment(d) for d in config.deployments]
     steps += [run.delete(m) for m in _retired(store, cluster, config)]
     return steps

@@ -26,18 +26,14 @@ from capa_py.api.machinesets import (
     MachineDeployment,
     MachineSet,
 )
-from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell_capi import TinkerbellMachine
-from capa_py.ctrlkit.result import Result, no_requeue
 from capa_py.manifests.rbac import MACHINE_SET_ACCESS, cluster_role
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import retry_on_conflict
-from capa_py.store.protocol import WatchEvent
-from capa_py.store.sqlite import SQLiteStore
 from controllers.core import ClusterController, MachineController
 from controllers.machinesets import MachineDeploymentController, MachineSetController, machine_ready
 from controllers.run import converge
-from tests.machinesets.world import CLUSTER, NS, World, deployment, template
+from tests.machinesets.world import CLUSTER, NS, Provider, World, deployment, template
 
 
 @pytest.fixture
@@ -476,30 +472,6 @@ def test_the_cluster_role_grants_what_the_machine_deployment_controllers_request
     assert listed - used == {("infrastructure.cluster.x-k8s.io", "awsmachines", "create")}
 
 
-class _Provider:
-    """Stands in for the bare-metal provider: a TinkerbellMachine is ready as soon as it is reconciled."""
-
-    name = "provider"
-    kind = TinkerbellMachine
-    watched_kinds: tuple[type[KubeObject], ...] = ()
-
-    def __init__(self, store: SQLiteStore) -> None:
-        self.store = store
-
-    def map_event(self, event: WatchEvent[KubeObject]) -> list[ObjectKey]:
-        return []
-
-    def reconcile(self, key: ObjectKey) -> Result:
-        infra = self.store.get(TinkerbellMachine, key.name, key.namespace)
-        if infra.being_deleted or infra.status.ready:
-            return no_requeue()
-        infra.spec.provider_id = f"tinkerbell://{key.namespace}/{key.name}"
-        booted = self.store.update(infra)
-        booted.status.ready = True
-        self.store.update_status(booted)
-        return no_requeue()
-
-
 def test_a_wait_on_a_deployment_reconciles_what_it_creates_until_it_is_ready(world: World) -> None:
     """``capa apply --wait`` computes its scope before the MachineSet and Machines exist; they are in it
     all the same (failed before the scope held the names a deployment generates: the wait timed out)."""
@@ -508,7 +480,7 @@ def test_a_wait_on_a_deployment_reconciles_what_it_creates_until_it_is_ready(wor
         MachineDeploymentController(world.store),
         MachineSetController(world.store),
         MachineController(world.store, infrastructure_kinds=(TinkerbellMachine,)),
-        _Provider(world.store),
+        Provider(world.store),
     ]
     result = converge(world.store, controllers, [md], timeout=60)  # type: ignore[arg-type]
     assert result.converged, result.states

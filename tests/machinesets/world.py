@@ -17,7 +17,9 @@ from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.api.tinkerbell_capi import TinkerbellMachine, TinkerbellMachineTemplate
+from capa_py.ctrlkit.result import Result, no_requeue
 from capa_py.runtime.queue import ObjectKey
+from capa_py.store.protocol import WatchEvent
 from capa_py.store.sqlite import SQLiteStore
 from controllers.core import MachineController
 from controllers.machinesets import MachineDeploymentController, MachineSetController
@@ -160,3 +162,27 @@ class World:
             if self.snapshot() == before:
                 return count
         raise AssertionError(f"the controllers did not settle in {rounds} rounds")
+
+
+class Provider:
+    """Stands in for the bare-metal provider: a TinkerbellMachine is ready as soon as it is reconciled."""
+
+    name = "provider"
+    kind = TinkerbellMachine
+    watched_kinds: tuple[type[KubeObject], ...] = ()
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def map_event(self, event: WatchEvent[KubeObject]) -> list[ObjectKey]:
+        return []
+
+    def reconcile(self, key: ObjectKey) -> Result:
+        infra = self.store.get(TinkerbellMachine, key.name, key.namespace)
+        if infra.being_deleted or infra.status.ready:
+            return no_requeue()
+        infra.spec.provider_id = f"tinkerbell://{key.namespace}/{key.name}"
+        booted = self.store.update(infra)
+        booted.status.ready = True
+        self.store.update_status(booted)
+        return no_requeue()
