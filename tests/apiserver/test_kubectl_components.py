@@ -38,7 +38,7 @@ def _manifests(tmp_path: Path, what: str) -> Path:
 def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubectl, tmp_path: Path) -> None:
     crds = _manifests(tmp_path, "crds")
     created = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
-    assert len(created) == 12, created  # Cluster API, capa-py, AWS, Tinkerbell and bare-metal kinds
+    assert len(created) == 14, created  # Cluster API, capa-py, AWS, Tinkerbell and bare-metal kinds
     assert all(line.endswith(" created") for line in created), created
     again = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     assert all(line.endswith(" unchanged") for line in again), again
@@ -49,7 +49,9 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "customresourcedefinition.apiextensions.k8s.io/clusterconfigs.capa-py.io",
         "customresourcedefinition.apiextensions.k8s.io/clusters.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/hardware.tinkerbell.org",
+        "customresourcedefinition.apiextensions.k8s.io/machinedeployments.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/machines.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/machinesets.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/osies.tinkerbell.org",
         "customresourcedefinition.apiextensions.k8s.io/templates.tinkerbell.org",
         "customresourcedefinition.apiextensions.k8s.io/tinkerbellclusters.infrastructure.cluster.x-k8s.io",
