@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.core import Secret
+from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import TINKERBELL_API_VERSION
 from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS, TinkerbellCluster, TinkerbellMachine
@@ -57,9 +58,12 @@ def _stored(obj: KubeObject, store: ObjectStore | None) -> KubeObject:
 
 
 def _bare_metal(obj: KubeObject) -> bool:
-    """A Cluster or Machine whose infrastructure is a Tinkerbell kind."""
-    ref = getattr(getattr(obj, "spec", None), "infrastructure_ref", None)
+    """A Cluster or Machine whose infrastructure is a Tinkerbell kind, or a MachineDeployment or MachineSet
+    whose Machines' is (a Tinkerbell machine template)."""
     kinds = {k.KIND for k in TINKERBELL_CAPI_KINDS}
+    if isinstance(obj, MachineDeployment | MachineSet):
+        return obj.spec.template.spec.infrastructure_ref.kind in kinds
+    ref = getattr(getattr(obj, "spec", None), "infrastructure_ref", None)
     return isinstance(obj, Cluster | Machine) and ref is not None and ref.kind in kinds
 
 
@@ -73,6 +77,10 @@ def needs_aws(objects: Iterable[KubeObject], store: ObjectStore | None = None) -
         (o.metadata.namespace, o.spec.bootstrap.data_secret_name)
         for o in given
         if isinstance(o, Machine) and _bare_metal(o)
+    } | {
+        (o.metadata.namespace, o.spec.template.spec.bootstrap.data_secret_name)
+        for o in given
+        if isinstance(o, MachineDeployment | MachineSet) and _bare_metal(o)
     }
     return any(
         not (
