@@ -288,8 +288,15 @@ class MachineDeployment(KubeObject):
         self._default()
 
     def semantic_issues(self) -> list[FieldIssue]:
+        """Checked as Cluster API's validating webhook checks it: after defaulting (a request ``capa
+        serve`` admits is judged as the object it will store)."""
         if self.being_deleted:
             return []
+        defaulted = self.model_copy(deep=True)
+        defaulted._default()
+        return defaulted._issues()
+
+    def _issues(self) -> list[FieldIssue]:
         found = _template_issues(self, self.spec.selector, self.spec.template)
         rolling = self.spec.strategy.rolling_update if self.spec.strategy else None
         if rolling is not None:
@@ -393,10 +400,13 @@ class MachineSet(KubeObject):
         self._default()
 
     def semantic_issues(self) -> list[FieldIssue]:
+        """Checked after defaulting, as for a MachineDeployment."""
         if self.being_deleted:
             return []
-        found = _template_issues(self, self.spec.selector, self.spec.template)
-        if not self.spec.selector.match_labels and not self.spec.selector.match_expressions:
+        defaulted = self.model_copy(deep=True)
+        defaulted._default()
+        found = _template_issues(defaulted, defaulted.spec.selector, defaulted.spec.template)
+        if not defaulted.spec.selector.match_labels and not defaulted.spec.selector.match_expressions:
             found.append(_issue("spec.selector", "empty selector is not valid for MachineSet."))
         return found
 

@@ -114,3 +114,34 @@ def test_kubectl_applies_and_prints_a_machine_deployment_on_both_servers(
     for side in ("capa", "peer"):
         row = seen[side]["row"]
         assert (row[0], row[1], row[-1]) == ("workers", "c1", "v1.30.1"), (side, row)
+
+
+def test_capa_serve_defaults_a_machine_set_before_judging_it(server: Server) -> None:
+    """A MachineSet without a selector is defaulted (its own name selects its Machines) and then admitted,
+    as Cluster API's defaulting webhook runs before its validating one (refused as an empty selector
+    before)."""
+    body = {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineSet",
+        "metadata": {"name": "extra", "namespace": "default"},
+        "spec": {"clusterName": "c1", "template": _deployment("default")["spec"]["template"]},
+    }
+    del body["spec"]["template"]["metadata"]
+    status, created = server.http(
+        "POST", "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinesets", body
+    )
+    assert status == 201, created
+    assert created["spec"]["selector"]["matchLabels"] == {
+        "cluster.x-k8s.io/set-name": "extra",
+        "cluster.x-k8s.io/cluster-name": "c1",
+    }
+    assert created["spec"]["replicas"] == 1
+    assert created["spec"]["deletePolicy"] == "Random"
+
+    body["metadata"]["name"] = "mismatched"
+    body["spec"]["selector"] = {"matchLabels": {"pool": "a"}}
+    status, refused = server.http(
+        "POST", "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinesets", body
+    )
+    assert status == 422, refused
+    assert [c["field"] for c in refused["details"]["causes"]] == ["spec.template.metadata.labels"]
