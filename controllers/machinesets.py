@@ -15,7 +15,7 @@ template's ``spec.template.spec``, with the template's ``spec.template.metadata`
 ``cluster.x-k8s.io/cloned-from-name``/``cloned-from-groupkind``; the set owns the clone until the Machine
 controller takes it over. Scaling down deletes, first, Machines already being deleted, then those annotated
 ``cluster.x-k8s.io/delete-machine``, then failed or not-ready ones, then by ``deletePolicy`` (``Random``,
-``Newest``, ``Oldest``).
+``Newest``, ``Oldest``; ``Random`` by name among equals, as Cluster API core orders them).
 
 Nothing is changed while the Cluster is paused (``spec.paused`` or the ``cluster.x-k8s.io/paused``
 annotation) or the object itself carries the paused annotation; a MachineDeployment with ``spec.paused`` has
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import random
 import secrets
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -41,6 +40,7 @@ from capa_py.api.machinesets import (
     DELETE_MACHINE_ANNOTATION,
     DEPLOYMENT_NAME_LABEL,
     DESIRED_REPLICAS_ANNOTATION,
+    DISABLE_MACHINE_CREATE_ANNOTATION,
     MACHINE_DEPLOYMENT_FINALIZER,
     MACHINE_SET_FINALIZER,
     MAX_REPLICAS_ANNOTATION,
@@ -56,8 +56,9 @@ from capa_py.api.machinesets import (
     MachineSetSpec,
     MachineTemplateMetadata,
     encode_digest,
-    machine_set_name,
     template_hash,
+    template_hash_label,
+    template_of,
 )
 from capa_py.api.meta import KubeObject, ObjectMeta, ObjectReference, OwnerReference
 from capa_py.api.registry import REGISTRY, KindRegistry, UnknownKind
@@ -137,7 +138,7 @@ def machine_failed(machine: Machine) -> bool:
 def deletion_order(machines: Sequence[Machine], policy: DeletePolicy) -> list[Machine]:
     """The Machines in the order a scale-down deletes them: those already being deleted, those annotated
     ``cluster.x-k8s.io/delete-machine``, failed or not ready ones, then the rest by ``policy`` (newest or
-    oldest first by creation time; in random order for ``Random``)."""
+    oldest first by creation time; by name for ``Random``, as Cluster API core orders equals)."""
 
     def grade(machine: Machine) -> int:
         if machine.being_deleted:
@@ -148,9 +149,8 @@ def deletion_order(machines: Sequence[Machine], policy: DeletePolicy) -> list[Ma
             return 2
         return 3
 
-    ordered = list(machines)
+    ordered = sorted(machines, key=lambda m: m.name)
     if policy == "Random":
-        random.shuffle(ordered)
         return sorted(ordered, key=grade)
     newest_first = policy == "Newest"
     ordered.sort(key=lambda m: (_created(m), m.name), reverse=newest_first)
@@ -275,15 +275,17 @@ class MachineSetController:
         return self._update_status(ms, machines, problem)
 
     def _may_scale_up(self, ms: MachineSet) -> bool:
-        """An old MachineSet of an ``OnDelete`` deployment does not replace Machines deleted by hand: the
-        deployment's new set does."""
+        """Not with ``cluster.x-k8s.io/disable-machine-create: "true"``. An old MachineSet of an ``OnDelete``
+        deployment does not replace Machines deleted by hand: the deployment's new set does."""
+        if ms.metadata.annotations.get(DISABLE_MACHINE_CREATE_ANNOTATION) == "true":
+            return False
         owner = controller_of(ms)
         if owner is None or owner.kind != "MachineDeployment":
             return True
         md = get_or_none(self.store, MachineDeployment, owner.name, ms.namespace)
         if md is None or md.spec.strategy_type != "OnDelete":
             return True
-        return ms.metadata.labels.get(TEMPLATE_HASH_LABEL) == template_hash(md.spec.template)
+        return template_of(ms) == template_hash(md.spec.template)
 
     def _sync_replicas(
         self, ms: MachineSet, machines: list[Machine]
@@ -489,7 +491,7 @@ class MachineDeploymentController:
     def _rollout(self, md: MachineDeployment, sets: list[MachineSet]) -> None:
         current = template_hash(md.spec.template)
         live = [s for s in sets if not s.being_deleted]
-        new = next((s for s in live if s.metadata.labels.get(TEMPLATE_HASH_LABEL) == current), None)
+        new = next((s for s in live if template_of(s) == current), None)
         olds = [s for s in live if s is not new]
         new = self._create_set(md, current, live) if new is None else self._sync_set(md, new, live)
         if md.spec.strategy_type == "OnDelete":
@@ -583,25 +585,28 @@ class MachineDeploymentController:
         }
         annotations[DESIRED_REPLICAS_ANNOTATION] = str(md.spec.desired)
         annotations[MAX_REPLICAS_ANNOTATION] = str(md.spec.desired + surge)
+        annotations[DISABLE_MACHINE_CREATE_ANNOTATION] = "false"
         annotations.pop(REVISION_ANNOTATION, None)
         return annotations
 
     def _create_set(self, md: MachineDeployment, digest: str, live: list[MachineSet]) -> MachineSet:
         revision = max((_revision(s) for s in live), default=0) + 1
+        suffix = random_suffix()
+        hash_label = template_hash_label(digest, suffix)
         template = md.spec.template.model_copy(deep=True)
-        template.metadata.labels[TEMPLATE_HASH_LABEL] = digest
+        template.metadata.labels[TEMPLATE_HASH_LABEL] = hash_label
         template.metadata.labels[DEPLOYMENT_NAME_LABEL] = label_value(md.name)
         selector = md.spec.selector.model_copy(deep=True)
-        selector.match_labels[TEMPLATE_HASH_LABEL] = digest
+        selector.match_labels[TEMPLATE_HASH_LABEL] = hash_label
         labels = dict(md.spec.template.metadata.labels)
-        labels[TEMPLATE_HASH_LABEL] = digest
+        labels[TEMPLATE_HASH_LABEL] = hash_label
         labels[DEPLOYMENT_NAME_LABEL] = label_value(md.name)
         labels[CLUSTER_NAME_LABEL] = md.spec.cluster_name
         annotations = self._set_annotations(md)
         annotations[REVISION_ANNOTATION] = str(revision)
         ms = MachineSet(
             metadata=ObjectMeta(
-                name=machine_set_name(md.name, digest),
+                name=f"{md.name}-{suffix}",
                 namespace=md.namespace,
                 labels=labels,
                 annotations=annotations,
@@ -676,7 +681,7 @@ class MachineDeploymentController:
     # -- status and deletion ------------------------------------------------------------------------
     def _update_status(self, md: MachineDeployment, sets: list[MachineSet]) -> None:
         current = template_hash(md.spec.template)
-        new = next((s for s in sets if s.metadata.labels.get(TEMPLATE_HASH_LABEL) == current), None)
+        new = next((s for s in sets if template_of(s) == current and not s.being_deleted), None)
         spec: MachineDeploymentSpec = md.spec
         desired = spec.desired
         _, max_unavailable = spec.surge_and_unavailable()

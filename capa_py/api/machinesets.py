@@ -47,6 +47,8 @@ CLONED_FROM_NAME_ANNOTATION = "cluster.x-k8s.io/cloned-from-name"
 CLONED_FROM_GROUPKIND_ANNOTATION = "cluster.x-k8s.io/cloned-from-groupkind"
 REVISION_ANNOTATION = "machinedeployment.clusters.x-k8s.io/revision"
 DESIRED_REPLICAS_ANNOTATION = "machinedeployment.clusters.x-k8s.io/desired-replicas"
+DISABLE_MACHINE_CREATE_ANNOTATION = "cluster.x-k8s.io/disable-machine-create"
+"""On a MachineSet a MachineDeployment made: ``"false"`` (Cluster API core sets it; capa-py reads it too)."""
 MAX_REPLICAS_ANNOTATION = "machinedeployment.clusters.x-k8s.io/max-replicas"
 MACHINE_DEPLOYMENT_FINALIZER = "cluster.x-k8s.io/machinedeployment"
 MACHINE_SET_FINALIZER = "cluster.x-k8s.io/machineset"
@@ -110,9 +112,16 @@ def template_hash(template: MachineTemplateSpec) -> str:
     return encode_digest(digest, 10)
 
 
-def machine_set_name(deployment: str, digest: str) -> str:
-    """The MachineSet a MachineDeployment keeps for the template of hash ``digest``."""
-    return f"{deployment}-{digest}"
+def template_hash_label(digest: str, suffix: str) -> str:
+    """The ``machine-template-hash`` label of a MachineSet named ``<deployment>-<suffix>`` for the template
+    of hash ``digest``: ``<digest>-<suffix>``, as Cluster API core writes it."""
+    return f"{digest}-{suffix}"
+
+
+def template_of(machine_set: KubeObject) -> str | None:
+    """The template hash a MachineSet's ``machine-template-hash`` label holds (None when unlabelled)."""
+    label = machine_set.metadata.labels.get(TEMPLATE_HASH_LABEL)
+    return label.rpartition("-")[0] or label if label else None
 
 
 def _issue(path: str, message: str) -> FieldIssue:

@@ -28,6 +28,7 @@ processes): waits go through a :data:`WaitFn`, by default :func:`controllers.obs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import time
@@ -37,13 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from capa_py.api.cluster import CONTROL_PLANE_LABEL, Cluster, Machine
 from capa_py.api.immutable import without
-from capa_py.api.machinesets import (
-    TEMPLATE_HASH_LABEL,
-    MachineDeployment,
-    MachineSet,
-    machine_set_name,
-    template_hash,
-)
+from capa_py.api.machinesets import MachineDeployment, MachineSet, template_hash, template_of
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.logging import get_logger
@@ -312,25 +307,44 @@ def _plan_machine(store: ObjectStore, cluster: Cluster, entry: _ConfigMachine) -
 
 def _plan_deployment(store: ObjectStore, deployment: MachineDeployment) -> RolloutStep:
     """create (not stored), unchanged (its Machines' template is the same) or replace (the MachineDeployment
-    controller replaces its Machines): ``old`` the stored MachineSets of other templates, ``new`` the one
-    of the config's template."""
+    controller replaces its Machines): ``old`` the stored MachineSets of other templates still wanting
+    Machines, ``new`` the MachineSet of the config's template once it exists (the controller names a new one
+    ``<deployment>-<random suffix>``)."""
     defaulted = deployment.model_copy(deep=True)
     defaulted.prepare_for_create()
     digest = template_hash(defaulted.spec.template)
-    new = machine_set_name(deployment.name, digest)
     stored = get_or_none(store, MachineDeployment, deployment.name, deployment.metadata.namespace)
     if stored is None:
-        return RolloutStep("create", deployment.name, None, new)
+        return RolloutStep("create", deployment.name, None, None)
     if template_hash(stored.spec.template) == digest:
         return RolloutStep("unchanged", deployment.name, None, None)
-    old = sorted(
-        s.name
+    sets = [
+        s
         for s in store.list(MachineSet, namespace=deployment.metadata.namespace)
         if any(r.uid == stored.metadata.uid and r.controller for r in s.metadata.owner_references)
-        and s.metadata.labels.get(TEMPLATE_HASH_LABEL) != digest
-        and (s.spec.replicas or 0) > 0
-    )
+        and not s.being_deleted
+    ]
+    old = sorted(s.name for s in sets if template_of(s) != digest and (s.spec.replicas or 0) > 0)
+    new = next((s.name for s in sets if template_of(s) == digest), None)
     return RolloutStep("replace", deployment.name, ", ".join(old) or None, new)
+
+
+def _current_set(store: ObjectStore, deployment: MachineDeployment) -> str | None:
+    """The name of the stored MachineSet of the MachineDeployment's current template."""
+    stored = get_or_none(store, MachineDeployment, deployment.name, deployment.metadata.namespace)
+    if stored is None:
+        return None
+    digest = template_hash(stored.spec.template)
+    return next(
+        (
+            s.name
+            for s in store.list(MachineSet, namespace=deployment.metadata.namespace)
+            if any(r.uid == stored.metadata.uid and r.controller for r in s.metadata.owner_references)
+            and template_of(s) == digest
+            and not s.being_deleted
+        ),
+        None,
+    )
 
 
 def _retired(store: ObjectStore, cluster: Cluster, config: _Config) -> list[Machine]:
@@ -497,6 +511,9 @@ class _Rollout:
         self.report(step, "started")
         applied = apply_objects(self.store, [deployment])
         self.wait([a.object for a in applied], "ready")
+        if step.action != "unchanged":
+            # The MachineSet now holding the Machines (made during the wait when the template was new).
+            step = dataclasses.replace(step, new=_current_set(self.store, deployment))
         self.report(step, "finished")
         return step
 

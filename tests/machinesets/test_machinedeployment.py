@@ -18,6 +18,7 @@ from capa_py.api.machinesets import (
     CLONED_FROM_NAME_ANNOTATION,
     DELETE_MACHINE_ANNOTATION,
     DEPLOYMENT_NAME_LABEL,
+    DISABLE_MACHINE_CREATE_ANNOTATION,
     MACHINE_DEPLOYMENT_FINALIZER,
     MACHINE_SET_FINALIZER,
     REVISION_ANNOTATION,
@@ -55,8 +56,12 @@ def test_a_deployment_of_two_makes_one_set_two_machines_and_their_infrastructure
     world.settle()
 
     (ms,) = world.machine_sets()
+    # <deployment>-<5 random>, its hash label <template hash>-<the same 5>, as Cluster API core names them.
     digest = ms.metadata.labels[TEMPLATE_HASH_LABEL]
-    assert ms.name == f"workers-{digest}"
+    suffix = ms.name.removeprefix("workers-")
+    assert len(suffix) == 5
+    assert digest.endswith(f"-{suffix}")
+    assert ms.metadata.annotations[DISABLE_MACHINE_CREATE_ANNOTATION] == "false"
     assert ms.metadata.labels[DEPLOYMENT_NAME_LABEL] == "workers"
     assert ms.metadata.labels[CLUSTER_NAME_LABEL] == CLUSTER
     assert ms.spec.selector.match_labels[TEMPLATE_HASH_LABEL] == digest
@@ -170,7 +175,9 @@ def test_scaling_up_then_down_removes_the_machine_marked_for_deletion_first(worl
     world.settle()
     (left,) = world.all_machines()
     assert left.name != marked
-    # The marked machine went first; of the two unmarked, the one left is one of them (Random policy).
+    # The marked machine went first, then (Random: by name among equals) the first of the others by name.
+    unmarked = sorted({m.name for m in machines} - {marked})
+    assert left.name == unmarked[-1]
     assert [c.name for c in world.infra()] == [left.name], "the infrastructure of removed machines is gone"
     status = world.md().status
     assert (status.replicas, status.ready_replicas, status.phase) == (1, 1, "Running")

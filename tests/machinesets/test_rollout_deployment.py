@@ -91,18 +91,25 @@ def test_an_upgrade_rolls_the_workers_through_their_machine_deployment(store: SQ
 
     desired = _config("workers-b", "v1.31.0")
     (planned,) = plan_rollout(store, desired)
-    assert planned.action == "replace"
-    assert planned.old == old_set.name
+    assert (planned.action, planned.machine, planned.old, planned.new) == (
+        "replace",
+        "workers",
+        old_set.name,
+        None,
+    )
     events: list[tuple[RolloutStep, str]] = []
     steps = roll_out(store, desired, timeout=120, wait=wait, on_step=lambda s, p: events.append((s, p)))
-    assert steps == [planned]
+    assert [(s.action, s.old) for s in steps] == [("replace", old_set.name)]
     assert [p for _, p in events] == ["started", "finished"]
+    (finished,) = steps
+    assert finished.new is not None
+    assert finished.new != old_set.name
 
     machines = list(store.list(Machine, namespace=NS))
     assert len(machines) == 2
     assert not old_machines & {m.name for m in machines}, "the MachineDeployment replaced every worker"
     assert {m.spec.version for m in machines} == {"v1.31.0"}
-    new_set = store.get(MachineSet, planned.new or "", NS)
+    new_set = store.get(MachineSet, finished.new, NS)
     assert {m.metadata.labels[TEMPLATE_HASH_LABEL] for m in machines} == {
         new_set.metadata.labels[TEMPLATE_HASH_LABEL]
     }
