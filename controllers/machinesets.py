@@ -268,11 +268,26 @@ class MachineSetController:
         ms = ensure_labels(self.store, ms, {CLUSTER_NAME_LABEL: cluster.name})
         if controller_of(ms) is None:
             ms = ensure_owner(self.store, ms, cluster, controller=False)
+        self._own_template(ms, cluster)
         machines = _set_machines(self.store, ms)
         problem: tuple[str, str] | None = None
         if not cluster.being_deleted:
             machines, problem = self._sync_replicas(ms, machines)
         return self._update_status(ms, machines, problem)
+
+    def _own_template(self, ms: MachineSet, cluster: Cluster) -> None:
+        """The infrastructure template a set clones from belongs to the Cluster (an owner reference, not a
+        controlling one), as Cluster API core makes it."""
+        ref = ms.spec.template.spec.infrastructure_ref
+        if not ref.api_version or not ref.kind or not ref.name:
+            return
+        try:
+            kind = self.registry.for_gvk(ref.api_version, ref.kind)
+        except UnknownKind:
+            return
+        template = get_or_none(self.store, kind, ref.name, ref.namespace or ms.namespace)
+        if template is not None and not template.being_deleted:
+            ensure_owner(self.store, template, cluster, controller=False)
 
     def _may_scale_up(self, ms: MachineSet) -> bool:
         """Not with ``cluster.x-k8s.io/disable-machine-create: "true"``. An old MachineSet of an ``OnDelete``

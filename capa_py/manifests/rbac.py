@@ -120,7 +120,8 @@ test's recording covers the AWS side; the provider's tests record theirs)."""
 MACHINE_SET_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
     # Cluster API core's MachineDeployment and MachineSet controllers: a deployment's finalizer, labels,
     # Cluster owner reference and revision, its MachineSets (created, scaled, deleted), their Machines and
-    # each Machine's infrastructure cloned from a template (read, never written). The finalizers
+    # each Machine's infrastructure cloned from a template (read, and given an owner reference to the
+    # Cluster: an update changing owner references needs delete on it). The finalizers
     # subresources: the controlling references MachineDeployment → MachineSet → Machine block deletion.
     (MachineDeployment, "", (*_WATCHED, "update", "delete")),
     (MachineDeployment, "status", ("update",)),
@@ -131,7 +132,7 @@ MACHINE_SET_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = 
     (Machine, "", ("create",)),
     (AWSMachine, "", ("create",)),
     (TinkerbellMachine, "", ("create",)),
-    (TinkerbellMachineTemplate, "", ("get",)),
+    (TinkerbellMachineTemplate, "", ("get", "update", "delete")),
 )
 """What the MachineDeployment and MachineSet controllers request beyond :data:`ACCESS` (recorded by
 ``tests/machinesets``)."""

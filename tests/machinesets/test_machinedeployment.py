@@ -27,7 +27,7 @@ from capa_py.api.machinesets import (
     MachineDeployment,
     MachineSet,
 )
-from capa_py.api.tinkerbell_capi import TinkerbellMachine
+from capa_py.api.tinkerbell_capi import TinkerbellMachine, TinkerbellMachineTemplate
 from capa_py.manifests.rbac import MACHINE_SET_ACCESS, cluster_role
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import retry_on_conflict
@@ -107,6 +107,12 @@ def test_a_deployment_of_two_makes_one_set_two_machines_and_their_infrastructure
         assert [(r.kind, r.name, r.controller) for r in clone.metadata.owner_references] == [
             ("Machine", clone.name, True)
         ]
+
+    # The template belongs to the Cluster, as Cluster API core makes it.
+    used = world.store.get(TinkerbellMachineTemplate, "workers-a", NS)
+    assert [(r.kind, r.name, r.controller) for r in used.metadata.owner_references] == [
+        ("Cluster", CLUSTER, None)
+    ]
 
     md = world.md()
     assert MACHINE_DEPLOYMENT_FINALIZER in md.metadata.finalizers
