@@ -1,21 +1,22 @@
 """Cluster API core's MachineDeployment and MachineSet controllers, for the embedded mode.
 
-A MachineDeployment keeps one MachineSet per distinct Machine template (named ``<deployment>-<hash>``,
-labelled ``machine-template-hash`` and ``cluster.x-k8s.io/deployment-name``, controlled by the deployment)
-and moves Machines from the old sets to the new one: with ``RollingUpdate`` never more than ``replicas +
-maxSurge`` Machines wanted at once and never fewer than ``replicas - maxUnavailable`` available, as a
-Kubernetes Deployment rolls out; with ``OnDelete`` a new Machine only once an old one has been deleted by
-hand. Old sets scaled to zero are kept up to ``revisionHistoryLimit``.
+A MachineDeployment keeps one MachineSet per distinct Machine template (named ``<deployment>-<5 random
+characters>``, labelled ``machine-template-hash: <template hash>-<the same 5>`` and
+``cluster.x-k8s.io/deployment-name``, controlled by the deployment) and moves Machines from the old sets to
+the new one: with ``RollingUpdate`` never more than ``replicas + maxSurge`` Machines wanted at once and
+never fewer than ``replicas - maxUnavailable`` available, as a Kubernetes Deployment rolls out; with
+``OnDelete`` a new Machine only once an old one has been deleted by hand. Old sets scaled to zero are kept
+up to ``revisionHistoryLimit``.
 
 A MachineSet keeps ``replicas`` Machines (``<set>-<suffix>``, labelled with the template's labels,
-``cluster.x-k8s.io/set-name``, the deployment's name and ``cluster.x-k8s.io/cluster-name``, controlled by the
-set). Each Machine gets its own infrastructure object cloned from the template its
-``spec.infrastructureRef`` names: an object of the templated kind, named after the Machine, whose spec is the
-template's ``spec.template.spec``, with the template's ``spec.template.metadata`` labels and annotations and
-``cluster.x-k8s.io/cloned-from-name``/``cloned-from-groupkind``; the set owns the clone until the Machine
-controller takes it over. Scaling down deletes, first, Machines already being deleted, then those annotated
-``cluster.x-k8s.io/delete-machine``, then failed or not-ready ones, then by ``deletePolicy`` (``Random``,
-``Newest``, ``Oldest``; ``Random`` by name among equals, as Cluster API core orders them).
+``cluster.x-k8s.io/set-name``, the deployment's name and ``cluster.x-k8s.io/cluster-name``, controlled by
+the set). Each Machine gets its own infrastructure object cloned from the template its
+``spec.infrastructureRef`` names: an object of the templated kind, named after the Machine, whose spec is
+the template's ``spec.template.spec``, with the template's ``spec.template.metadata`` labels and annotations
+and ``cluster.x-k8s.io/cloned-from-name``/``cloned-from-groupkind``; the set owns the clone until the
+Machine controller takes it over. Scaling down deletes, first, Machines already being deleted, then those
+annotated ``cluster.x-k8s.io/delete-machine``, then failed or not-ready ones, then by ``deletePolicy``
+(``Random``, ``Newest``, ``Oldest``; ``Random`` by name among equals, as Cluster API core orders them).
 
 Nothing is changed while the Cluster is paused (``spec.paused`` or the ``cluster.x-k8s.io/paused``
 annotation) or the object itself carries the paused annotation; a MachineDeployment with ``spec.paused`` has

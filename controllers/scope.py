@@ -13,7 +13,7 @@ objects they depend on and the objects that depend on them, following the relati
 * a TinkerbellMachine depends on the Workflow named after it, which it creates (the Workflow, once made,
   depends on the machine that owns it);
 * a MachineDeployment or MachineSet depends on its Cluster (``spec.clusterName``); what they create while
-  the wait runs (MachineSets ``<deployment>-<hash>``, Machines ``<set>-<suffix>``, each Machine's
+  the wait runs (MachineSets ``<deployment>-<suffix>``, Machines ``<set>-<suffix>``, each Machine's
   infrastructure and Workflow named after it) is not stored when the scope is computed, so the scope also
   holds every object whose name starts with the name of a MachineDeployment or MachineSet in it and a dash.
 
