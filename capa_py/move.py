@@ -5,7 +5,8 @@ where it is. The target's controllers find the AWS resources (or the Hardware) t
 and adopt them; nothing in AWS is created, changed or deleted by a move.
 
 The graph of a cluster is found in its namespace: the Cluster, the objects its specs reference
-(infrastructure and control-plane refs, machines' infrastructure refs and bootstrap data Secrets), the
+(infrastructure and control-plane refs, machines' infrastructure refs and bootstrap data Secrets, the
+machine templates and bootstrap Secrets of MachineDeployments and MachineSets), the
 objects labelled ``cluster.x-k8s.io/cluster-name`` with its name, the ``<cluster>-kubeconfig`` Secret, the
 Hardware its TinkerbellMachines claim, and, transitively, every object whose owner references name an
 object of the graph (Machines, Workflows, Templates, Secrets).
@@ -38,6 +39,7 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.aws_templates import AWSClusterTemplate, AWSMachineTemplate
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.core import Namespace, Secret
+from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
 from capa_py.api.tinkerbell_capi import (
@@ -63,6 +65,8 @@ MOVABLE_KINDS: tuple[type[KubeObject], ...] = (
     Cluster,
     AWSCluster,
     TinkerbellCluster,
+    MachineDeployment,
+    MachineSet,
     Machine,
     AWSMachine,
     TinkerbellMachine,
@@ -121,6 +125,10 @@ def _referenced(obj: KubeObject) -> list[Key]:
     if isinstance(obj, Cluster):
         found += [_ref_key(obj.spec.infrastructure_ref, ns), _ref_key(obj.spec.control_plane_ref, ns)]
         found.append(("Secret", ns, f"{obj.name}-kubeconfig"))
+    elif isinstance(obj, MachineDeployment | MachineSet):
+        found.append(_ref_key(obj.spec.template.spec.infrastructure_ref, ns))
+        if obj.spec.template.spec.bootstrap.data_secret_name:
+            found.append(("Secret", ns, obj.spec.template.spec.bootstrap.data_secret_name))
     elif isinstance(obj, Machine):
         found.append(_ref_key(obj.spec.infrastructure_ref, ns))
         found.append(_ref_key(obj.spec.bootstrap.config_ref, ns))

@@ -1,5 +1,6 @@
-"""The controllers: Cluster API core (Cluster, Machine), the AWS infrastructure (AWSCluster, AWSMachine),
-Tinkerbell (Workflow) and the bare-metal infrastructure (TinkerbellCluster, TinkerbellMachine).
+"""The controllers: Cluster API core (Cluster, Machine, MachineDeployment, MachineSet), the AWS
+infrastructure (AWSCluster, AWSMachine), Tinkerbell (Workflow) and the bare-metal infrastructure
+(TinkerbellCluster, TinkerbellMachine).
 
 :func:`embedded_controllers` builds the set ``capa apply`` runs in-process and a management-cluster
 deployment runs for good: :func:`aws_controllers` (when AWS is at hand), the Tinkerbell controllers and
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.core import Secret
+from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import TINKERBELL_API_VERSION
 from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS, TinkerbellCluster, TinkerbellMachine
@@ -56,9 +58,12 @@ def _stored(obj: KubeObject, store: ObjectStore | None) -> KubeObject:
 
 
 def _bare_metal(obj: KubeObject) -> bool:
-    """A Cluster or Machine whose infrastructure is a Tinkerbell kind."""
-    ref = getattr(getattr(obj, "spec", None), "infrastructure_ref", None)
+    """A Cluster or Machine whose infrastructure is a Tinkerbell kind, or a MachineDeployment or MachineSet
+    whose Machines' is (a Tinkerbell machine template)."""
     kinds = {k.KIND for k in TINKERBELL_CAPI_KINDS}
+    if isinstance(obj, MachineDeployment | MachineSet):
+        return obj.spec.template.spec.infrastructure_ref.kind in kinds
+    ref = getattr(getattr(obj, "spec", None), "infrastructure_ref", None)
     return isinstance(obj, Cluster | Machine) and ref is not None and ref.kind in kinds
 
 
@@ -72,6 +77,10 @@ def needs_aws(objects: Iterable[KubeObject], store: ObjectStore | None = None) -
         (o.metadata.namespace, o.spec.bootstrap.data_secret_name)
         for o in given
         if isinstance(o, Machine) and _bare_metal(o)
+    } | {
+        (o.metadata.namespace, o.spec.template.spec.bootstrap.data_secret_name)
+        for o in given
+        if isinstance(o, MachineDeployment | MachineSet) and _bare_metal(o)
     }
     return any(
         not (
@@ -96,6 +105,7 @@ def embedded_controllers(
     and an ``engine``), the Tinkerbell controllers and the bare-metal provider's (unless ``tinkerbell`` is
     false)."""
     from controllers.core import ClusterController, MachineController
+    from controllers.machinesets import machine_set_controllers
     from controllers.tinkerbell import tinkerbell_controllers
     from controllers.tinkerbell_capi import tinkerbell_capi_controllers
 
@@ -103,6 +113,7 @@ def embedded_controllers(
     built: list[Controller] = [
         ClusterController(store, infrastructure_kinds=(AWSCluster, TinkerbellCluster)),
         MachineController(store, infrastructure_kinds=(AWSMachine, TinkerbellMachine)),
+        *machine_set_controllers(store),
     ]
     if pool is not None and engine is not None:
         built += [c for c in aws_controllers(store, pool, engine, recorder) if c.name not in _CORE_NAMES]
@@ -112,4 +123,4 @@ def embedded_controllers(
     return built
 
 
-_CORE_NAMES = frozenset({"cluster", "machine"})
+_CORE_NAMES = frozenset({"cluster", "machine", "machinedeployment", "machineset"})

@@ -25,7 +25,8 @@ from capa_py.api.cluster import (
     MachinePhase,
 )
 from capa_py.api.conditions import READY, set_condition
-from capa_py.api.meta import KubeObject
+from capa_py.api.machinesets import MachineDeployment, MachineSet
+from capa_py.api.meta import KubeObject, OwnerReference
 from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
@@ -83,6 +84,10 @@ def _referrers(store: ObjectStore, kind: type[T], infra: KubeObject) -> list[T]:
         and ref.kind == infra.KIND
         and ref.name == infra.name
     ]
+
+
+def _of(obj: MachineDeployment | MachineSet, cluster: Cluster) -> bool:
+    return obj.spec.cluster_name == cluster.name
 
 
 class ClusterController:
@@ -197,14 +202,18 @@ class ClusterController:
             c.status.phase = "Deleting"
 
         cluster = patch_status(self.store, cluster, apply)
-        machines = self._machines(cluster)
-        for machine in machines:
-            if not machine.being_deleted:
-                try:
-                    self.store.delete(Machine, machine.name, machine.namespace)
-                except NotFound:
-                    continue
-        if machines:
+        # Descendants first, as Cluster API deletes them: the MachineDeployments and MachineSets (which would
+        # otherwise make new Machines), then the Machines.
+        descendants: list[KubeObject] = [
+            *(d for d in self.store.list(MachineDeployment, namespace=cluster.namespace) if _of(d, cluster)),
+            *(s for s in self.store.list(MachineSet, namespace=cluster.namespace) if _of(s, cluster)),
+            *self._machines(cluster),
+        ]
+        for obj in descendants:
+            if not obj.being_deleted:
+                with contextlib.suppress(NotFound):
+                    self.store.delete(type(obj), obj.name, obj.namespace)
+        if descendants:
             return requeue_after(2.0)
         infra = resolve_ref(self.store, cluster.spec.infrastructure_ref, cluster.namespace)
         if infra is not None:
@@ -215,6 +224,26 @@ class ClusterController:
         remove_finalizer(self.store, cluster, CLUSTER_FINALIZER)
         _log.info("cluster deleted", cluster=cluster.name)
         return no_requeue()
+
+
+def _drop_creator_owners(store: ObjectStore, infra: KubeObject) -> KubeObject:
+    """Once its Machine controls it, an infrastructure machine cloned by a MachineSet is no longer owned by
+    the set (which owned it only until the Machine existed)."""
+
+    def creator(ref: OwnerReference) -> bool:
+        return not ref.controller and ref.kind in _CREATOR_KINDS and ref.api_version.startswith(CORE_GROUP)
+
+    if not any(creator(ref) for ref in infra.metadata.owner_references):
+        return infra
+
+    def mutate(o: KubeObject) -> None:
+        o.metadata.owner_references = [r for r in o.metadata.owner_references if not creator(r)]
+
+    return retry_on_conflict(store, infra, mutate)
+
+
+_CREATOR_KINDS = frozenset({"MachineSet"})
+CORE_GROUP = "cluster.x-k8s.io/"
 
 
 class MachineController:
@@ -270,11 +299,14 @@ class MachineController:
         if cluster.paused or PAUSED_ANNOTATION in machine.metadata.annotations:
             return no_requeue()
         machine = add_finalizer(self.store, machine, MACHINE_FINALIZER)
-        machine = ensure_owner(self.store, machine, cluster, controller=False)
+        if not any(ref.controller for ref in machine.metadata.owner_references):
+            # A stand-alone Machine belongs to its Cluster; one a MachineSet controls belongs to the set.
+            machine = ensure_owner(self.store, machine, cluster, controller=False)
         machine = ensure_labels(self.store, machine, {CLUSTER_NAME_LABEL: cluster.name})
         infra = resolve_ref(self.store, machine.spec.infrastructure_ref, machine.namespace)
         if infra is not None:
             infra = ensure_owner(self.store, infra, machine)
+            infra = _drop_creator_owners(self.store, infra)
             infra = ensure_labels(self.store, infra, {CLUSTER_NAME_LABEL: cluster.name})
         provider_id = _status_field(infra, "provider_id") or getattr(
             getattr(infra, "spec", None), "provider_id", None

@@ -11,7 +11,11 @@ objects they depend on and the objects that depend on them, following the relati
   Secret (``spec.bootstrap.dataSecretName``); the infrastructure machine depends on its Machine;
 * every object depends on its owners (owner references) and on the Cluster its label names;
 * a TinkerbellMachine depends on the Workflow named after it, which it creates (the Workflow, once made,
-  depends on the machine that owns it).
+  depends on the machine that owns it);
+* a MachineDeployment or MachineSet depends on its Cluster (``spec.clusterName``); what they create while
+  the wait runs (MachineSets ``<deployment>-<suffix>``, Machines ``<set>-<suffix>``, each Machine's
+  infrastructure and Workflow named after it) is not stored when the scope is computed, so the scope also
+  holds every object whose name starts with the name of a MachineDeployment or MachineSet in it and a dash.
 
 For a goal of "ready" the scope is everything that depends on a target, transitively (so a Cluster brings
 its machines, a changed Secret the machines that boot from it), together with everything those depend on
@@ -27,6 +31,7 @@ from typing import Literal
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine
+from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.tinkerbell import Workflow
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
@@ -36,6 +41,8 @@ from capa_py.store.protocol import ObjectStore
 
 RELATED_KINDS: tuple[type[KubeObject], ...] = (
     Cluster,
+    MachineDeployment,
+    MachineSet,
     Machine,
     AWSCluster,
     AWSMachine,
@@ -70,6 +77,8 @@ def depends_on(obj: KubeObject) -> set[ObjectKey]:
             found.add(ObjectKey("Secret", namespace, obj.spec.bootstrap.data_secret_name))
     elif isinstance(obj, TinkerbellMachine):
         found.add(ObjectKey(Workflow.KIND, namespace, obj.name))
+    elif isinstance(obj, MachineDeployment | MachineSet):
+        found.add(ObjectKey(Cluster.KIND, namespace, obj.spec.cluster_name))
     found.discard(key_of(obj))
     return {key for key in found if key is not None}
 
@@ -95,6 +104,30 @@ def _closure(start: Iterable[ObjectKey], edges: dict[ObjectKey, set[ObjectKey]])
     return reached
 
 
+_GENERATORS = frozenset({MachineDeployment.KIND, MachineSet.KIND})
+
+
+class Scope(frozenset[ObjectKey]):
+    """The keys in scope, and every key named after a MachineDeployment or MachineSet among them (what they
+    create later: ``<name>-...`` in the same namespace)."""
+
+    prefixes: frozenset[tuple[str, str]]
+
+    def __new__(cls, keys: Iterable[ObjectKey]) -> Scope:
+        scope = super().__new__(cls, keys)
+        scope.prefixes = frozenset(
+            (key.namespace, key.name + "-") for key in scope if key.kind in _GENERATORS
+        )
+        return scope
+
+    def __contains__(self, key: object) -> bool:
+        if super().__contains__(key):
+            return True
+        if not isinstance(key, ObjectKey) or not self.prefixes:
+            return False
+        return any(key.namespace == ns and key.name.startswith(prefix) for ns, prefix in self.prefixes)
+
+
 def reconcile_scope(
     store: ObjectStore, targets: Sequence[KubeObject], goal: Literal["ready", "gone"] = "ready"
 ) -> frozenset[ObjectKey]:
@@ -117,4 +150,4 @@ def reconcile_scope(
     scope = _closure((key_of(t) for t in targets), dependents)
     if goal == "ready":
         scope = _closure(scope, dependencies)
-    return frozenset(scope)
+    return Scope(scope)

@@ -87,6 +87,7 @@ def default_registry() -> KindRegistry:
     from capa_py.api.clusterconfig import ClusterConfig
     from capa_py.api.coordination import Lease
     from capa_py.api.core import ConfigMap, Event, Namespace, Secret
+    from capa_py.api.machinesets import MACHINE_SET_KINDS
     from capa_py.api.tinkerbell import TINKERBELL_KINDS
     from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS
     from capa_py.api.workloads import WORKLOAD_KINDS
@@ -95,6 +96,7 @@ def default_registry() -> KindRegistry:
     kinds: tuple[type[KubeObject], ...] = (
         Cluster,
         Machine,
+        *MACHINE_SET_KINDS,
         Secret,
         Namespace,
         ConfigMap,

@@ -67,7 +67,7 @@ def _dry_run(method: str, values: Any) -> bool:
     listed = [str(v) for v in values] if isinstance(values, list) else [str(values)]
     unsupported = [v for v in listed if v != "All"]
     if unsupported:
-        message = f"Unsupported value: {json.dumps(unsupported)}: supported values: \"All\""
+        message = f'Unsupported value: {json.dumps(unsupported)}: supported values: "All"'
         kind = _OPTIONS_KIND.get(method, "CreateOptions")
         raise ApiError(
             422,

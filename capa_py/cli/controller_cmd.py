@@ -91,7 +91,7 @@ _log = get_logger("cli.controller")
 CLUSTER_CRD = "clusters.cluster.x-k8s.io"
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
 WATCH_FILTER_LABEL = "cluster.x-k8s.io/watch-filter"
-CORE_CONTROLLERS = ("cluster", "machine")
+CORE_CONTROLLERS = ("cluster", "machine", "machinedeployment", "machineset")
 
 
 PROVIDERS = ("aws", "tinkerbell")
@@ -358,7 +358,12 @@ def controller(
         ),
     ] = "aws,tinkerbell",
     core_controllers: Annotated[
-        str, typer.Option("--core-controllers", help="Cluster/Machine controllers: auto, on or off.")
+        str,
+        typer.Option(
+            "--core-controllers",
+            help="Cluster API core's controllers (Cluster, Machine, MachineDeployment, MachineSet): "
+            "auto, on or off.",
+        ),
     ] = "auto",
     webhook_cert_dir: Annotated[
         Path | None,

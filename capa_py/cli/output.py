@@ -50,6 +50,10 @@ def _cluster_label(doc: dict[str, Any]) -> str:
     return str(doc.get("metadata", {}).get("labels", {}).get("cluster.x-k8s.io/cluster-name", ""))
 
 
+def _age(doc: dict[str, Any]) -> str:
+    return age(doc.get("metadata", {}).get("creationTimestamp"))
+
+
 COLUMNS: dict[str, list[Column]] = {
     "Cluster": [
         ("PHASE", lambda d: _path(d, "status.phase")),
@@ -60,6 +64,27 @@ COLUMNS: dict[str, list[Column]] = {
         ("CLUSTER", lambda d: _path(d, "spec.clusterName")),
         ("PHASE", lambda d: _path(d, "status.phase")),
         ("PROVIDERID", lambda d: _path(d, "spec.providerID")),
+    ],
+    # Cluster API's own columns (Desired is kubectl's -o wide only); AGE where Cluster API prints it.
+    "MachineDeployment": [
+        ("CLUSTER", lambda d: _path(d, "spec.clusterName")),
+        ("DESIRED", lambda d: _path(d, "spec.replicas")),
+        ("REPLICAS", lambda d: _path(d, "status.replicas", "0")),
+        ("READY", lambda d: _path(d, "status.readyReplicas", "0")),
+        ("UPDATED", lambda d: _path(d, "status.updatedReplicas", "0")),
+        ("UNAVAILABLE", lambda d: _path(d, "status.unavailableReplicas", "0")),
+        ("PHASE", lambda d: _path(d, "status.phase")),
+        ("AGE", _age),
+        ("VERSION", lambda d: _path(d, "spec.template.spec.version")),
+    ],
+    "MachineSet": [
+        ("CLUSTER", lambda d: _path(d, "spec.clusterName")),
+        ("DESIRED", lambda d: _path(d, "spec.replicas")),
+        ("REPLICAS", lambda d: _path(d, "status.replicas", "0")),
+        ("READY", lambda d: _path(d, "status.readyReplicas", "0")),
+        ("AVAILABLE", lambda d: _path(d, "status.availableReplicas", "0")),
+        ("AGE", _age),
+        ("VERSION", lambda d: _path(d, "spec.template.spec.version")),
     ],
     "AWSCluster": [
         ("READY", lambda d: _path(d, "status.ready", "false")),
@@ -114,7 +139,11 @@ COLUMNS: dict[str, list[Column]] = {
     ],
 }
 
-WIDE_COLUMNS: dict[str, frozenset[str]] = {"OSIE": frozenset({"INITRD"})}
+WIDE_COLUMNS: dict[str, frozenset[str]] = {
+    "OSIE": frozenset({"INITRD"}),
+    "MachineDeployment": frozenset({"DESIRED"}),
+    "MachineSet": frozenset({"DESIRED"}),
+}
 """Per kind, the columns printed only with ``-o wide`` (kubectl's priority 1)."""
 
 
@@ -169,13 +198,14 @@ def print_objects(
         out.write("No resources found.\n")
         return
     columns = columns_for(objects[0].KIND, wide)
-    headers = (["NAMESPACE"] if all_namespaces else []) + ["NAME"] + [h for h, _ in columns] + ["AGE"]
+    if not any(header == "AGE" for header, _ in columns):
+        columns = [*columns, ("AGE", _age)]
+    headers = (["NAMESPACE"] if all_namespaces else []) + ["NAME"] + [h for h, _ in columns]
     rows = []
     for obj in objects:
         doc = obj.to_dict()
         row = [obj.metadata.namespace or ""] if all_namespaces else []
         row.append(obj.metadata.name)
         row.extend(render(doc) for _, render in columns)
-        row.append(age(doc.get("metadata", {}).get("creationTimestamp")))
         rows.append(row)
     out.write(format_table(headers, rows))

@@ -72,6 +72,80 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
         _AGE,
         _column("Version", ".spec.version", "Kubernetes version of the Machine"),
     ],
+    "MachineDeployment": [
+        _column("Cluster", ".spec.clusterName", "Cluster"),
+        _column(
+            "Desired",
+            ".spec.replicas",
+            "Total number of machines desired by this MachineDeployment",
+            "integer",
+            10,
+        ),
+        _column(
+            "Replicas",
+            ".status.replicas",
+            "Total number of non-terminated machines targeted by this MachineDeployment",
+            "integer",
+        ),
+        _column(
+            "Ready",
+            ".status.readyReplicas",
+            "Total number of ready machines targeted by this MachineDeployment",
+            "integer",
+        ),
+        _column(
+            "Updated",
+            ".status.updatedReplicas",
+            "Total number of non-terminated machines targeted by this deployment that have the desired "
+            "template spec",
+            "integer",
+        ),
+        _column(
+            "Unavailable",
+            ".status.unavailableReplicas",
+            "Total number of unavailable machines targeted by this MachineDeployment",
+            "integer",
+        ),
+        _column(
+            "Phase",
+            ".status.phase",
+            "MachineDeployment status such as ScalingUp/ScalingDown/Running/Failed/Unknown",
+        ),
+        {**_AGE, "description": "Time duration since creation of MachineDeployment"},
+        _column(
+            "Version",
+            ".spec.template.spec.version",
+            "Kubernetes version associated with this MachineDeployment",
+        ),
+    ],
+    "MachineSet": [
+        _column("Cluster", ".spec.clusterName", "Cluster"),
+        _column(
+            "Desired", ".spec.replicas", "Total number of machines desired by this machineset", "integer", 10
+        ),
+        _column(
+            "Replicas",
+            ".status.replicas",
+            "Total number of non-terminated machines targeted by this machineset",
+            "integer",
+        ),
+        _column(
+            "Ready",
+            ".status.readyReplicas",
+            "Total number of ready machines targeted by this machineset.",
+            "integer",
+        ),
+        _column(
+            "Available",
+            ".status.availableReplicas",
+            "Total number of available machines (ready for at least minReadySeconds)",
+            "integer",
+        ),
+        {**_AGE, "description": "Time duration since creation of MachineSet"},
+        _column(
+            "Version", ".spec.template.spec.version", "Kubernetes version associated with this MachineSet"
+        ),
+    ],
     # AWSCluster and AWSMachine: Cluster API Provider AWS's v1beta2 columns (names, types, paths,
     # priorities), so `kubectl get` reads the same whichever provider serves the kind. Like CAPA's, they
     # have no Age column.
@@ -132,6 +206,15 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
 }
 """Per kind, kubectl's table columns; a kind not listed (Template: a count of actions has no JSONPath) gets
 Age only. ``capa get`` prints the same columns (:data:`capa_py.cli.output.COLUMNS`)."""
+
+
+SCALE_KINDS = frozenset({"MachineDeployment", "MachineSet"})
+"""Kinds with a scale subresource (``kubectl scale machinedeployment``), as Cluster API defines them."""
+SCALE_SUBRESOURCE = {
+    "specReplicasPath": ".spec.replicas",
+    "statusReplicasPath": ".status.replicas",
+    "labelSelectorPath": ".status.selector",
+}
 
 
 def group_version(model: type[KubeObject]) -> tuple[str, str]:
@@ -212,6 +295,8 @@ def crd_for(model: type[KubeObject]) -> dict[str, Any]:
     }
     if model.HAS_STATUS:
         served["subresources"] = {"status": {}}
+    if model.KIND in SCALE_KINDS:
+        served["subresources"]["scale"] = dict(SCALE_SUBRESOURCE)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -27,9 +27,10 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Secret
+from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import OSIE, Hardware, Template, Workflow
-from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
+from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine, TinkerbellMachineTemplate
 
 NAMESPACE = "capa-py-system"
 """capa-py's own namespace: Cluster API Provider AWS (CAPA) installs into ``capa-system``, and deleting one
@@ -122,6 +123,27 @@ TINKERBELL_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
 test's recording covers the AWS side; the provider's tests record theirs)."""
 
 
+MACHINE_SET_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
+    # Cluster API core's MachineDeployment and MachineSet controllers: a deployment's finalizer, labels,
+    # Cluster owner reference and revision, its MachineSets (created, scaled, deleted), their Machines and
+    # each Machine's infrastructure cloned from a template (read, and given an owner reference to the
+    # Cluster: an update changing owner references needs delete on it). The finalizers
+    # subresources: the controlling references MachineDeployment → MachineSet → Machine block deletion.
+    (MachineDeployment, "", (*_WATCHED, "update", "delete")),
+    (MachineDeployment, "status", ("update",)),
+    (MachineDeployment, "finalizers", ("update",)),
+    (MachineSet, "", (*_WATCHED, "create", "update", "delete")),
+    (MachineSet, "status", ("update",)),
+    (MachineSet, "finalizers", ("update",)),
+    (Machine, "", ("create",)),
+    (AWSMachine, "", ("create",)),
+    (TinkerbellMachine, "", ("create",)),
+    (TinkerbellMachineTemplate, "", ("get", "update", "delete")),
+)
+"""What the MachineDeployment and MachineSet controllers request beyond :data:`ACCESS` (recorded by
+``tests/machinesets``)."""
+
+
 def _group(model: type[KubeObject]) -> str:
     return model.API_VERSION.rpartition("/")[0]
 
@@ -140,6 +162,7 @@ def cluster_role() -> dict[str, Any]:
     access = [
         *ACCESS,
         *TINKERBELL_ACCESS,
+        *MACHINE_SET_ACCESS,
         *((model, sub, verbs) for model, sub, verbs, _ in OUTSIDE_THE_RECORDING),
     ]
     for model, subresource, verbs in access:

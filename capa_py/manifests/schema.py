@@ -138,6 +138,9 @@ ADMISSION_ONLY: tuple[tuple[str, str], ...] = (
 """What the models refuse that a CRD's schema does not: cross-field rules, rules on metadata, lookups in
 botocore's data, and rules on updates. Admission (``capa serve``, or a validating webhook) checks them."""
 
+INT_OR_STRING = "x-kubernetes-int-or-string"
+"""A node holding an integer or a string (``intstr.IntOrString``): the models mark it in their JSON schema."""
+
 _KEPT = (
     "type",
     "format",
@@ -242,6 +245,11 @@ def _convert(
     look their defaults up in ``defaults``."""
     defaults = defaults or {}
     extra = {k: v for k, v in node.items() if k in _KEPT or k == "additionalProperties"}
+    if node.get(INT_OR_STRING):
+        return {
+            INT_OR_STRING: True,
+            **({"description": node["description"]} if "description" in node else {}),
+        }
     if "$ref" in node:
         name = node["$ref"].rsplit("/", 1)[-1]
         target = defs[name]
@@ -321,7 +329,11 @@ def structural_schema(model: type[KubeObject]) -> JSONSchema:
 def non_structural_nodes(schema: JSONSchema, path: str = "") -> list[str]:
     """Paths of nodes without a ``type`` that are not free form (empty for a structural schema)."""
     problems: list[str] = []
-    if "type" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+    if (
+        "type" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+        and not schema.get(INT_OR_STRING)
+    ):
         problems.append(path or "<root>")
     for name, sub in schema.get("properties", {}).items():
         problems += non_structural_nodes(sub, f"{path}.{name}")

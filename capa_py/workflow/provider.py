@@ -28,6 +28,7 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.clusterconfig import ClusterConfig, ProviderName
 from capa_py.api.core import Secret
+from capa_py.api.machinesets import MachineDeployment
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
@@ -129,7 +130,15 @@ def wait_for(
 
 def _targets(objects: Sequence[KubeObject]) -> list[KubeObject]:
     """What a create waits on: the Cluster API objects that have a readiness (not Secrets, configs...)."""
-    kinds = (Cluster, Machine, AWSCluster, AWSMachine, TinkerbellCluster, TinkerbellMachine)
+    kinds = (
+        Cluster,
+        Machine,
+        MachineDeployment,
+        AWSCluster,
+        AWSMachine,
+        TinkerbellCluster,
+        TinkerbellMachine,
+    )
     return [o for o in objects if isinstance(o, kinds)]
 
 
@@ -148,10 +157,12 @@ class CoreComponents:
 
             def build(store: ObjectStore) -> list[Controller]:
                 from controllers.core import ClusterController, MachineController
+                from controllers.machinesets import machine_set_controllers
 
                 return [
                     ClusterController(store, infrastructure_kinds=(infra_cluster,)),
                     MachineController(store, infrastructure_kinds=(infra_machine,)),
+                    *machine_set_controllers(store),
                 ]
 
             cluster.host.run(self.name, build)

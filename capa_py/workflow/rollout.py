@@ -8,6 +8,13 @@ machine are created beside the old ones, and only once both are ready is the old
 rolled one at a time, control-plane machines first, so the cluster never loses more than one machine's
 capacity.
 
+A cluster whose workers are a MachineDeployment (with its infrastructure machine template) rolls them through
+it instead: once the config's own Machines are done, each changed MachineDeployment is applied and the
+MachineDeployment controller replaces its Machines (one MachineSet per template, within ``maxSurge`` and
+``maxUnavailable``); the rollout waits until every Machine of it runs the new template and is ready. A
+changed Machine template is a new template object (a template's spec is not changed in place, as in Cluster
+API): the MachineDeployment names the new one.
+
 Every step is safe to repeat after the process is killed at any point: a replacement's name is derived from
 the desired spec (``<config name>-<hash>``), so a re-run finds the replacement an interrupted run made
 instead of making another, and every machine carries :data:`CONFIG_NAME_LABEL`, so the machine a config
@@ -21,6 +28,7 @@ processes): waits go through a :data:`WaitFn`, by default :func:`controllers.obs
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import time
@@ -30,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from capa_py.api.cluster import CONTROL_PLANE_LABEL, Cluster, Machine
 from capa_py.api.immutable import without
+from capa_py.api.machinesets import MachineDeployment, MachineSet, template_hash, template_of
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.logging import get_logger
@@ -74,7 +83,7 @@ class RolloutError(RuntimeError):
 class RolloutStep:
     action: StepAction
     machine: str
-    """The machine's name in the config."""
+    """The machine's name in the config (or the MachineDeployment's)."""
     old: str | None
     """The stored Machine replaced, deleted or kept unchanged (names joined by ", " when an interrupted
     replace left several)."""
@@ -95,8 +104,10 @@ class _Config:
     cluster: Cluster | None = None
     infra_cluster: KubeObject | None = None
     machines: list[_ConfigMachine] = field(default_factory=list)
+    deployments: list[MachineDeployment] = field(default_factory=list)
     others: list[KubeObject] = field(default_factory=list)
-    """Cluster-level objects and everything that is neither a Machine nor an infrastructure machine."""
+    """Cluster-level objects and everything that is neither a Machine, an infrastructure machine nor a
+    MachineDeployment."""
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -131,7 +142,10 @@ def _read_config(objects: Sequence[KubeObject]) -> _Config:
         found.append(_ConfigMachine(machine.metadata.name, machine, infra))
     # Control-plane machines first (a cluster keeps its API while workers roll), otherwise file order.
     config.machines = sorted(found, key=lambda m: CONTROL_PLANE_LABEL not in m.machine.metadata.labels)
-    config.others = [o for o in objects if not isinstance(o, Machine) and id(o) not in infra_ids]
+    config.deployments = [o for o in objects if isinstance(o, MachineDeployment)]
+    config.others = [
+        o for o in objects if not isinstance(o, Machine | MachineDeployment) and id(o) not in infra_ids
+    ]
     cluster = config.cluster
     if cluster is None:
         return config
@@ -149,6 +163,12 @@ def _read_config(objects: Sequence[KubeObject]) -> _Config:
         if entry.machine.spec.cluster_name != cluster.name:
             config.problems.append(
                 f"{entry.machine.ref()}: spec.clusterName: {entry.machine.spec.cluster_name!r} is not "
+                f"the config's cluster {cluster.name!r}"
+            )
+    for deployment in config.deployments:
+        if deployment.spec.cluster_name != cluster.name:
+            config.problems.append(
+                f"{deployment.ref()}: spec.clusterName: {deployment.spec.cluster_name!r} is not "
                 f"the config's cluster {cluster.name!r}"
             )
     return config
@@ -285,6 +305,48 @@ def _plan_machine(store: ObjectStore, cluster: Cluster, entry: _ConfigMachine) -
     return _MachinePlan(RolloutStep("replace", entry.name, old, new), new, retire)
 
 
+def _plan_deployment(store: ObjectStore, deployment: MachineDeployment) -> RolloutStep:
+    """create (not stored), unchanged (its Machines' template is the same) or replace (the MachineDeployment
+    controller replaces its Machines): ``old`` the stored MachineSets of other templates still wanting
+    Machines, ``new`` the MachineSet of the config's template once it exists (the controller names a new one
+    ``<deployment>-<random suffix>``)."""
+    defaulted = deployment.model_copy(deep=True)
+    defaulted.prepare_for_create()
+    digest = template_hash(defaulted.spec.template)
+    stored = get_or_none(store, MachineDeployment, deployment.name, deployment.metadata.namespace)
+    if stored is None:
+        return RolloutStep("create", deployment.name, None, None)
+    if template_hash(stored.spec.template) == digest:
+        return RolloutStep("unchanged", deployment.name, None, None)
+    sets = [
+        s
+        for s in store.list(MachineSet, namespace=deployment.metadata.namespace)
+        if any(r.uid == stored.metadata.uid and r.controller for r in s.metadata.owner_references)
+        and not s.being_deleted
+    ]
+    old = sorted(s.name for s in sets if template_of(s) != digest and (s.spec.replicas or 0) > 0)
+    new = next((s.name for s in sets if template_of(s) == digest), None)
+    return RolloutStep("replace", deployment.name, ", ".join(old) or None, new)
+
+
+def _current_set(store: ObjectStore, deployment: MachineDeployment) -> str | None:
+    """The name of the stored MachineSet of the MachineDeployment's current template."""
+    stored = get_or_none(store, MachineDeployment, deployment.name, deployment.metadata.namespace)
+    if stored is None:
+        return None
+    digest = template_hash(stored.spec.template)
+    return next(
+        (
+            s.name
+            for s in store.list(MachineSet, namespace=deployment.metadata.namespace)
+            if any(r.uid == stored.metadata.uid and r.controller for r in s.metadata.owner_references)
+            and template_of(s) == digest
+            and not s.being_deleted
+        ),
+        None,
+    )
+
+
 def _retired(store: ObjectStore, cluster: Cluster, config: _Config) -> list[Machine]:
     """Stored Machines of the cluster whose config entry is gone from the config."""
     wanted = {m.name for m in config.machines}
@@ -335,6 +397,7 @@ def plan_rollout(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Roll
     :func:`check_upgrade`)."""
     config, cluster = _checked(store, label_machines(objects))
     steps = [_plan_machine(store, cluster, entry).step for entry in config.machines]
+    steps += [_plan_deployment(store, d) for d in config.deployments]
     steps += [
         RolloutStep("delete", m.metadata.labels[CONFIG_NAME_LABEL], m.name, None)
         for m in _retired(store, cluster, config)
@@ -441,6 +504,19 @@ class _Rollout:
         self.report(step, "finished")
         return step
 
+    def deployment(self, deployment: MachineDeployment) -> RolloutStep:
+        """Apply the MachineDeployment and wait until every Machine of it runs its template and is ready
+        (the MachineDeployment controller rolls them)."""
+        step = _plan_deployment(self.store, deployment)
+        self.report(step, "started")
+        applied = apply_objects(self.store, [deployment])
+        self.wait([a.object for a in applied], "ready")
+        if step.action != "unchanged":
+            # The MachineSet now holding the Machines (made during the wait when the template was new).
+            step = dataclasses.replace(step, new=_current_set(self.store, deployment))
+        self.report(step, "finished")
+        return step
+
     def delete(self, machine: Machine) -> RolloutStep:
         step = RolloutStep("delete", machine.metadata.labels[CONFIG_NAME_LABEL], machine.name, None)
         self.report(step, "started")
@@ -459,7 +535,8 @@ def roll_out(
 ) -> list[RolloutStep]:
     """Bring the stored cluster to ``objects``: apply the cluster-level objects and wait for the cluster,
     then create, replace (new machine ready before the old is deleted) or keep each machine, one at a time,
-    control-plane machines first, then delete the machines the config no longer has.
+    control-plane machines first, then apply each MachineDeployment and wait for its rollout, then delete
+    the machines the config no longer has.
 
     ``timeout`` bounds the whole rollout (every wait gets what is left of it); ``wait`` waits for objects
     reconciled elsewhere (:func:`controllers.observe.observe` by default); ``on_step`` hears each step start
@@ -472,5 +549,6 @@ def roll_out(
     assert config.cluster is not None  # _checked refused a config without one
     run.wait([o for o in (config.cluster, config.infra_cluster) if o is not None], "ready")
     steps = [run.machine(cluster, entry) for entry in config.machines]
+    steps += [run.deployment(d) for d in config.deployments]
     steps += [run.delete(m) for m in _retired(store, cluster, config)]
     return steps

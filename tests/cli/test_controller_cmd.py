@@ -341,8 +341,11 @@ def test_providers_flag_names_what_is_wrong(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("providers", "running"),
     [
-        ("tinkerbell", "cluster, machine, workflow, tinkerbellcluster, tinkerbellmachine"),
-        ("aws", "cluster, machine, awscluster, awsmachine"),
+        (
+            "tinkerbell",
+            "cluster, machine, machinedeployment, machineset, workflow, tinkerbellcluster, tinkerbellmachine",
+        ),
+        ("aws", "cluster, machine, machinedeployment, machineset, awscluster, awsmachine"),
     ],
 )
 def test_providers_choose_the_controllers(
@@ -432,7 +435,10 @@ def test_core_controllers_stay_off_when_cluster_api_core_owns_the_cluster_crd(
     assert controller.line("controllers running: ") == f"controllers running: {providers}"
     on = ControllerProcess(tmp_path / "other.db", closed_endpoint, "--core-controllers", "on")
     processes.append(on)
-    assert on.line("controllers running: ") == f"controllers running: cluster, machine, {providers}"
+    assert (
+        on.line("controllers running: ")
+        == f"controllers running: cluster, machine, machinedeployment, machineset, {providers}"
+    )
     for process in (controller, on):
         process.proc.send_signal(signal.SIGTERM)
         assert process.wait() == 0, str(process)

@@ -69,6 +69,48 @@ EXTRA: list[dict[str, Any]] = [
         "spec": {"template": {"spec": {"instanceType": "t3.medium", "ami": {"id": "ami-785db401"}}}},
     },
     {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineDeployment",
+        "metadata": {"name": "defaults-workers"},
+        "spec": {
+            "clusterName": "demo",
+            "selector": {"matchLabels": {"pool": "workers"}},
+            "template": {
+                "metadata": {"labels": {"pool": "workers"}},
+                "spec": {
+                    "clusterName": "demo",
+                    "bootstrap": {"dataSecretName": "demo-bootstrap"},
+                    "infrastructureRef": {
+                        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                        "kind": "AWSMachineTemplate",
+                        "name": "workers",
+                    },
+                },
+            },
+        },
+    },
+    {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": "MachineSet",
+        "metadata": {"name": "defaults-workers-set"},
+        "spec": {
+            "clusterName": "demo",
+            "selector": {"matchLabels": {"pool": "workers"}},
+            "template": {
+                "metadata": {"labels": {"pool": "workers"}},
+                "spec": {
+                    "clusterName": "demo",
+                    "bootstrap": {"dataSecretName": "demo-bootstrap"},
+                    "infrastructureRef": {
+                        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                        "kind": "AWSMachineTemplate",
+                        "name": "workers",
+                    },
+                },
+            },
+        },
+    },
+    {
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
         "kind": "AWSClusterTemplate",
         "metadata": {"name": "defaults-cluster-template"},
@@ -110,7 +152,22 @@ def test_every_kind_with_defaults_is_compared() -> None:
     assert sorted(BY_KIND.keys() - compared) == []
 
 
-@pytest.mark.parametrize("doc", documents(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+ADMISSION_DEFAULTED = {"MachineDeployment", "MachineSet"}
+"""Kinds whose defaults are Cluster API's defaulting webhook's (the cluster-name label in the selector and
+template, ``replicas``, ``deletePolicy``, reference namespaces), which capa serve applies at admission and a
+real API server serving capa-py's stand-in CRDs does not: capa-py ships no mutating webhook for them. Under
+Cluster API core its own webhook defaults them."""
+
+
+def _case(doc: dict[str, Any]) -> Any:
+    marks = []
+    if doc["kind"] in ADMISSION_DEFAULTED:
+        reason = "defaulted at admission by capa serve, by no mutating webhook on a real API server"
+        marks.append(pytest.mark.xfail(reason=reason, strict=True))
+    return pytest.param(doc, marks=marks, id=f"{doc['kind']}/{doc['metadata']['name']}")
+
+
+@pytest.mark.parametrize("doc", [_case(d) for d in documents()])
 def test_an_object_reads_back_the_same_from_kube_apiserver_and_capa_serve(
     doc: dict[str, Any], capa_serve: Endpoint, kube_apiserver: Endpoint, namespace: str
 ) -> None:

@@ -19,7 +19,13 @@ from capa_py.manifests.components import TINKERBELL_SERVICE, core_components, pr
 from capa_py.manifests.rbac import NAMESPACE
 from tests.cli.served import capa_serve
 
-CORE_CRDS = {"clusters.cluster.x-k8s.io", "machines.cluster.x-k8s.io", "clusterconfigs.capa-py.io"}
+CORE_CRDS = {
+    "clusters.cluster.x-k8s.io",
+    "machines.cluster.x-k8s.io",
+    "machinedeployments.cluster.x-k8s.io",
+    "machinesets.cluster.x-k8s.io",
+    "clusterconfigs.capa-py.io",
+}
 AWS_CRDS = {
     "awsclusters.infrastructure.cluster.x-k8s.io",
     "awsclustertemplates.infrastructure.cluster.x-k8s.io",

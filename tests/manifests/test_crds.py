@@ -86,7 +86,9 @@ def test_crds_serve_every_custom_kind_and_no_builtin_one() -> None:
         "clusterconfigs.capa-py.io",
         "clusters.cluster.x-k8s.io",
         "hardware.tinkerbell.org",
+        "machinedeployments.cluster.x-k8s.io",
         "machines.cluster.x-k8s.io",
+        "machinesets.cluster.x-k8s.io",
         "osies.tinkerbell.org",
         "templates.tinkerbell.org",
         "tinkerbellclusters.infrastructure.cluster.x-k8s.io",
@@ -135,8 +137,19 @@ def test_crd_names_labels_and_subresources_follow_cluster_api(model: Any) -> Non
     assert names["categories"] == ["cluster-api"]
     assert names.get("shortNames", []) == list(model.SHORT_NAMES)
     served = crd["spec"]["versions"][0]
-    # A template kind (TinkerbellMachineTemplate) has no status, as in Cluster API.
-    assert served.get("subresources") == ({"status": {}} if model.HAS_STATUS else None)
+    # A template kind (TinkerbellMachineTemplate) has no status, as in Cluster API; MachineDeployment and
+    # MachineSet scale (kubectl scale) through the replicas and the selector their status publishes.
+    expected: dict[str, Any] | None = {"status": {}} if model.HAS_STATUS else None
+    if model.KIND in ("MachineDeployment", "MachineSet"):
+        expected = {
+            "status": {},
+            "scale": {
+                "specReplicasPath": ".spec.replicas",
+                "statusReplicasPath": ".status.replicas",
+                "labelSelectorPath": ".status.selector",
+            },
+        }
+    assert served.get("subresources") == expected
     if model.KIND not in CAPA_COLUMNS:
         assert "Age" in [column["name"] for column in served["additionalPrinterColumns"]]
 

@@ -11,6 +11,7 @@ from capa_py.api.cluster import Cluster
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.manifests.rbac import (
+    MACHINE_SET_ACCESS,
     OUTSIDE_THE_RECORDING,
     READ_FROM_THE_CACHE,
     TINKERBELL_ACCESS,
@@ -97,7 +98,7 @@ def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_re
         for verb in verbs
     } | {
         (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
-        for model, sub, verbs in TINKERBELL_ACCESS
+        for model, sub, verbs in (*TINKERBELL_ACCESS, *MACHINE_SET_ACCESS)
         for verb in verbs
     }
     assert used - granted == set(), f"requests the ClusterRole does not allow: {sorted(used - granted)}"

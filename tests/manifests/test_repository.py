@@ -24,7 +24,13 @@ from tests.peers.kubectl import kubectl_binary
 VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::=([^}]*))?\}")
 """clusterctl's variable forms: ``${NAME}`` and ``${NAME:=default}``."""
 
-CORE_CRDS = {"clusters.cluster.x-k8s.io", "machines.cluster.x-k8s.io", "clusterconfigs.capa-py.io"}
+CORE_CRDS = {
+    "clusters.cluster.x-k8s.io",
+    "machines.cluster.x-k8s.io",
+    "machinedeployments.cluster.x-k8s.io",
+    "machinesets.cluster.x-k8s.io",
+    "clusterconfigs.capa-py.io",
+}
 
 
 def substitute(text: str, values: dict[str, str]) -> str:

@@ -128,7 +128,8 @@ def test_fields_the_models_do_not_keep_are_dropped_on_read(kube: KubeStore) -> N
 def test_fields_cluster_api_core_writes_that_the_models_lack_are_read_past(kube: KubeStore) -> None:
     """Cluster API core v1.13 serves a Machine at v1beta1 with ``spec.nodeDeletionTimeout`` and a Cluster with
     ``status.v1beta2``, which capa-py's models of those kinds do not have: the controller's informers failed
-    on every event ("Extra inputs are not permitted") before they were read past, as a Go client reads them."""
+    on every event ("Extra inputs are not permitted") before they were read past, as a Go client reads
+    them."""
     machine = {
         "apiVersion": Machine.API_VERSION,
         "kind": "Machine",

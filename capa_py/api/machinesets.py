@@ -1,0 +1,437 @@
+"""Cluster API core's MachineDeployment and MachineSet (``cluster.x-k8s.io/v1beta1``).
+
+The fields, defaults and admission rules are Cluster API's v1beta1 ones, so a manifest written for a
+management cluster running Cluster API core is accepted (and defaulted the same way) by capa-py's embedded
+core; the controllers are :mod:`controllers.machinesets`.
+
+Defaulting (what Cluster API's defaulting webhooks do, run here when the object is written): the
+``cluster.x-k8s.io/cluster-name`` label on the object, in ``spec.selector.matchLabels`` and in
+``spec.template.metadata.labels``; an empty selector becomes the object's own name label
+(``cluster.x-k8s.io/deployment-name`` or ``cluster.x-k8s.io/set-name``) in both; ``replicas`` 1; a
+MachineDeployment's ``revisionHistoryLimit`` 1, ``progressDeadlineSeconds`` 600, strategy ``RollingUpdate``
+with ``maxSurge`` 1 and ``maxUnavailable`` 0; a MachineSet's ``deletePolicy`` ``Random``; a version without a
+leading ``v`` gets one; ``infrastructureRef.namespace`` is the object's namespace.
+
+Admission refuses, naming the field: a selector that does not match the template's labels, an empty
+MachineSet selector, a name that is not a label value, ``maxSurge``/``maxUnavailable`` that are neither an
+integer nor a percentage (and both 0), a version that is not a semantic version, a change of
+``spec.clusterName``, and a template with ``bootstrap.configRef``: capa-py has no bootstrap provider to
+clone a bootstrap config template from, so a templated Machine must name its bootstrap Secret
+(``bootstrap.dataSecretName``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import Field, WithJsonSchema
+
+from capa_py.api.cluster import CLUSTER_API_VERSION, CLUSTER_NAME_LABEL, MachineSpec
+from capa_py.api.immutable import immutable
+from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject
+from capa_py.api.tinkerbell_capi import LabelSelector
+
+# -- the names Cluster API core writes (labels, annotations, finalizers): one place to correct them ----
+DEPLOYMENT_NAME_LABEL = "cluster.x-k8s.io/deployment-name"
+"""On a MachineSet and its Machines: the MachineDeployment they belong to."""
+SET_NAME_LABEL = "cluster.x-k8s.io/set-name"
+"""On a Machine: the MachineSet that made it."""
+TEMPLATE_HASH_LABEL = "machine-template-hash"
+"""On a MachineSet, in its selector and on its Machines: which template of the MachineDeployment."""
+DELETE_MACHINE_ANNOTATION = "cluster.x-k8s.io/delete-machine"
+"""On a Machine: delete it before any other when its MachineSet scales down."""
+CLONED_FROM_NAME_ANNOTATION = "cluster.x-k8s.io/cloned-from-name"
+CLONED_FROM_GROUPKIND_ANNOTATION = "cluster.x-k8s.io/cloned-from-groupkind"
+REVISION_ANNOTATION = "machinedeployment.clusters.x-k8s.io/revision"
+DESIRED_REPLICAS_ANNOTATION = "machinedeployment.clusters.x-k8s.io/desired-replicas"
+DISABLE_MACHINE_CREATE_ANNOTATION = "cluster.x-k8s.io/disable-machine-create"
+"""On a MachineSet a MachineDeployment made: ``"false"`` (Cluster API core sets it; capa-py reads it too)."""
+MAX_REPLICAS_ANNOTATION = "machinedeployment.clusters.x-k8s.io/max-replicas"
+MACHINE_DEPLOYMENT_FINALIZER = "cluster.x-k8s.io/machinedeployment"
+MACHINE_SET_FINALIZER = "cluster.x-k8s.io/machineset"
+
+DEFAULT_REVISION_HISTORY_LIMIT = 1
+DEFAULT_PROGRESS_DEADLINE_SECONDS = 600
+DeletePolicy = Literal["Random", "Newest", "Oldest"]
+StrategyType = Literal["RollingUpdate", "OnDelete"]
+
+IntOrString = Annotated[int | str, WithJsonSchema({"x-kubernetes-int-or-string": True})]
+"""A Kubernetes ``intstr.IntOrString``: an integer, or a percentage such as ``"25%"``."""
+
+_PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
+_SEMVER = re.compile(
+    r"^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
+)
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+
+
+def scaled_value(value: IntOrString, total: int, round_up: bool) -> int:
+    """An IntOrString against ``total``: the integer, or the percentage of ``total`` rounded up or down
+    (ValueError when it is neither)."""
+    if isinstance(value, int):
+        return value
+    match = _PERCENT.match(value)
+    if match is None:
+        raise ValueError(
+            f"invalid value for IntOrString: invalid type: string is not a percentage: {value!r}"
+        )
+    percent = int(match.group(1))
+    whole, rest = divmod(percent * total, 100)
+    return whole + (1 if round_up and rest else 0)
+
+
+SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""The characters of generated name suffixes and hashes (no vowels, no look-alikes)."""
+
+
+def encode_digest(digest: bytes, length: int) -> str:
+    return "".join(SUFFIX_ALPHABET[b % len(SUFFIX_ALPHABET)] for b in digest[:length])
+
+
+def template_hash(template: MachineTemplateSpec) -> str:
+    """What makes Machines of a template different ones: the version, failure domain, bootstrap and the
+    infrastructure template (group, kind and name). Labels and annotations are not part of it: changing
+    them does not replace Machines."""
+    spec = template.spec
+    ref = spec.infrastructure_ref
+    material: dict[str, Any] = {
+        "version": spec.version,
+        "failureDomain": spec.failure_domain,
+        "bootstrap": spec.bootstrap.model_dump(mode="json", by_alias=True, exclude_none=True),
+        "infrastructureRef": {
+            "group": (ref.api_version or "").rpartition("/")[0],
+            "kind": ref.kind,
+            "name": ref.name,
+        },
+    }
+    digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).digest()
+    return encode_digest(digest, 10)
+
+
+def template_hash_label(digest: str, suffix: str) -> str:
+    """The ``machine-template-hash`` label of a MachineSet named ``<deployment>-<suffix>`` for the template
+    of hash ``digest``: ``<digest>-<suffix>``, as Cluster API core writes it."""
+    return f"{digest}-{suffix}"
+
+
+def template_of(machine_set: KubeObject) -> str | None:
+    """The template hash a MachineSet's ``machine-template-hash`` label holds (None when unlabelled)."""
+    label = machine_set.metadata.labels.get(TEMPLATE_HASH_LABEL)
+    return label.rpartition("-")[0] or label if label else None
+
+
+def _issue(path: str, message: str) -> FieldIssue:
+    return FieldIssue(path=path, message=message)
+
+
+class MachineTemplateMetadata(KubeModel):
+    """What a template gives every Machine it makes: labels and annotations."""
+
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class MachineTemplateSpec(KubeModel):
+    metadata: MachineTemplateMetadata = Field(default_factory=MachineTemplateMetadata)
+    spec: MachineSpec
+
+
+class MachineRollingUpdateDeployment(KubeModel):
+    max_unavailable: IntOrString | None = None
+    max_surge: IntOrString | None = None
+    delete_policy: DeletePolicy | None = None
+
+
+class MachineDeploymentStrategy(KubeModel):
+    type: StrategyType | None = None
+    rolling_update: MachineRollingUpdateDeployment | None = None
+
+
+def _template_issues(
+    owner: KubeObject, selector: LabelSelector, template: MachineTemplateSpec
+) -> list[FieldIssue]:
+    """The rules a MachineDeployment and a MachineSet share."""
+    found: list[FieldIssue] = []
+    if not _LABEL_VALUE.match(owner.name) or len(owner.name) > 63:
+        found.append(
+            _issue(
+                "metadata.name",
+                "must be a valid label value (at most 63 characters, alphanumerics, '-', '_', '.')",
+            )
+        )
+    selector_issues = selector.issues("spec.selector")
+    found += selector_issues
+    if not selector_issues and not selector.matches(template.metadata.labels):
+        found.append(
+            _issue("spec.template.metadata.labels", f"must match spec.selector {str(selector.selector())!r}")
+        )
+    version = template.spec.version
+    if version is not None and not _SEMVER.match(version):
+        found.append(_issue("spec.template.spec.version", f"{version!r} must be a valid semantic version"))
+    if template.spec.bootstrap.config_ref is not None:
+        found.append(
+            _issue(
+                "spec.template.spec.bootstrap.configRef",
+                "capa-py's Cluster API core has no bootstrap provider to clone a bootstrap config from: "
+                "set spec.template.spec.bootstrap.dataSecretName (a Secret holding the bootstrap data)",
+            )
+        )
+    ref = template.spec.infrastructure_ref
+    if not ref.api_version or not ref.kind or not ref.name:
+        found.append(_issue("spec.template.spec.infrastructureRef", "apiVersion, kind and name are required"))
+    return found
+
+
+def _default_template(owner: KubeObject, cluster_name: str, template: MachineTemplateSpec) -> None:
+    template.metadata.labels[CLUSTER_NAME_LABEL] = cluster_name
+    spec = template.spec
+    if spec.version is not None and spec.version and not spec.version.startswith("v"):
+        spec.version = "v" + spec.version
+    if not spec.infrastructure_ref.namespace and owner.namespace:
+        spec.infrastructure_ref.namespace = owner.namespace
+
+
+# -- MachineDeployment -----------------------------------------------------------------------------
+class MachineDeploymentSpec(KubeModel):
+    cluster_name: str = Field(min_length=1)
+    replicas: int | None = Field(default=None, ge=0)
+    selector: LabelSelector = Field(default_factory=LabelSelector)
+    template: MachineTemplateSpec
+    strategy: MachineDeploymentStrategy | None = None
+    min_ready_seconds: int | None = Field(default=None, ge=0)
+    revision_history_limit: int | None = Field(default=None, ge=0)
+    paused: bool = False
+    progress_deadline_seconds: int | None = Field(default=None, ge=0)
+
+    @property
+    def desired(self) -> int:
+        return 1 if self.replicas is None else self.replicas
+
+    @property
+    def strategy_type(self) -> StrategyType:
+        return (self.strategy.type if self.strategy else None) or "RollingUpdate"
+
+    def surge_and_unavailable(self) -> tuple[int, int]:
+        """``maxSurge`` (rounded up) and ``maxUnavailable`` (rounded down) against the desired replicas;
+        when both come to 0, maxUnavailable is 1 (as Deployments resolve them)."""
+        rolling = self.strategy.rolling_update if self.strategy else None
+        surge_value: IntOrString = 1 if rolling is None or rolling.max_surge is None else rolling.max_surge
+        unavailable_value: IntOrString = (
+            0 if rolling is None or rolling.max_unavailable is None else rolling.max_unavailable
+        )
+        surge = scaled_value(surge_value, self.desired, round_up=True)
+        unavailable = scaled_value(unavailable_value, self.desired, round_up=False)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        return surge, min(unavailable, self.desired)
+
+    @property
+    def delete_policy(self) -> DeletePolicy | None:
+        rolling = self.strategy.rolling_update if self.strategy else None
+        return rolling.delete_policy if rolling else None
+
+
+MachineDeploymentPhase = Literal["ScalingUp", "ScalingDown", "Running", "Failed", "Unknown"]
+
+
+class MachineDeploymentStatus(KubeModel):
+    observed_generation: int | None = None
+    selector: str | None = None
+    replicas: int = 0
+    updated_replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    unavailable_replicas: int = 0
+    phase: MachineDeploymentPhase | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class MachineDeployment(KubeObject):
+    """A set of identical worker Machines kept at a replica count and rolled out to a new template through
+    MachineSets, one per template."""
+
+    API_VERSION: ClassVar[str] = CLUSTER_API_VERSION
+    KIND: ClassVar[str] = "MachineDeployment"
+    PLURAL: ClassVar[str] = "machinedeployments"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("md",)
+
+    spec: MachineDeploymentSpec
+    status: MachineDeploymentStatus = Field(default_factory=MachineDeploymentStatus)
+
+    def _default(self) -> None:
+        spec = self.spec
+        self.metadata.labels[CLUSTER_NAME_LABEL] = spec.cluster_name
+        if spec.replicas is None:
+            spec.replicas = 1
+        if spec.revision_history_limit is None:
+            spec.revision_history_limit = DEFAULT_REVISION_HISTORY_LIMIT
+        if spec.progress_deadline_seconds is None:
+            spec.progress_deadline_seconds = DEFAULT_PROGRESS_DEADLINE_SECONDS
+        if spec.min_ready_seconds is None:
+            spec.min_ready_seconds = 0
+        if spec.strategy is None:
+            spec.strategy = MachineDeploymentStrategy()
+        if spec.strategy.type is None:
+            spec.strategy.type = "RollingUpdate"
+        if spec.strategy.type == "RollingUpdate":
+            if spec.strategy.rolling_update is None:
+                spec.strategy.rolling_update = MachineRollingUpdateDeployment()
+            if spec.strategy.rolling_update.max_surge is None:
+                spec.strategy.rolling_update.max_surge = 1
+            if spec.strategy.rolling_update.max_unavailable is None:
+                spec.strategy.rolling_update.max_unavailable = 0
+        if not spec.selector.match_labels and not spec.selector.match_expressions:
+            spec.selector.match_labels[DEPLOYMENT_NAME_LABEL] = self.name
+            spec.template.metadata.labels[DEPLOYMENT_NAME_LABEL] = self.name
+        spec.selector.match_labels[CLUSTER_NAME_LABEL] = spec.cluster_name
+        _default_template(self, spec.cluster_name, spec.template)
+
+    def prepare_for_create(self) -> None:
+        self._default()
+
+    def prepare_for_update(self) -> None:
+        self._default()
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        """Checked as Cluster API's validating webhook checks it: after defaulting (a request ``capa
+        serve`` admits is judged as the object it will store)."""
+        if self.being_deleted:
+            return []
+        defaulted = self.model_copy(deep=True)
+        defaulted._default()
+        return defaulted._issues()
+
+    def _issues(self) -> list[FieldIssue]:
+        found = _template_issues(self, self.spec.selector, self.spec.template)
+        rolling = self.spec.strategy.rolling_update if self.spec.strategy else None
+        if rolling is not None:
+            values: dict[str, int] = {}
+            for name, value in (("maxSurge", rolling.max_surge), ("maxUnavailable", rolling.max_unavailable)):
+                if value is None:
+                    continue
+                try:
+                    values[name] = scaled_value(value, self.spec.desired, round_up=True)
+                except ValueError as exc:
+                    found.append(
+                        _issue(
+                            f"spec.strategy.rollingUpdate.{name}",
+                            f"must be either an int or a percentage: {exc}",
+                        )
+                    )
+                    continue
+                if values[name] < 0:
+                    found.append(_issue(f"spec.strategy.rollingUpdate.{name}", "must not be negative"))
+            if values.get("maxSurge") == 0 and values.get("maxUnavailable") == 0:
+                found.append(
+                    _issue(
+                        "spec.strategy.rollingUpdate.maxUnavailable",
+                        "may not be 0 when maxSurge is 0",
+                    )
+                )
+        return found
+
+    def immutable_issues(self, old: MachineDeployment) -> list[FieldIssue]:
+        return immutable("spec.clusterName", old.spec.cluster_name, self.spec.cluster_name)
+
+    def settled(self) -> bool | None:
+        """Done when the controller has seen this generation and every desired Machine runs the current
+        template and is ready (no old ones left)."""
+        status = self.status
+        desired = self.spec.desired
+        return (
+            status.observed_generation is not None
+            and self.metadata.generation is not None
+            and status.observed_generation >= self.metadata.generation
+            and status.replicas == desired
+            and status.updated_replicas == desired
+            and status.ready_replicas == desired
+        )
+
+
+# -- MachineSet ------------------------------------------------------------------------------------
+class MachineSetSpec(KubeModel):
+    cluster_name: str = Field(min_length=1)
+    replicas: int | None = Field(default=None, ge=0)
+    min_ready_seconds: int | None = Field(default=None, ge=0)
+    delete_policy: DeletePolicy | None = None
+    selector: LabelSelector = Field(default_factory=LabelSelector)
+    template: MachineTemplateSpec
+
+    @property
+    def desired(self) -> int:
+        return 1 if self.replicas is None else self.replicas
+
+
+class MachineSetStatus(KubeModel):
+    selector: str | None = None
+    replicas: int = 0
+    fully_labeled_replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    observed_generation: int | None = None
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class MachineSet(KubeObject):
+    """Machines made from one template, kept at a replica count."""
+
+    API_VERSION: ClassVar[str] = CLUSTER_API_VERSION
+    KIND: ClassVar[str] = "MachineSet"
+    PLURAL: ClassVar[str] = "machinesets"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("ms",)
+
+    spec: MachineSetSpec
+    status: MachineSetStatus = Field(default_factory=MachineSetStatus)
+
+    def _default(self) -> None:
+        spec = self.spec
+        self.metadata.labels[CLUSTER_NAME_LABEL] = spec.cluster_name
+        if spec.replicas is None:
+            spec.replicas = 1
+        if spec.delete_policy is None:
+            spec.delete_policy = "Random"
+        if not spec.selector.match_labels and not spec.selector.match_expressions:
+            spec.selector.match_labels[SET_NAME_LABEL] = self.name
+            spec.template.metadata.labels[SET_NAME_LABEL] = self.name
+        spec.selector.match_labels[CLUSTER_NAME_LABEL] = spec.cluster_name
+        _default_template(self, spec.cluster_name, spec.template)
+
+    def prepare_for_create(self) -> None:
+        self._default()
+
+    def prepare_for_update(self) -> None:
+        self._default()
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        """Checked after defaulting, as for a MachineDeployment."""
+        if self.being_deleted:
+            return []
+        defaulted = self.model_copy(deep=True)
+        defaulted._default()
+        found = _template_issues(defaulted, defaulted.spec.selector, defaulted.spec.template)
+        if not defaulted.spec.selector.match_labels and not defaulted.spec.selector.match_expressions:
+            found.append(_issue("spec.selector", "empty selector is not valid for MachineSet."))
+        return found
+
+    def immutable_issues(self, old: MachineSet) -> list[FieldIssue]:
+        return immutable("spec.clusterName", old.spec.cluster_name, self.spec.cluster_name)
+
+    def settled(self) -> bool | None:
+        status = self.status
+        desired = self.spec.desired
+        return (
+            status.observed_generation is not None
+            and self.metadata.generation is not None
+            and status.observed_generation >= self.metadata.generation
+            and status.replicas == desired
+            and status.ready_replicas == desired
+        )
+
+
+MACHINE_SET_KINDS: tuple[type[KubeObject], ...] = (MachineDeployment, MachineSet)
