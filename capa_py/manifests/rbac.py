@@ -24,6 +24,7 @@ from typing import Any
 
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Secret
@@ -139,6 +140,7 @@ MACHINE_SET_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = 
     (AWSMachine, "", ("create",)),
     (TinkerbellMachine, "", ("create",)),
     (TinkerbellMachineTemplate, "", ("get", "update", "delete")),
+    (AWSMachineTemplate, "", ("get", "update", "delete")),
 )
 """What the MachineDeployment and MachineSet controllers request beyond :data:`ACCESS` (recorded by
 ``tests/machinesets``)."""

@@ -2,8 +2,8 @@
 Machine gets its own AWSMachine cloned from the machine template, and each becomes an EC2 instance;
 scaling down terminates one; deleting the Cluster removes everything.
 
-The AWSMachineTemplate kind is defined here, schemaless, in the test's own registry (a template's
-``spec.template.spec`` is what a clone's spec becomes); the controllers and the store are the real ones.
+The template is capa-py's AWSMachineTemplate (its ``spec.template.spec`` is what a clone's spec becomes); the
+controllers and the store are the real ones.
 """
 
 from __future__ import annotations
@@ -32,9 +32,7 @@ INFRA_API = "infrastructure.cluster.x-k8s.io/v1beta2"
 
 @pytest.fixture
 def registry() -> KindRegistry:
-    found = default_registry()
-    found.define(INFRA_API, "AWSMachineTemplate")
-    return found
+    return default_registry()
 
 
 @pytest.fixture

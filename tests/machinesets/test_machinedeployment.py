@@ -481,8 +481,14 @@ def test_the_cluster_role_grants_what_the_machine_deployment_controllers_request
         for model, sub, verbs in MACHINE_SET_ACCESS
         for verb in verbs
     }
-    # AWSMachine clones are made the same way as the Tinkerbell ones recorded here.
-    assert listed - used == {("infrastructure.cluster.x-k8s.io", "awsmachines", "create")}
+    # AWSMachine clones are made from AWSMachineTemplates the same way as the Tinkerbell ones recorded here.
+    assert listed - used == {
+        ("infrastructure.cluster.x-k8s.io", "awsmachines", "create"),
+        *(
+            ("infrastructure.cluster.x-k8s.io", "awsmachinetemplates", verb)
+            for verb in ("get", "update", "delete")
+        ),
+    }
 
 
 def test_a_wait_on_a_deployment_reconciles_what_it_creates_until_it_is_ready(world: World) -> None:
