@@ -37,7 +37,15 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, patch_status, remove_finalizer, resolve_ref, settle
+from controllers.base import (
+    add_finalizer,
+    fetch,
+    patch_status,
+    record_store_uid,
+    remove_finalizer,
+    resolve_ref,
+    settle,
+)
 from controllers.events import DELETION_BLOCKED
 from controllers.references import explain_create_failure, network_reference_error
 from controllers.waits import INSTANCE_RUNNING, just_created
@@ -333,6 +341,7 @@ class AWSMachineController:
         if not isinstance(awscluster, AWSCluster):
             return self._waiting(obj, "WaitingForClusterInfrastructure", "the AWSCluster does not exist yet")
         obj = add_finalizer(self.store, obj, AWSMACHINE_FINALIZER)
+        obj = record_store_uid(self.store, obj)
         missing = missing_infrastructure(awscluster, machine)
         if missing is not None:
             return self._waiting(obj, "WaitingForClusterInfrastructure", missing)

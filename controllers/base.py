@@ -8,6 +8,7 @@ from typing import TypeVar
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
@@ -37,6 +38,21 @@ def add_finalizer(store: ObjectStore, obj: T, finalizer: str) -> T:
     def mutate(o: T) -> None:
         if finalizer not in o.metadata.finalizers:
             o.metadata.finalizers.append(finalizer)
+
+    return retry_on_conflict(store, obj, mutate)
+
+
+def record_store_uid(store: ObjectStore, obj: T) -> T:
+    """Annotate ``obj`` with the store uid its AWS resources carry (``capa-py.io/store-uid``; already there
+    on an object ``capa move`` brought), before any resource is made for it: a move by a tool that copies
+    metadata but knows nothing of capa-py (``clusterctl move``) then brings it along, and the destination's
+    controller adopts the resources as its own instead of refusing them as another store's."""
+    if STORE_UID_ANNOTATION in obj.metadata.annotations:
+        return obj
+    uid = store.uid
+
+    def mutate(o: T) -> None:
+        o.metadata.annotations.setdefault(STORE_UID_ANNOTATION, uid)
 
     return retry_on_conflict(store, obj, mutate)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
@@ -83,6 +83,8 @@ class ClusterSpec(KubeModel):
     control_plane_endpoint: APIEndpoint = Field(default_factory=APIEndpoint)
     control_plane_ref: ObjectReference | None = None
     infrastructure_ref: ObjectReference | None = None
+    # Written by Cluster API core v1.11+ when it converts its v1beta2 Cluster to v1beta1; kept, not used.
+    availability_gates: list[dict[str, Any]] | None = None
 
 
 ClusterPhase = Literal["Pending", "Provisioning", "Provisioned", "Deleting", "Failed", "Unknown"]
@@ -96,6 +98,9 @@ class ClusterStatus(KubeModel):
     failure_message: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
+    # What Cluster API core v1.11+ shows a v1beta1 reader of its Clusters: kept as read, not used.
+    failure_domains: dict[str, Any] | None = None
+    v1beta2: dict[str, Any] | None = None
 
 
 class Cluster(KubeObject):
@@ -130,6 +135,11 @@ class MachineSpec(KubeModel):
     version: str | None = None
     provider_id: str | None = Field(default=None, alias="providerID")
     failure_domain: str | None = None
+    # Cluster API's own Machine fields (core v1.11+ defaults nodeDeletionTimeout): kept as read, not used.
+    node_drain_timeout: str | None = None
+    node_volume_detach_timeout: str | None = None
+    node_deletion_timeout: str | None = None
+    readiness_gates: list[dict[str, Any]] | None = None
 
 
 MachinePhase = Literal[
@@ -145,6 +155,9 @@ class MachineAddress(KubeModel):
 class NodeReference(KubeModel):
     name: str
     uid: str | None = None
+    # Cluster API's v1beta1 nodeRef is a full corev1.ObjectReference.
+    api_version: str | None = None
+    kind: str | None = None
 
 
 class MachineStatus(KubeModel):
@@ -157,6 +170,12 @@ class MachineStatus(KubeModel):
     failure_message: str | None = None
     conditions: list[Condition] = Field(default_factory=list)
     observed_generation: int | None = None
+    # What Cluster API core v1.11+ shows a v1beta1 reader of its Machines: kept as read, not used.
+    node_info: dict[str, Any] | None = None
+    last_updated: str | None = None
+    certificates_expiry_date: str | None = None
+    deletion: dict[str, Any] | None = None
+    v1beta2: dict[str, Any] | None = None
 
 
 class Machine(KubeObject):

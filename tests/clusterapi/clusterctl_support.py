@@ -17,10 +17,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import subprocess
 import time
 import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +30,14 @@ from typing import Any, TypeVar
 
 import yaml
 
-from capa_py.manifests.crds import crd_for, custom_kinds, is_infrastructure_kind
+from capa_py.manifests.crds import crd_for
 from capa_py.manifests.rbac import NAMESPACE as CAPA_NAMESPACE
-from capa_py.manifests.repository import PROVIDER_DIRECTORY, PROVIDER_NAME, write_repository
+from capa_py.manifests.repository import (
+    PROVIDER_DIRECTORY,
+    PROVIDER_NAME,
+    infrastructure_kinds,
+    write_repository,
+)
 from tests.peers import clusterapi
 from tests.peers.cluster import PeerCluster
 from tests.peers.cluster import running as control_plane
@@ -109,6 +116,27 @@ def clusterctl(directory: Path, version: str = CAPA_VERSION) -> Clusterctl:
     return Clusterctl(binaries.clusterctl, directory / "clusterctl-home", config)
 
 
+def with_local_core(tool: Clusterctl, core: CapiCore, directory: Path) -> Clusterctl:
+    """``tool`` with Cluster API core's provider read from a local repository (its ``metadata.yaml`` from
+    the module, an empty components file) instead of GitHub: what commands that read the core provider's
+    metadata need here (``upgrade plan``)."""
+    version = clusterapi.required_version(clusterapi.MODULE, clusterapi.MANAGER_PACKAGE)
+    release = directory / "core-repository" / CORE_PROVIDER / version
+    release.mkdir(parents=True, exist_ok=True)
+    (release / "metadata.yaml").write_text((core.module / "metadata.yaml").read_text())
+    (release / "core-components.yaml").write_text("")
+    config = yaml.safe_load(tool.config.read_text())
+    core_entry = {
+        "name": CORE_PROVIDER,
+        "url": (release / "core-components.yaml").as_uri(),
+        "type": "CoreProvider",
+    }
+    config["providers"] = [*config["providers"], core_entry]
+    path = directory / "clusterctl-local-core.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return Clusterctl(tool.binary, tool.home, path)
+
+
 def labelled(obj: dict[str, Any], provider: str) -> dict[str, Any]:
     """``obj`` with the labels ``clusterctl init`` adds to every component of ``provider``."""
     obj["metadata"].setdefault("labels", {}).update({CLUSTERCTL_LABEL: "", PROVIDER_LABEL: provider})
@@ -116,13 +144,17 @@ def labelled(obj: dict[str, Any], provider: str) -> dict[str, Any]:
 
 
 def infrastructure_crds() -> list[dict[str, Any]]:
-    """capa-py's infrastructure CRDs, labelled as clusterctl labels the provider's components (never
-    capa-py's own Cluster/Machine CRDs: Cluster API core serves those kinds)."""
-    return [labelled(crd_for(kind), CAPA_PROVIDER) for kind in custom_kinds() if is_infrastructure_kind(kind)]
+    """The CRDs capa-py's provider components install (the AWS and Tinkerbell infrastructure kinds and
+    Tinkerbell's own, which the controller watches), labelled as clusterctl labels them; never capa-py's
+    own Cluster/Machine CRDs: Cluster API core serves those kinds."""
+    return [labelled(crd_for(kind), CAPA_PROVIDER) for kind in infrastructure_kinds()]
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120.0, report: str = "") -> T:
-    """``probe()``'s first truthy result; fails naming ``what`` (and ``report``) when none comes in time."""
+def wait_for(
+    what: str, probe: Callable[[], T | None], timeout: float = 120.0, report: Callable[[], str] = str
+) -> T:
+    """``probe()``'s first truthy result; fails naming ``what`` (and what ``report()`` says) when none comes
+    in time."""
     deadline = time.monotonic() + timeout
     last: T | None = None
     while time.monotonic() < deadline:
@@ -130,7 +162,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 120.0, r
         if last:
             return last
         time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{report}")
+    raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{report()}")
 
 
 def _established(cluster: PeerCluster, name: str) -> bool:
@@ -141,10 +173,18 @@ def _established(cluster: PeerCluster, name: str) -> bool:
     )
 
 
+def merge_patch(cluster: PeerCluster, path: str, body: dict[str, Any]) -> Any:
+    """A JSON merge patch as the admin."""
+    request = urllib.request.Request(cluster.url + path, data=json.dumps(body).encode(), method="PATCH")
+    request.add_header("Content-Type", "application/merge-patch+json")
+    request.add_header("Accept", "application/json")
+    with urllib.request.urlopen(request, context=cluster.admin_context(), timeout=30) as response:
+        return json.loads(response.read())
+
+
 def _merge_labels(cluster: PeerCluster, name: str, labels: dict[str, str]) -> None:
-    crd = cluster.request(f"{CRDS}/{name}")
-    crd["metadata"].setdefault("labels", {}).update(labels)
-    cluster.request(f"{CRDS}/{name}", "PUT", crd)
+    # A patch: core's manager updates its CRDs (storage version migration) while this runs.
+    merge_patch(cluster, f"{CRDS}/{name}", {"metadata": {"labels": labels}})
 
 
 def provider(name: str, namespace: str, provider_name: str, kind: str, version: str) -> dict[str, Any]:
