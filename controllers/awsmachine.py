@@ -40,6 +40,7 @@ from controllers.aws_scope import ReconcileScope, step
 from controllers.base import (
     add_finalizer,
     fetch,
+    left_alone,
     patch_status,
     record_store_uid,
     remove_finalizer,
@@ -333,6 +334,8 @@ class AWSMachineController:
             resolve_ref(self.store, cluster.spec.infrastructure_ref, obj.namespace) if cluster else None
         )
         if obj.being_deleted:
+            if left_alone(obj, cluster):
+                return no_requeue()
             return self._delete(obj, cluster, awscluster)
         if machine is None or cluster is None:
             return no_requeue()  # Cluster API core has not claimed it yet

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from capa_py.api.cluster import DELETE_FOR_MOVE_ANNOTATION, PAUSED_ANNOTATION, Cluster
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.registry import REGISTRY, UnknownKind
@@ -55,6 +56,17 @@ def record_store_uid(store: ObjectStore, obj: T) -> T:
         o.metadata.annotations.setdefault(STORE_UID_ANNOTATION, uid)
 
     return retry_on_conflict(store, obj, mutate)
+
+
+def left_alone(obj: KubeObject, cluster: Cluster | None) -> bool:
+    """Whether an infrastructure object being deleted must be left as it is, its AWS resources untouched:
+    its Cluster is paused (as Cluster API's providers do, the deletion waits for the unpause), or ``clusterctl
+    move`` is deleting it after copying it to another management cluster (annotation
+    ``clusterctl.cluster.x-k8s.io/delete-for-move``; clusterctl removes the finalizers itself)."""
+    annotations = obj.metadata.annotations
+    if DELETE_FOR_MOVE_ANNOTATION in annotations or PAUSED_ANNOTATION in annotations:
+        return True
+    return cluster is not None and cluster.paused
 
 
 def remove_finalizer(store: ObjectStore, obj: T, finalizer: str) -> T:

@@ -378,8 +378,15 @@ def test_clusterctl_move_moves_the_converged_cluster_and_a_target_controller_ado
 ) -> None:
     source, target = scenario.source, scenario.target
     before = uids(source)
-    # The source controller stops first: the move's objects are then only the API's business.
-    assert scenario.controllers["source-controller"].stop(signal.SIGTERM, timeout=30) == 0
+    # The source controller keeps running through the move: clusterctl pauses the Cluster, then deletes each
+    # object (annotated delete-for-move) and removes its finalizers; none of that may reach AWS.
+    source_metrics = scenario.notes["source-metrics"]
+    source_before = aws_calls(scrape(source_metrics))
+    inspector = MotoInspector(scenario.aws)
+    try:
+        in_aws = inspector.inventory(CLUSTER_TAG).tagged
+    finally:
+        inspector.close()
 
     moved = scenario.tool.run(
         "move", "--kubeconfig", str(source.cluster.admin_kubeconfig),
@@ -387,6 +394,15 @@ def test_clusterctl_move_moves_the_converged_cluster_and_a_target_controller_ado
     )  # fmt: skip
     (scenario.workdir / "clusterctl-move.log").write_text(moved.stdout + moved.stderr)
     assert moved.returncode == 0, f"{moved.stdout}\n{moved.stderr}\n{scenario.report()}"
+    during = {k: n - source_before.get(k, 0.0) for k, n in aws_calls(scrape(source_metrics)).items()}
+    source_controller = scenario.controllers["source-controller"]
+    assert source_controller.stop(signal.SIGTERM, timeout=30) == 0, source_controller.report()
+    assert mutating({k: n for k, n in during.items() if n}) == {}, during
+    inspector = MotoInspector(scenario.aws)
+    try:  # after the controller's graceful stop: whatever it still had in hand is done
+        assert inspector.inventory(CLUSTER_TAG).tagged == in_aws
+    finally:
+        inspector.close()
 
     # Nothing of the cluster is left on the source; the target has every object, created anew.
     for path, name, _ in the_objects(source.cluster, ""):
