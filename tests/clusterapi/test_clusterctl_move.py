@@ -8,9 +8,10 @@ standing in for the workload cluster: core reads the Machines' Nodes there throu
 is no kubelet, so the Node is registered through the API with the AWSMachine's ``spec.providerID``).
 
 capa-py's controller (``capa controller --core-controllers off``) converges the cluster on a moto server; the
-scenario runs in order: describe on the source, move to the target, adoption by a controller started on the
-target (counted by its own ``aws_api_requests_total`` metrics: no mutating call), then deletion on the
-target, after which nothing tagged for the cluster is left in AWS.
+scenario runs in order: describe and ``upgrade plan`` on the source, move to the target with the source's
+controller still running (it makes no mutating AWS call meanwhile: its own ``aws_api_requests_total``
+metrics, and AWS unchanged), adoption by a controller started on the target (no mutating call either), then
+deletion on the target, after which nothing tagged for the cluster is left in AWS.
 """
 
 from __future__ import annotations
