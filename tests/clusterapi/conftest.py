@@ -1,18 +1,11 @@
-"""Fixtures of the tests judged by upstream Cluster API (core and clusterctl, ``tests.peers.clusterapi``):
-a moto server as AWS for the scenarios that run capa-py's controller against it."""
+"""Fixtures of the tests under upstream Cluster API core: the moto server the real-API-server tests use.
+
+Cluster API core itself is the session's ``capi_cluster`` (``tests/peers/fixtures.py``): a control plane of
+its own with Cluster API's CRDs, webhooks and manager, built from the pinned Go module.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from tests.realkube.conftest import aws, inspector, realkube_moto
 
-import pytest
-
-from tests.harness.moto_server import MotoServer, start_moto_server
-
-
-@pytest.fixture(scope="module")
-def clusterctl_aws() -> Iterator[MotoServer]:
-    """A moto server of the module's own, with moto's default AMIs (the machines launch one of them)."""
-    server = start_moto_server(load_default_amis=True)
-    yield server
-    server.stop()
+__all__ = ["aws", "inspector", "realkube_moto"]

@@ -44,7 +44,6 @@ from tests.clusterapi.clusterctl_support import (
 )
 from tests.e2e.e2e_support import MotoInspector, capa_env
 from tests.e2e.test_controller_mode import Background, scrape
-from tests.harness.moto_server import MotoServer
 from tests.peers.cluster import PeerCluster
 from tests.peers.clusterapi import CapiCore
 from tests.peers.fixtures import require_go
@@ -276,16 +275,17 @@ def provider_ids(core: CapiCore) -> dict[str, str] | None:
 
 
 @pytest.fixture(scope="module")
-def scenario(tmp_path_factory: pytest.TempPathFactory, clusterctl_aws: MotoServer) -> Iterator[Scenario]:
+def scenario(tmp_path_factory: pytest.TempPathFactory, aws: str) -> Iterator[Scenario]:
+    """The converged cluster on the source (``aws``: the real-API-server tests' moto server, reset for this
+    module), the target beside it, and clusterctl."""
     require_go()
     workdir = tmp_path_factory.mktemp("clusterctl-move")
-    clusterctl_aws.reset()
     with (
         workload_cluster(workdir / "workload") as workload,
         management_cluster(workdir / "source") as source,
         management_cluster(workdir / "target") as target,
     ):
-        scenario = Scenario(workdir, clusterctl_aws.url, source, target, workload, clusterctl(workdir))
+        scenario = Scenario(workdir, aws, source, target, workload, clusterctl(workdir))
         try:
             start(scenario, "source-controller", source)
             scenario.notes["source-metrics"] = metrics_url(scenario.controllers["source-controller"])
