@@ -55,7 +55,7 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, remove_finalizer, settle
+from controllers.base import add_finalizer, fetch, left_alone, record_store_uid, remove_finalizer, settle
 from controllers.events import DELETION_BLOCKED
 from controllers.references import missing
 from controllers.waits import LOAD_BALANCER_AVAILABLE, NAT_GATEWAY_AVAILABLE, just_created
@@ -989,7 +989,8 @@ class AWSClusterController:
             if cluster.paused or PAUSED_ANNOTATION in obj.metadata.annotations:
                 return no_requeue()
             obj = add_finalizer(self.store, obj, AWSCLUSTER_FINALIZER)
-        elif AWSCLUSTER_FINALIZER not in obj.metadata.finalizers:
+            obj = record_store_uid(self.store, obj)
+        elif AWSCLUSTER_FINALIZER not in obj.metadata.finalizers or left_alone(obj, cluster):
             return no_requeue()
         cluster_name = (
             cluster.name if cluster is not None else obj.metadata.labels.get(CLUSTER_NAME_LABEL, obj.name)

@@ -37,7 +37,16 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, patch_status, remove_finalizer, resolve_ref, settle
+from controllers.base import (
+    add_finalizer,
+    fetch,
+    left_alone,
+    patch_status,
+    record_store_uid,
+    remove_finalizer,
+    resolve_ref,
+    settle,
+)
 from controllers.events import DELETION_BLOCKED
 from controllers.references import explain_create_failure, network_reference_error
 from controllers.waits import INSTANCE_RUNNING, just_created
@@ -325,6 +334,8 @@ class AWSMachineController:
             resolve_ref(self.store, cluster.spec.infrastructure_ref, obj.namespace) if cluster else None
         )
         if obj.being_deleted:
+            if left_alone(obj, cluster):
+                return no_requeue()
             return self._delete(obj, cluster, awscluster)
         if machine is None or cluster is None:
             return no_requeue()  # Cluster API core has not claimed it yet
@@ -333,6 +344,7 @@ class AWSMachineController:
         if not isinstance(awscluster, AWSCluster):
             return self._waiting(obj, "WaitingForClusterInfrastructure", "the AWSCluster does not exist yet")
         obj = add_finalizer(self.store, obj, AWSMACHINE_FINALIZER)
+        obj = record_store_uid(self.store, obj)
         missing = missing_infrastructure(awscluster, machine)
         if missing is not None:
             return self._waiting(obj, "WaitingForClusterInfrastructure", missing)

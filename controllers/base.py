@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from capa_py.api.cluster import DELETE_FOR_MOVE_ANNOTATION, PAUSED_ANNOTATION, Cluster
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
@@ -39,6 +41,32 @@ def add_finalizer(store: ObjectStore, obj: T, finalizer: str) -> T:
             o.metadata.finalizers.append(finalizer)
 
     return retry_on_conflict(store, obj, mutate)
+
+
+def record_store_uid(store: ObjectStore, obj: T) -> T:
+    """Annotate ``obj`` with the store uid its AWS resources carry (``capa-py.io/store-uid``; already there
+    on an object ``capa move`` brought), before any resource is made for it: a move by a tool that copies
+    metadata but knows nothing of capa-py (``clusterctl move``) then brings it along, and the destination's
+    controller adopts the resources as its own instead of refusing them as another store's."""
+    if STORE_UID_ANNOTATION in obj.metadata.annotations:
+        return obj
+    uid = store.uid
+
+    def mutate(o: T) -> None:
+        o.metadata.annotations.setdefault(STORE_UID_ANNOTATION, uid)
+
+    return retry_on_conflict(store, obj, mutate)
+
+
+def left_alone(obj: KubeObject, cluster: Cluster | None) -> bool:
+    """Whether an infrastructure object being deleted must be left as it is, its AWS resources untouched:
+    its Cluster is paused (as Cluster API's providers do, the deletion waits for the unpause), or ``clusterctl
+    move`` is deleting it after copying it to another management cluster (annotation
+    ``clusterctl.cluster.x-k8s.io/delete-for-move``; clusterctl removes the finalizers itself)."""
+    annotations = obj.metadata.annotations
+    if DELETE_FOR_MOVE_ANNOTATION in annotations or PAUSED_ANNOTATION in annotations:
+        return True
+    return cluster is not None and cluster.paused
 
 
 def remove_finalizer(store: ObjectStore, obj: T, finalizer: str) -> T:

@@ -13,6 +13,8 @@ CLUSTER_API_VERSION = "cluster.x-k8s.io/v1beta1"
 CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 PAUSED_ANNOTATION = "cluster.x-k8s.io/paused"
+DELETE_FOR_MOVE_ANNOTATION = "clusterctl.cluster.x-k8s.io/delete-for-move"
+"""Set by ``clusterctl move`` on each source object just before deleting it: the object lives on elsewhere."""
 CLUSTER_FINALIZER = "cluster.cluster.x-k8s.io"
 MACHINE_FINALIZER = "machine.cluster.x-k8s.io"
 

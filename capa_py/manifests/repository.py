@@ -91,12 +91,31 @@ def tag(version: str) -> str:
     return version if version.startswith("v") else f"v{version}"
 
 
-def metadata(version: str = __version__) -> dict[str, Any]:
+def metadata(version: str = __version__, earlier: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The metadata of release ``version``: its release series and the ``earlier`` ones (other releases'
+    series, as their metadata lists them), newest first. clusterctl reads the newest release's metadata for
+    every release of the provider (``clusterctl upgrade plan`` fails with "does not match any release
+    series" when the installed release's ``major.minor`` is missing there)."""
+    series = {(s["major"], s["minor"]): s for s in earlier or []}
+    for own in release_series(version):
+        series[(own["major"], own["minor"])] = own
     return {
         "apiVersion": METADATA_API_VERSION,
         "kind": "Metadata",
-        "releaseSeries": release_series(version),
+        "releaseSeries": [series[key] for key in sorted(series, reverse=True)],
     }
+
+
+def released_series(provider_directory: Path) -> list[dict[str, Any]]:
+    """Every release series named by the metadata of the releases already in a repository."""
+    found: list[dict[str, Any]] = []
+    for path in sorted(provider_directory.glob(f"v*/{METADATA_FILE}")):
+        document = yaml.safe_load(path.read_text()) or {}
+        found += [
+            {"major": int(s["major"]), "minor": int(s["minor"]), "contract": str(s["contract"])}
+            for s in document.get("releaseSeries") or []
+        ]
+    return found
 
 
 def infrastructure_kinds() -> list[Any]:
@@ -166,11 +185,13 @@ def render_components(image: str) -> str:
 
 def write_repository(root: Path, version: str = __version__, image: str | None = None) -> Path:
     """Write the provider's release ``version`` under ``root`` (its controller ``image``, by default the
-    release's :func:`release_image`); the version directory is returned."""
+    release's :func:`release_image`), its metadata listing the release series of the releases already
+    there too; the version directory is returned."""
     directory = root / PROVIDER_DIRECTORY / tag(version)
+    earlier = released_series(root / PROVIDER_DIRECTORY)  # before this release's own is (re)written
     directory.mkdir(parents=True, exist_ok=True)
     (directory / COMPONENTS_FILE).write_text(render_components(image or release_image(version)))
     (directory / METADATA_FILE).write_text(
-        yaml.safe_dump(metadata(version), sort_keys=False, default_flow_style=False)
+        yaml.safe_dump(metadata(version, earlier), sort_keys=False, default_flow_style=False)
     )
     return directory

@@ -15,7 +15,7 @@ import yaml
 from capa_py import __version__
 from capa_py.manifests.crds import crd_for, custom_kinds, is_infrastructure_kind
 from capa_py.manifests.deployment import CREDENTIALS_SECRET
-from capa_py.manifests.repository import AGGREGATED_ROLE, VARIABLES
+from capa_py.manifests.repository import AGGREGATED_ROLE, VARIABLES, write_repository
 from tests.cli.cli_support import Cli
 from tests.manifests.test_beside_capa import CAPA_NAMES
 from tests.peers.cluster import running
@@ -248,3 +248,19 @@ def test_the_components_apply_server_side_to_a_cluster_with_cluster_api_core_s_m
                 qualified = f"{resource}.infrastructure.cluster.x-k8s.io"
                 answer = _kubectl(binary, config, "auth", "can-i", verb, qualified, "--as", manager, "-A")
                 assert answer.strip() == "yes", f"{verb} {qualified}"
+
+
+def test_a_new_release_s_metadata_keeps_the_release_series_of_the_releases_already_there(
+    tmp_path: Path,
+) -> None:
+    """clusterctl reads the newest release's metadata for every installed release (``upgrade plan`` failed
+    with "does not match any release series" when v0.2.0's metadata named only 0.2)."""
+    write_repository(tmp_path, "v0.1.0")
+    newest = write_repository(tmp_path, "v0.2.0")
+    series = yaml.safe_load((newest / "metadata.yaml").read_text())["releaseSeries"]
+    assert series == [
+        {"major": 0, "minor": 2, "contract": "v1beta2"},
+        {"major": 0, "minor": 1, "contract": "v1beta2"},
+    ]
+    again = write_repository(tmp_path, "v0.2.1")  # a patch release: the same series, listed once
+    assert yaml.safe_load((again / "metadata.yaml").read_text())["releaseSeries"] == series

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from capa_py.api.aws import AWSCluster, AWSMachine
-from capa_py.api.cluster import Cluster, Machine
+from capa_py.api.aws import AWSCLUSTER_FINALIZER, AWSMACHINE_FINALIZER, AWSCluster, AWSMachine
+from capa_py.api.cluster import DELETE_FOR_MOVE_ANNOTATION, Cluster, Machine
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
 from capa_py.aws.ratelimit import RateLimiter
 from capa_py.aws.session import AWSSettings, ClientPool, RetryPolicy
@@ -88,3 +88,30 @@ def test_the_same_objects_are_reconciled_once_unpaused(source: SQLiteStore, clos
     after = _versions(source)
     changed = {ref for ref in before if after.get(ref) != before[ref]}
     assert {"Cluster default/demo", "Cluster default/lab", "TinkerbellCluster default/lab"} <= changed
+
+
+def test_objects_of_a_paused_cluster_deleted_by_clusterctl_move_are_left_to_it(
+    source: SQLiteStore, closed_endpoint: str
+) -> None:
+    """``clusterctl move`` pauses the Cluster, then deletes each source object (annotated
+    ``clusterctl.cluster.x-k8s.io/delete-for-move``) and removes its finalizers a moment later. In that
+    moment the AWS controllers must not delete anything in AWS: the moved objects' resources now belong to
+    the target. (Before, a source controller still running terminated an instance and deleted a listener
+    during the move.)"""
+    populate(source)
+    _claimed(source)
+    for cluster in source.list(Cluster):
+        cluster.spec.paused = True
+        source.update(cluster)
+    for kind, finalizer in ((AWSCluster, AWSCLUSTER_FINALIZER), (AWSMachine, AWSMACHINE_FINALIZER)):
+        for obj in source.list(kind):
+            obj.metadata.finalizers = [finalizer]
+            obj.metadata.annotations[DELETE_FOR_MOVE_ANNOTATION] = ""
+            source.update(obj)
+            source.delete(kind, obj.name, obj.namespace)
+    before = _versions(source)
+    assert all(o.being_deleted for k in (AWSCluster, AWSMachine) for o in source.list(k))
+
+    _reconcile_all(source, _controllers(source, closed_endpoint))
+
+    assert _versions(source) == before

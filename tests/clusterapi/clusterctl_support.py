@@ -1,0 +1,263 @@
+"""clusterctl (v1.13.6, built from ``tests/peers/capi``) pointed at capa-py, and what it needs around it.
+
+* :class:`Clusterctl` — the binary with a HOME and a configuration file of its own (``--config``), the
+  provider repository ``capa manifests repository`` wrote registered there as ``capa-py``;
+* :func:`install_inventory` — what ``clusterctl init`` would leave on a management cluster, written by hand
+  (``init`` needs GitHub and cert-manager's pods, neither available here): clusterctl's inventory CRD
+  (``providers.clusterctl.cluster.x-k8s.io``, from the module's ``cmd/clusterctl/config/manifest``), the
+  labels ``init`` puts on every component (``clusterctl.cluster.x-k8s.io: ""`` and
+  ``cluster.x-k8s.io/provider: <type prefix>-<name>``) on core's and capa-py's CRDs, and one ``Provider``
+  object per provider. ``clusterctl move`` finds the kinds it moves from CRDs carrying the first label, and
+  refuses a target whose inventory lacks a provider of the source's.
+* :func:`management_cluster` — a control plane with Cluster API core, capa-py's infrastructure CRDs and that
+  inventory; :func:`workload_cluster` — a bare control plane standing in for the workload cluster (its Nodes
+  are created through the API: there is no kubelet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+from capa_py.manifests.crds import crd_for
+from capa_py.manifests.rbac import NAMESPACE as CAPA_NAMESPACE
+from capa_py.manifests.repository import (
+    PROVIDER_DIRECTORY,
+    PROVIDER_NAME,
+    infrastructure_kinds,
+    write_repository,
+)
+from tests.peers import clusterapi
+from tests.peers.cluster import PeerCluster
+from tests.peers.cluster import running as control_plane
+from tests.peers.clusterapi import CapiCore
+
+T = TypeVar("T")
+
+CLUSTERCTL_LABEL = "clusterctl.cluster.x-k8s.io"
+PROVIDER_LABEL = "cluster.x-k8s.io/provider"
+INVENTORY_LABEL = "clusterctl.cluster.x-k8s.io/core"
+CORE_PROVIDER = "cluster-api"
+CORE_NAMESPACE = "capi-system"
+CAPA_PROVIDER = PROVIDER_DIRECTORY  # "infrastructure-capa-py": clusterctl's label for the provider
+CAPA_VERSION = "v0.1.0"
+INVENTORY = "/apis/clusterctl.cluster.x-k8s.io/v1alpha3"
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+
+@dataclass
+class Clusterctl:
+    """``clusterctl`` with its own HOME and ``--config FILE`` naming capa-py's local repository."""
+
+    binary: Path
+    home: Path
+    config: Path
+
+    def run(
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 180.0
+    ) -> subprocess.CompletedProcess[str]:
+        self.home.mkdir(parents=True, exist_ok=True)
+        environment = {
+            k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CLUSTERCTL_", "KUBECONFIG"))
+        }
+        environment.update(
+            {
+                "HOME": str(self.home),
+                "XDG_CONFIG_HOME": str(self.home / ".config"),
+                "CLUSTERCTL_DISABLE_VERSIONCHECK": "true",  # no internet to ask GitHub for a newer release
+                **(env or {}),
+            }
+        )
+        return subprocess.run(
+            [str(self.binary), *args, "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            timeout=timeout,
+            check=False,
+        )
+
+    def ok(self, *args: str, env: dict[str, str] | None = None, timeout: float = 180.0) -> str:
+        """``run(...)``'s standard output; fails with both outputs unless clusterctl exited 0."""
+        done = self.run(*args, env=env, timeout=timeout)
+        assert done.returncode == 0, (
+            f"$ clusterctl {' '.join(args)}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
+        )
+        return done.stdout
+
+
+def repository_config(path: Path, repository: Path, version: str = CAPA_VERSION, **extra: Any) -> Path:
+    """A clusterctl configuration file registering capa-py's local repository (``file://`` URL of the
+    components of ``version``, as clusterctl's docs lay a local repository out), plus ``extra`` keys."""
+    components = repository / PROVIDER_DIRECTORY / version / "infrastructure-components.yaml"
+    providers = [{"name": PROVIDER_NAME, "url": components.as_uri(), "type": "InfrastructureProvider"}]
+    path.write_text(yaml.safe_dump({"providers": providers, **extra}, sort_keys=False))
+    return path
+
+
+def clusterctl(directory: Path, version: str = CAPA_VERSION) -> Clusterctl:
+    """clusterctl with capa-py's repository (release ``version``) written under ``directory``."""
+    binaries = clusterapi.build()
+    repository = directory / "repository"
+    write_repository(repository, version)
+    config = repository_config(directory / "clusterctl.yaml", repository, version)
+    return Clusterctl(binaries.clusterctl, directory / "clusterctl-home", config)
+
+
+def with_local_core(tool: Clusterctl, core: CapiCore, directory: Path) -> Clusterctl:
+    """``tool`` with Cluster API core's provider read from a local repository (its ``metadata.yaml`` from
+    the module, an empty components file) instead of GitHub: what commands that read the core provider's
+    metadata need here (``upgrade plan``)."""
+    version = clusterapi.required_version(clusterapi.MODULE, clusterapi.MANAGER_PACKAGE)
+    release = directory / "core-repository" / CORE_PROVIDER / version
+    release.mkdir(parents=True, exist_ok=True)
+    (release / "metadata.yaml").write_text((core.module / "metadata.yaml").read_text())
+    (release / "core-components.yaml").write_text("")
+    config = yaml.safe_load(tool.config.read_text())
+    core_entry = {
+        "name": CORE_PROVIDER,
+        "url": (release / "core-components.yaml").as_uri(),
+        "type": "CoreProvider",
+    }
+    config["providers"] = [*config["providers"], core_entry]
+    path = directory / "clusterctl-local-core.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return Clusterctl(tool.binary, tool.home, path)
+
+
+def labelled(obj: dict[str, Any], provider: str) -> dict[str, Any]:
+    """``obj`` with the labels ``clusterctl init`` adds to every component of ``provider``."""
+    obj["metadata"].setdefault("labels", {}).update({CLUSTERCTL_LABEL: "", PROVIDER_LABEL: provider})
+    return obj
+
+
+def infrastructure_crds() -> list[dict[str, Any]]:
+    """The CRDs capa-py's provider components install (the AWS and Tinkerbell infrastructure kinds and
+    Tinkerbell's own, which the controller watches), labelled as clusterctl labels them; never capa-py's
+    own Cluster/Machine CRDs: Cluster API core serves those kinds."""
+    return [labelled(crd_for(kind), CAPA_PROVIDER) for kind in infrastructure_kinds()]
+
+
+def wait_for(
+    what: str, probe: Callable[[], T | None], timeout: float = 120.0, report: Callable[[], str] = str
+) -> T:
+    """``probe()``'s first truthy result; fails naming ``what`` (and what ``report()`` says) when none comes
+    in time."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{report()}")
+
+
+def _established(cluster: PeerCluster, name: str) -> bool:
+    crd = cluster.request(f"{CRDS}/{name}")
+    return any(
+        c["type"] == "Established" and c["status"] == "True"
+        for c in crd.get("status", {}).get("conditions", [])
+    )
+
+
+def merge_patch(cluster: PeerCluster, path: str, body: dict[str, Any]) -> Any:
+    """A JSON merge patch as the admin."""
+    request = urllib.request.Request(cluster.url + path, data=json.dumps(body).encode(), method="PATCH")
+    request.add_header("Content-Type", "application/merge-patch+json")
+    request.add_header("Accept", "application/json")
+    with urllib.request.urlopen(request, context=cluster.admin_context(), timeout=30) as response:
+        return json.loads(response.read())
+
+
+def _merge_labels(cluster: PeerCluster, name: str, labels: dict[str, str]) -> None:
+    # A patch: core's manager updates its CRDs (storage version migration) while this runs.
+    merge_patch(cluster, f"{CRDS}/{name}", {"metadata": {"labels": labels}})
+
+
+def provider(name: str, namespace: str, provider_name: str, kind: str, version: str) -> dict[str, Any]:
+    """A clusterctl inventory entry (``Provider``, ``clusterctl.cluster.x-k8s.io/v1alpha3``)."""
+    return labelled(
+        {
+            "apiVersion": "clusterctl.cluster.x-k8s.io/v1alpha3",
+            "kind": "Provider",
+            "metadata": {"name": name, "namespace": namespace},
+            "providerName": provider_name,
+            "type": kind,
+            "version": version,
+        },
+        name,
+    )
+
+
+def install_inventory(core: CapiCore, capa_version: str = CAPA_VERSION) -> None:
+    """What ``clusterctl init`` leaves behind for core and capa-py, written by hand (see the module)."""
+    cluster = core.cluster
+    manifest = core.module / "cmd" / "clusterctl" / "config" / "manifest" / "clusterctl-api.yaml"
+    [inventory_crd] = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
+    inventory_crd["metadata"].setdefault("labels", {})[INVENTORY_LABEL] = "inventory"
+    cluster.request(CRDS, "POST", inventory_crd)
+    for crd in cluster.request(CRDS)["items"]:
+        if crd["spec"]["group"] in (
+            "cluster.x-k8s.io",
+            "addons.cluster.x-k8s.io",
+            "runtime.cluster.x-k8s.io",
+        ):
+            _merge_labels(
+                cluster, crd["metadata"]["name"], {CLUSTERCTL_LABEL: "", PROVIDER_LABEL: CORE_PROVIDER}
+            )
+    for crd in infrastructure_crds():
+        cluster.request(CRDS, "POST", crd)
+    for name in [inventory_crd["metadata"]["name"], *(c["metadata"]["name"] for c in infrastructure_crds())]:
+        wait_for(f"CRD {name} established", lambda name=name: _established(cluster, name), timeout=60)
+    for namespace in (CORE_NAMESPACE, CAPA_NAMESPACE):
+        cluster.request("/api/v1/namespaces", "POST", {"metadata": {"name": namespace}})
+    core_version = clusterapi.required_version(clusterapi.MODULE, clusterapi.MANAGER_PACKAGE)
+    entries = (
+        provider(CORE_PROVIDER, CORE_NAMESPACE, CORE_PROVIDER, "CoreProvider", core_version),
+        provider(CAPA_PROVIDER, CAPA_NAMESPACE, PROVIDER_NAME, "InfrastructureProvider", capa_version),
+    )
+    for entry in entries:
+        namespace = entry["metadata"]["namespace"]
+        cluster.request(f"{INVENTORY}/namespaces/{namespace}/providers", "POST", entry)
+
+
+@contextlib.contextmanager
+def management_cluster(directory: Path) -> Iterator[CapiCore]:
+    """A control plane of its own with Cluster API core, capa-py's infrastructure CRDs and clusterctl's
+    inventory naming both; stopped at the end."""
+    with clusterapi.running(directory) as core:
+        install_inventory(core)
+        yield core
+
+
+@contextlib.contextmanager
+def workload_cluster(directory: Path) -> Iterator[PeerCluster]:
+    """etcd and kube-apiserver only: the workload cluster core connects to through the Cluster's
+    ``<name>-kubeconfig`` Secret, where the Machines' Nodes are registered by hand."""
+    with control_plane(directory=directory, controller_manager=False) as cluster:
+        yield cluster
+
+
+def absent(cluster: PeerCluster, path: str) -> bool:
+    """Whether GET ``path`` answers 404."""
+    try:
+        cluster.request(path)
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        if exc.code == 404:
+            return True
+        raise
+    return False
