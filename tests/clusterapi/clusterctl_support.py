@@ -261,3 +261,40 @@ def absent(cluster: PeerCluster, path: str) -> bool:
             return True
         raise
     return False
+
+
+AWS_CLUSTER_SPEC: dict[str, Any] = {
+    "region": "us-east-1",
+    "network": {
+        "vpc": {"cidrBlock": "10.0.0.0/16"},
+        "subnets": [
+            {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.0.0/20", "isPublic": True},
+            {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.64.0/18"},
+        ],
+    },
+    "controlPlaneLoadBalancer": {"scheme": "internet-facing"},
+}
+"""A small AWSCluster (one zone, a public and a private subnet) for the tests under Cluster API core."""
+
+NODE_CONDITIONS = [
+    {"type": kind, "status": status, "reason": reason, "message": reason}
+    for kind, status, reason in (
+        ("Ready", "True", "KubeletReady"),
+        ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+        ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+        ("PIDPressure", "False", "KubeletHasSufficientPID"),
+    )
+]
+"""What a healthy kubelet reports on its Node (core's Machine ``NodeHealthy`` reads them)."""
+
+
+def register_node(workload: PeerCluster, provider_id: str, name: str | None = None) -> str:
+    """The kubelet stand-in: a Node named after the instance, carrying its provider ID (as a kubelet with the
+    AWS cloud provider registers it) and a healthy kubelet's conditions, in the workload cluster Cluster API
+    core reads through the ``<cluster>-kubeconfig`` Secret. Returns the Node's name."""
+    name = name or f"node-{provider_id.rsplit('/', 1)[-1]}"
+    workload.request(
+        "/api/v1/nodes", "POST", {"metadata": {"name": name}, "spec": {"providerID": provider_id}}
+    )
+    merge_patch(workload, f"/api/v1/nodes/{name}/status", {"status": {"conditions": NODE_CONDITIONS}})
+    return name

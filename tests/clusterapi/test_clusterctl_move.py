@@ -30,6 +30,7 @@ from capa_py.aws.accounting import is_mutating
 from capa_py.manifests.rbac import NAMESPACE as CAPA_NAMESPACE
 from capa_py.manifests.repository import write_repository
 from tests.clusterapi.clusterctl_support import (
+    AWS_CLUSTER_SPEC,
     CAPA_PROVIDER,
     CORE_NAMESPACE,
     CORE_PROVIDER,
@@ -37,7 +38,7 @@ from tests.clusterapi.clusterctl_support import (
     absent,
     clusterctl,
     management_cluster,
-    merge_patch,
+    register_node,
     wait_for,
     with_local_core,
     workload_cluster,
@@ -61,16 +62,6 @@ INFRA = f"/apis/{INFRA_GROUP}/v1beta2/namespaces/{NAMESPACE}"
 SECRETS = f"/api/v1/namespaces/{NAMESPACE}/secrets"
 CLUSTER_TAG = f"sigs.k8s.io/cluster-api-provider-aws/cluster/{NAME}"
 TIMEOUT = 240.0
-NODE_CONDITIONS = [
-    {"type": kind, "status": status, "reason": reason, "message": reason}
-    for kind, status, reason in (
-        ("Ready", "True", "KubeletReady"),
-        ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-        ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-        ("PIDPressure", "False", "KubeletHasSufficientPID"),
-    )
-]
-"""What a healthy kubelet reports on its Node (core's Machine ``NodeHealthy`` reads them)."""
 
 
 @dataclass
@@ -151,17 +142,7 @@ def the_objects(workload: PeerCluster, owner_uid: str) -> list[tuple[str, str, d
                 "apiVersion": f"{INFRA_GROUP}/v1beta2",
                 "kind": "AWSCluster",
                 "metadata": {"name": NAME},
-                "spec": {
-                    "region": "us-east-1",
-                    "network": {
-                        "vpc": {"cidrBlock": "10.0.0.0/16"},
-                        "subnets": [
-                            {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.0.0/20", "isPublic": True},
-                            {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.64.0/18"},
-                        ],
-                    },
-                    "controlPlaneLoadBalancer": {"scheme": "internet-facing"},
-                },
+                "spec": AWS_CLUSTER_SPEC,
             },
         ),
         (
@@ -296,11 +277,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory, aws: str) -> Iterator[Sce
             found = wait_for("the providerIDs", lambda: provider_ids(source), TIMEOUT, scenario.report)
             # The kubelet's part: each Node registers itself with its instance's provider ID.
             for name, provider_id in found.items():
-                node = {"metadata": {"name": name}, "spec": {"providerID": provider_id}}
-                workload.request("/api/v1/nodes", "POST", node)
-                merge_patch(
-                    workload, f"/api/v1/nodes/{name}/status", {"status": {"conditions": NODE_CONDITIONS}}
-                )
+                register_node(workload, provider_id, name)
             scenario.notes["converged"] = wait_for(
                 "the cluster converged on the source", lambda: converged(source), TIMEOUT, scenario.report
             )

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from capa_py.manifests.crds import crd_for, custom_kinds, is_infrastructure_kind
+from tests.clusterapi.clusterctl_support import AWS_CLUSTER_SPEC, register_node
 from tests.e2e.e2e_support import MotoInspector
 from tests.e2e.test_controller_mode import Background
 from tests.peers.cluster import PeerCluster, running
@@ -70,17 +71,7 @@ def manifests() -> list[dict[str, Any]]:
             "apiVersion": infrastructure,
             "kind": "AWSCluster",
             "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
-            "spec": {
-                "region": "us-east-1",
-                "network": {
-                    "vpc": {"cidrBlock": "10.0.0.0/16"},
-                    "subnets": [
-                        {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.0.0/20", "isPublic": True},
-                        {"availabilityZone": "us-east-1a", "cidrBlock": "10.0.64.0/18"},
-                    ],
-                },
-                "controlPlaneLoadBalancer": {"scheme": "internet-facing"},
-            },
+            "spec": AWS_CLUSTER_SPEC,
         },
         {
             "apiVersion": "v1",
@@ -179,27 +170,7 @@ class Management:
             provider_id = machine["spec"].get("providerID")
             if not provider_id or machine["metadata"].get("deletionTimestamp") or provider_id in self.nodes:
                 continue
-            name = f"node-{provider_id.rsplit('/', 1)[-1]}"
-            node = {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": name},
-                "spec": {"providerID": provider_id},
-            }
-            node = self.workload.request("/api/v1/nodes", "POST", node)
-            # What a kubelet reports on its Node: Ready, and no pressure (Cluster API reads all four).
-            now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-            node["status"] = {"conditions": [
-                {"type": kind, "status": status, "reason": reason, "lastHeartbeatTime": now,
-                 "lastTransitionTime": now}
-                for kind, status, reason in (
-                    ("Ready", "True", "KubeletReady"),
-                    ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
-                    ("DiskPressure", "False", "KubeletHasNoDiskPressure"),
-                    ("PIDPressure", "False", "KubeletHasSufficientPID"),
-                )
-            ]}  # fmt: skip
-            self.workload.request(f"/api/v1/nodes/{name}/status", "PUT", node)
+            register_node(self.workload, provider_id)
             self.nodes.add(provider_id)
 
     def workers(self) -> list[dict[str, Any]]:

@@ -35,6 +35,32 @@ KINDS_WITH_DEFAULTS = [
 ]
 BY_KIND = {(m.API_VERSION, m.KIND): m for m in KINDS_WITH_DEFAULTS}
 
+
+def _workers(kind: str, name: str) -> dict[str, Any]:
+    """A MachineDeployment or MachineSet of AWSMachineTemplate workers, with only what is required."""
+    return {
+        "apiVersion": "cluster.x-k8s.io/v1beta1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": {
+            "clusterName": "demo",
+            "selector": {"matchLabels": {"pool": "workers"}},
+            "template": {
+                "metadata": {"labels": {"pool": "workers"}},
+                "spec": {
+                    "clusterName": "demo",
+                    "bootstrap": {"dataSecretName": "demo-bootstrap"},
+                    "infrastructureRef": {
+                        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
+                        "kind": "AWSMachineTemplate",
+                        "name": "workers",
+                    },
+                },
+            },
+        },
+    }
+
+
 EXTRA: list[dict[str, Any]] = [
     # Defaults under a parent that is present but partly set, and under list items and map values.
     {
@@ -68,48 +94,8 @@ EXTRA: list[dict[str, Any]] = [
         "metadata": {"name": "defaults-machine-template"},
         "spec": {"template": {"spec": {"instanceType": "t3.medium", "ami": {"id": "ami-785db401"}}}},
     },
-    {
-        "apiVersion": "cluster.x-k8s.io/v1beta1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": "defaults-workers"},
-        "spec": {
-            "clusterName": "demo",
-            "selector": {"matchLabels": {"pool": "workers"}},
-            "template": {
-                "metadata": {"labels": {"pool": "workers"}},
-                "spec": {
-                    "clusterName": "demo",
-                    "bootstrap": {"dataSecretName": "demo-bootstrap"},
-                    "infrastructureRef": {
-                        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                        "kind": "AWSMachineTemplate",
-                        "name": "workers",
-                    },
-                },
-            },
-        },
-    },
-    {
-        "apiVersion": "cluster.x-k8s.io/v1beta1",
-        "kind": "MachineSet",
-        "metadata": {"name": "defaults-workers-set"},
-        "spec": {
-            "clusterName": "demo",
-            "selector": {"matchLabels": {"pool": "workers"}},
-            "template": {
-                "metadata": {"labels": {"pool": "workers"}},
-                "spec": {
-                    "clusterName": "demo",
-                    "bootstrap": {"dataSecretName": "demo-bootstrap"},
-                    "infrastructureRef": {
-                        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
-                        "kind": "AWSMachineTemplate",
-                        "name": "workers",
-                    },
-                },
-            },
-        },
-    },
+    _workers("MachineDeployment", "defaults-workers"),
+    _workers("MachineSet", "defaults-workers-set"),
     {
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
         "kind": "AWSClusterTemplate",
