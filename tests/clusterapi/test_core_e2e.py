@@ -27,17 +27,18 @@ import pytest
 import yaml
 
 from capa_py.manifests.crds import crd_for, custom_kinds, is_infrastructure_kind
-from tests.clusterapi.clusterctl_support import AWS_CLUSTER_SPEC, register_node
+from tests.clusterapi.clusterctl_support import register_node
 from tests.e2e.e2e_support import MotoInspector
 from tests.e2e.test_controller_mode import Background
 from tests.peers.cluster import PeerCluster, running
 from tests.peers.clusterapi import CapiCore
 from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, start_controller
 
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster-api" / "aws-machinedeployment.yaml"
 NAMESPACE = "capi-e2e"
-CLUSTER = "capi-e2e"
-DEPLOYMENT = "capi-e2e-workers"
-CONTROL_PLANE = "capi-e2e-control-plane-0"
+CLUSTER = "demo-md"  # the example's names
+DEPLOYMENT = "demo-md-workers"
+CONTROL_PLANE = "demo-md-control-plane-0"
 CLUSTER_TAG = f"sigs.k8s.io/cluster-api-provider-aws/cluster/{CLUSTER}"
 T = TypeVar("T")
 CONVERGE = 240.0  # seconds: creating a whole network and instances at moto's ~95 calls/s on a shared machine
@@ -53,86 +54,12 @@ def template(name: str, instance_type: str) -> dict[str, Any]:
 
 
 def manifests() -> list[dict[str, Any]]:
-    """What a Cluster API user writes: Cluster API's kinds at v1beta1 (still served, converted by core's
-    webhook) and capa-py's at v1beta2."""
-    infrastructure = "infrastructure.cluster.x-k8s.io/v1beta2"
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-        {
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
-            "kind": "Cluster",
-            "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
-            "spec": {
-                "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}},
-                "infrastructureRef": {"apiVersion": infrastructure, "kind": "AWSCluster", "name": CLUSTER},
-            },
-        },
-        {
-            "apiVersion": infrastructure,
-            "kind": "AWSCluster",
-            "metadata": {"name": CLUSTER, "namespace": NAMESPACE},
-            "spec": AWS_CLUSTER_SPEC,
-        },
-        {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {"name": f"{CLUSTER}-bootstrap", "namespace": NAMESPACE},
-            "type": "cluster.x-k8s.io/secret",
-            "stringData": {"value": "#cloud-config\nruncmd: []\n"},
-        },
-        {
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
-            "kind": "Machine",
-            "metadata": {
-                "name": CONTROL_PLANE,
-                "namespace": NAMESPACE,
-                "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""},
-            },
-            "spec": {
-                "clusterName": CLUSTER,
-                "version": "v1.31.0",
-                "bootstrap": {"dataSecretName": f"{CLUSTER}-bootstrap"},
-                "infrastructureRef": {
-                    "apiVersion": infrastructure,
-                    "kind": "AWSMachine",
-                    "name": CONTROL_PLANE,
-                },
-            },
-        },
-        {
-            "apiVersion": infrastructure,
-            "kind": "AWSMachine",
-            "metadata": {
-                "name": CONTROL_PLANE,
-                "namespace": NAMESPACE,
-                "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER, "cluster.x-k8s.io/control-plane": ""},
-            },
-            "spec": {"instanceType": "t3.large", "ami": {"id": "ami-785db401"}},
-        },
-        template(f"{DEPLOYMENT}-a", "t3.medium"),
-        {
-            "apiVersion": "cluster.x-k8s.io/v1beta1",
-            "kind": "MachineDeployment",
-            "metadata": {"name": DEPLOYMENT, "namespace": NAMESPACE},
-            "spec": {
-                "clusterName": CLUSTER,
-                "replicas": 2,
-                "selector": {"matchLabels": {}},
-                "template": {
-                    "spec": {
-                        "clusterName": CLUSTER,
-                        "version": "v1.31.0",
-                        "bootstrap": {"dataSecretName": f"{CLUSTER}-bootstrap"},
-                        "infrastructureRef": {
-                            "apiVersion": infrastructure,
-                            "kind": "AWSMachineTemplate",
-                            "name": f"{DEPLOYMENT}-a",
-                        },
-                    }
-                },
-            },
-        },
-    ]
+    """What a Cluster API user writes, the example as it is (Cluster API's kinds at v1beta1, still served and
+    converted by core's webhook; capa-py's at v1beta2), in the test's own namespace."""
+    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    for document in documents:
+        document["metadata"]["namespace"] = NAMESPACE
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, *documents]
 
 
 @dataclass
@@ -146,6 +73,7 @@ class Management:
     aws_url: str
     nodes: set[str] = field(default_factory=set)
     most_machines: int = 0
+    outcome: dict[str, Any] = field(default_factory=dict)
 
     @property
     def cluster(self) -> PeerCluster:
@@ -207,6 +135,9 @@ class Management:
         reservations = self.inspector.ec2.describe_instances(InstanceIds=ids)["Reservations"]
         return {i["InstanceId"]: i["InstanceType"] for r in reservations for i in r["Instances"]}
 
+    def summary(self) -> dict[str, Any]:
+        return outcome(self.machines(), self.inspector)
+
     def scale(self, replicas: int) -> None:
         self.kubectl.run(
             "scale", "-n", NAMESPACE, f"machinedeployment/{DEPLOYMENT}", f"--replicas={replicas}"
@@ -251,6 +182,23 @@ class Management:
                     f"{self.controller.report()}\n--- Cluster API core\n{self.core.log_tail(40)}"
                 )
             time.sleep(0.5)
+
+
+def outcome(machines: list[dict[str, Any]], inspector: MotoInspector) -> dict[str, Any]:
+    """What the example came to, comparable between stores: Machines by role, each one's instance type in
+    AWS, and the cluster's AWS resources by type."""
+    ids = [instance_id(m) for m in machines]
+    reservations = inspector.ec2.describe_instances(InstanceIds=ids)["Reservations"] if ids else []
+    types = {i["InstanceId"]: i["InstanceType"] for r in reservations for i in r["Instances"]}
+    labels = [m["metadata"].get("labels", {}) for m in machines]
+    return {
+        "control-plane machines": sum("cluster.x-k8s.io/control-plane" in label for label in labels),
+        "machine deployment's machines": sum(
+            label.get("cluster.x-k8s.io/deployment-name") == DEPLOYMENT for label in labels
+        ),
+        "instance types": sorted(types[i] for i in ids),
+        "aws resources": inspector.inventory(tag_key=CLUSTER_TAG).counts(),
+    }
 
 
 def instance_id(machine: dict[str, Any]) -> str:
@@ -306,6 +254,7 @@ def converged(management: Management) -> list[dict[str, Any]]:
     }  # fmt: skip
     management.cluster.request(f"/api/v1/namespaces/{NAMESPACE}/secrets", "POST", secret)
     machines = management.wait(lambda: management.running_machines(2), "two Running Machines")
+    management.outcome = management.summary()
     return list(machines)
 
 
@@ -414,3 +363,26 @@ def test_deleting_the_cluster_removes_every_machine_and_aws_resource(
         "audit", "--aws-endpoint", management.aws_url, home=management.workdir / "audit-home",
     )  # fmt: skip
     assert "No leaks found" in report, report
+
+
+def test_the_same_example_on_the_embedded_store_comes_to_what_cluster_api_core_made(
+    management: Management, converged: list[dict[str, Any]]
+) -> None:
+    """The example applied with ``capa apply`` (capa-py's embedded core: its MachineDeployment and MachineSet
+    controllers clone the template) makes the same Machines, instances and AWS resources as under upstream
+    Cluster API core. Runs after the cluster under core is deleted (same names, same AWS account). The
+    phases differ by design: the embedded core has no workload cluster whose Nodes would make a Machine
+    ``Running``, so its Machines stay ``Provisioned``, as core's do until their Nodes register."""
+    assert management.list(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusters") == []
+    home = management.workdir / "embedded-home"
+    state = ["--state", str(management.workdir / "embedded.db")]
+    capa(*state, "apply", "-f", str(EXAMPLE), "--aws-endpoint", management.aws_url, home=home)
+    listed = json.loads(capa(*state, "get", "machines", "-o", "json", home=home))
+    machines = listed["items"]
+    assert {m["status"]["phase"] for m in machines} == {"Provisioned"}
+    assert outcome(machines, management.inspector) == management.outcome
+    capa(*state, "delete", "-f", str(EXAMPLE), "--aws-endpoint", management.aws_url, "--wait", home=home)
+    left = {
+        kind: ids for kind, ids in management.inspector.inventory(tag_key=CLUSTER_TAG).tagged.items() if ids
+    }
+    assert left == {}
