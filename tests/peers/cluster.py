@@ -290,9 +290,12 @@ def _terminate(process: subprocess.Popen[bytes], grace: float = 15.0) -> None:
 _PR_SET_PDEATHSIG = 1
 
 
-def die_with_parent(signum: int = signal.SIGTERM) -> None:
+def die_with_parent(signum: int = signal.SIGKILL) -> None:
     """Have the kernel send this process ``signum`` when the thread that started it ends (Linux; elsewhere
-    nothing), so that a test process or a ``make`` killed outright leaves no control plane behind."""
+    nothing), so that a test process or a ``make`` killed outright leaves no control plane behind. SIGKILL by
+    default: a kube-apiserver sent SIGTERM once etcd (signalled at the same moment) is gone waits in its
+    graceful shutdown and ran on, orphaned; with nobody left to wait for it, a component need not shut down
+    gracefully."""
     if sys.platform != "linux":
         return
     libc = ctypes.CDLL(None, use_errno=True)

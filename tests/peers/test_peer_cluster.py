@@ -246,3 +246,52 @@ def test_peer_cluster_command_stops_when_its_parent_is_killed(tmp_path: Path) ->
         if parent.poll() is None:
             parent.kill()
         parent.communicate()
+
+
+def test_components_started_by_a_test_process_stop_when_it_is_killed(tmp_path: Path) -> None:
+    """A test process killed outright (pytest under a CI timeout, Ctrl-C twice) takes its control plane with
+    it. Failed before: every component got SIGTERM at once, and the kube-apiserver, whose etcd was already
+    gone, stayed in its graceful shutdown, orphaned."""
+    require_go()
+    directory = tmp_path / "control-plane"
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from tests.peers.cluster import start\n"
+        f"cluster = start(directory=Path({str(directory)!r}), controller_manager=False)\n"
+        "print(cluster.url, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        server = parent.stdout.readline().strip()
+        assert server.startswith("https://127.0.0.1:"), server
+        parent.kill()
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 30
+        while _answers(server):
+            assert time.monotonic() < deadline, "the kube-apiserver outlived the test process"
+            time.sleep(0.2)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        parent.communicate()
+
+
+def _answers(server: str) -> bool:
+    try:
+        with urllib.request.urlopen(server + "/readyz", context=ssl._create_unverified_context(), timeout=5):
+            return True
+    except urllib.error.HTTPError as exc:
+        exc.close()
+        return True
+    except (urllib.error.URLError, OSError):
+        return False
