@@ -38,6 +38,7 @@ from capa_py.apiserver.schema_validation import SchemaIssue, StructuralSchema
 from capa_py.logging import get_logger
 from capa_py.manifests.crds import INSTALLED_BY_OTHERS, PRINTER_COLUMNS, is_builtin_group
 from capa_py.store.errors import Conflict, NotFound, StoreError
+from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 
 CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
@@ -433,23 +434,23 @@ class CrdKinds:
     def _terminating(
         self, crd: CustomResourceDefinition, reason: str, message: str
     ) -> CustomResourceDefinition:
-        conditions = [c for c in crd.status.conditions if c.get("type") != "Terminating"]
         old = next((c for c in crd.status.conditions if c.get("type") == "Terminating"), None)
         if old is not None and old.get("reason") == reason:
             return crd
-        updated = crd.model_copy(deep=True)
-        updated.status.conditions = [
-            *conditions,
-            {
-                "type": "Terminating",
-                "status": "True",
-                "lastTransitionTime": (old or {}).get("lastTransitionTime")
-                or utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "reason": reason,
-                "message": message,
-            },
-        ]
-        return self.store.update_status(updated)
+        condition = {
+            "type": "Terminating",
+            "status": "True",
+            "lastTransitionTime": (old or {}).get("lastTransitionTime")
+            or utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "reason": reason,
+            "message": message,
+        }
+
+        def mark(current: CustomResourceDefinition) -> None:
+            others = [c for c in current.status.conditions if c.get("type") != "Terminating"]
+            current.status.conditions = [*others, condition]
+
+        return retry_on_conflict(self.store, crd, mark, status=True)
 
     def _clean_up(self, crd: CustomResourceDefinition) -> None:
         """Delete the objects of a CRD being deleted; once none is left, let the CRD go."""
@@ -481,9 +482,9 @@ class CrdKinds:
             raise Conflict("resourceVersion precondition failed")
         if not crd.being_deleted:
             if CLEANUP_FINALIZER not in crd.metadata.finalizers:
-                crd = crd.model_copy(deep=True)
-                crd.metadata.finalizers.append(CLEANUP_FINALIZER)
-                crd = self.store.update(crd)
+                # A refresh may bring the CRD's status up to date meanwhile: a conflict is retried on the
+                # current object, never answered to the client as 409.
+                crd = retry_on_conflict(self.store, crd, _with_cleanup_finalizer)
             marked = self.store.delete(CustomResourceDefinition, name, None, "Background")
             if marked is None:
                 return None
@@ -493,3 +494,8 @@ class CrdKinds:
                 "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
             )
         return crd.to_dict()
+
+
+def _with_cleanup_finalizer(crd: CustomResourceDefinition) -> None:
+    if CLEANUP_FINALIZER not in crd.metadata.finalizers:
+        crd.metadata.finalizers.append(CLEANUP_FINALIZER)

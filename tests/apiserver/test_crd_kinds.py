@@ -13,9 +13,13 @@ from typing import Any
 
 import pytest
 
+from capa_py.api.apiextensions import CustomResourceDefinition
+from capa_py.api.registry import REGISTRY
 from capa_py.apiserver import start_in_thread
+from capa_py.apiserver.crd_kinds import CrdKinds
 from capa_py.manifests.crds import crds
 from capa_py.store import SQLiteStore
+from capa_py.store.errors import Conflict
 from tests.apiserver.apiserver_support import GROUP, VERSION, Server, aws_cluster
 from tests.apiserver.crd_support import (
     KOPF_CRDS,
@@ -309,3 +313,33 @@ def test_kubectl_uses_kopfs_crds(server: Server, tmp_path: Path) -> None:
     assert table[1].split()[0] == "example"
     status = kubectl("get", "kopfpeering", "example", "-o", "jsonpath={.status}").stdout
     assert json.loads(status) == peering["status"]
+
+
+class _ConflictingOnce(SQLiteStore):
+    """A store whose next CRD update fails with Conflict, as when a refresh writes the CRD's status between
+    the read and the write of a DELETE."""
+
+    conflicts = 0
+
+    def update(self, obj: Any) -> Any:
+        if isinstance(obj, CustomResourceDefinition) and self.conflicts:
+            self.conflicts -= 1
+            raise Conflict("the object has been modified")
+        return super().update(obj)
+
+
+def test_deleting_a_crd_whose_status_changed_meanwhile_is_retried_not_refused(tmp_path: Path) -> None:
+    """Failed before under load: ``kubectl delete crd`` got 409 when the server's own refresh updated the
+    CRD's status between the DELETE's read and its finalizer write."""
+    store = _ConflictingOnce(tmp_path / "s.db")
+    try:
+        store.create(CustomResourceDefinition.from_dict(widget_crd("example.com")))
+        kinds = CrdKinds(store, REGISTRY)
+        kinds.refresh()
+        store.conflicts = 1
+        marked = kinds.delete_definition(W, None)
+        assert marked is not None
+        assert marked["metadata"]["deletionTimestamp"]
+        assert store.conflicts == 0, "the conflict happened and was retried"
+    finally:
+        store.close()
