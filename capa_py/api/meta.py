@@ -70,6 +70,14 @@ def validate_label_value(value: str) -> str:
     return value
 
 
+def validate_labels(labels: dict[str, str]) -> dict[str, str]:
+    """``labels`` unchanged when every key and value is a valid label key and value (else ValueError)."""
+    for key, label_value in labels.items():
+        validate_label_key(key)
+        validate_label_value(label_value)
+    return labels
+
+
 class OwnerReference(KubeModel):
     api_version: str
     kind: str
@@ -118,10 +126,7 @@ class ObjectMeta(KubeModel):
     @field_validator("labels")
     @classmethod
     def _check_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, label_value in value.items():
-            validate_label_key(key)
-            validate_label_value(label_value)
-        return value
+        return validate_labels(value)
 
 
 ConditionStatus = Literal["True", "False", "Unknown"]

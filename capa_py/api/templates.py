@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator
 
 from capa_py.api.immutable import immutable
-from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, validate_label_key, validate_label_value
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, validate_labels
 
 TEMPLATED_SPEC_PATH = "spec.template.spec"
 """Where a template holds the spec of the objects it stamps out."""
@@ -51,10 +51,7 @@ class TemplateObjectMeta(KubeModel):
     @field_validator("labels")
     @classmethod
     def _check_labels(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, label_value in value.items():
-            validate_label_key(key)
-            validate_label_value(label_value)
-        return value
+        return validate_labels(value)
 
 
 class TemplateResource(KubeModel):
