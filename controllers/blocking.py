@@ -180,7 +180,10 @@ def find_blocked(
     graph = _Graph(store, goal)
     target_keys = {key_of(t) for t in targets}
     for target, obj in zip(targets, current, strict=True):
-        graph.remember(key_of(target), obj)
+        # ``current`` comes from a watch that may lag the store: an object this run has reconciled is
+        # read again, so its condition is the one that reconcile wrote (not an older copy without it).
+        if key_of(target) not in manager.reconciled_keys:
+            graph.remember(key_of(target), obj)
     memo: dict[ObjectKey, Blocked | None] = {}
 
     def own(key: ObjectKey, obj: KubeObject | None) -> Blocked | None:

@@ -101,22 +101,26 @@ class Management:
             register_node(self.workload, provider_id)
             self.nodes.add(provider_id)
 
-    def workers(self) -> list[dict[str, Any]]:
-        """The MachineDeployment's Machines."""
+    def workers(self, machines: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """The MachineDeployment's Machines (of ``machines`` when given, else as now stored)."""
         return [
             m
-            for m in self.machines()
+            for m in (self.machines() if machines is None else machines)
             if m["metadata"].get("labels", {}).get("cluster.x-k8s.io/deployment-name") == DEPLOYMENT
         ]
 
     def running_machines(self, replicas: int) -> list[dict[str, Any]] | None:
         """The MachineDeployment's Machines once exactly ``replicas`` exist, none deleting, each ``Running``
-        (and the control-plane Machine too); None before."""
+        with the provider ID core copied (and the control-plane Machine too); None before. One read, so the
+        Machines returned are the ones judged."""
         self.register_nodes()
-        workers = self.workers()
-        settled = len(self.machines()) == replicas + 1 and all(
-            m.get("status", {}).get("phase") == "Running" and not m["metadata"].get("deletionTimestamp")
-            for m in self.machines()
+        machines = self.machines()
+        workers = self.workers(machines)
+        settled = len(machines) == replicas + 1 and all(
+            m.get("status", {}).get("phase") == "Running"
+            and m["spec"].get("providerID")
+            and not m["metadata"].get("deletionTimestamp")
+            for m in machines
         )
         return workers if settled and len(workers) == replicas else None
 

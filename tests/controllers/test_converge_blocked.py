@@ -19,9 +19,10 @@ from capa_py.aws.session import AWSSettings, ClientPool
 from capa_py.engine.engine import Engine
 from capa_py.engine.profiles import MOTO
 from capa_py.operations import apply_objects
+from capa_py.runtime.manager import Manager, key_of
 from capa_py.store.sqlite import SQLiteStore
 from controllers import aws_controllers
-from controllers.blocking import BEING_DELETED, CLUSTER_NOT_FOUND, ENDPOINT_UNREACHABLE
+from controllers.blocking import BEING_DELETED, CLUSTER_NOT_FOUND, ENDPOINT_UNREACHABLE, Blocked, find_blocked
 from controllers.run import converge
 from tests.controllers.conftest import FAST_RETRY, Harness
 
@@ -124,3 +125,23 @@ def test_a_failed_object_outside_the_targets_does_not_hold_back_a_converged_wait
 
     assert result.converged, result.states
     assert not result.timed_out, "the wait ran into its timeout: another object's retry held it back"
+
+
+def test_a_reconciled_machine_is_judged_by_its_stored_condition_not_a_lagging_copy(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    """The copy a wait holds comes from a watch and may predate the reconcile that wrote the condition: the
+    reason given is the condition's all the same (it was once "waits on cluster/nowhere", by chance)."""
+    machine = next(o for o in example() if isinstance(o, Machine) and o.name == "demo-worker-0")
+    machine.spec.cluster_name = "nowhere"
+    [stale] = harness.apply([machine])
+    assert not stale.status.conditions, "the copy already has a condition; the test is void"  # type: ignore[attr-defined]
+    harness.converge([stale], timeout=TIMEOUT)  # the core controller writes ClusterNotFound
+
+    manager = Manager(harness.store, harness.controllers())
+    manager.reconciled_keys.add(key_of(stale))
+    found = find_blocked(harness.store, manager, [stale], [stale], "ready")
+
+    assert found["Machine default/demo-worker-0"] == Blocked(
+        CLUSTER_NOT_FOUND, "cluster default/nowhere (spec.clusterName) does not exist"
+    ), found
