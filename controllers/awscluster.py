@@ -36,7 +36,7 @@ from capa_py.api.aws import (
     SubnetSpec,
     SubnetStatus,
 )
-from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, APIEndpoint, Cluster
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, APIEndpoint, Cluster
 from capa_py.api.conditions import READY, set_condition
 from capa_py.aws.errors import AWSError, DependencyViolation, InvalidReference, InvalidRequest, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
@@ -55,7 +55,16 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
-from controllers.base import add_finalizer, fetch, left_alone, record_store_uid, remove_finalizer, settle
+from controllers.base import (
+    add_finalizer,
+    fetch,
+    left_alone,
+    mark_paused,
+    pause_reason,
+    record_store_uid,
+    remove_finalizer,
+    settle,
+)
 from controllers.events import DELETION_BLOCKED
 from controllers.references import missing
 from controllers.waits import LOAD_BALANCER_AVAILABLE, NAT_GATEWAY_AVAILABLE, just_created
@@ -986,7 +995,9 @@ class AWSClusterController:
                 return (
                     no_requeue()
                 )  # Cluster API core has not claimed it yet; its owner-reference write wakes us
-            if cluster.paused or PAUSED_ANNOTATION in obj.metadata.annotations:
+            paused = pause_reason(obj, cluster)
+            if paused is not None:
+                mark_paused(self.store, obj, paused)
                 return no_requeue()
             obj = add_finalizer(self.store, obj, AWSCLUSTER_FINALIZER)
             obj = record_store_uid(self.store, obj)

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from capa_py.api.aws import AWSMACHINE_FINALIZER, AWSCluster, AWSMachine
-from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, Cluster, Machine, MachineAddress
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine, MachineAddress
 from capa_py.api.conditions import READY, set_condition
 from capa_py.api.core import Secret
 from capa_py.aws.errors import AWSError, InvalidRequest
@@ -41,7 +41,9 @@ from controllers.base import (
     add_finalizer,
     fetch,
     left_alone,
+    mark_paused,
     patch_status,
+    pause_reason,
     record_store_uid,
     remove_finalizer,
     resolve_ref,
@@ -339,7 +341,9 @@ class AWSMachineController:
             return self._delete(obj, cluster, awscluster)
         if machine is None or cluster is None:
             return no_requeue()  # Cluster API core has not claimed it yet
-        if cluster.paused or PAUSED_ANNOTATION in obj.metadata.annotations:
+        paused = pause_reason(obj, cluster)
+        if paused is not None:
+            mark_paused(self.store, obj, paused)
             return no_requeue()
         if not isinstance(awscluster, AWSCluster):
             return self._waiting(obj, "WaitingForClusterInfrastructure", "the AWSCluster does not exist yet")

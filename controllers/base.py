@@ -101,30 +101,51 @@ def ensure_labels(store: ObjectStore, obj: T, labels: dict[str, str]) -> T:
     return retry_on_conflict(store, obj, mutate)
 
 
-def with_contract(apply: Callable[[T], None]) -> Callable[[T], None]:
+def with_contract(apply: Callable[[T], None], paused: str | None = None) -> Callable[[T], None]:
     """``apply``, then, on an infrastructure object, the v1beta2 contract's fields derived from the v1beta1
-    ones it sets (:meth:`capa_py.api.contract.InfrastructureStatus.sync_contract`)."""
+    ones it sets (:meth:`capa_py.api.contract.InfrastructureStatus.sync_contract`); ``paused`` says why the
+    object is paused (its ``Paused`` condition True), None when it is not."""
 
     def applied(obj: T) -> None:
         apply(obj)
         status = getattr(obj, "status", None)
         if isinstance(status, InfrastructureStatus):
-            status.sync_contract(obj.metadata.generation)
+            status.sync_contract(obj.metadata.generation, paused)
 
     return applied
 
 
-def patch_status(store: ObjectStore, obj: T, apply: Callable[[T], None]) -> T:
+def patch_status(store: ObjectStore, obj: T, apply: Callable[[T], None], paused: str | None = None) -> T:
     """Apply a status change and write it only when it changes something (no write, no event otherwise).
 
-    An infrastructure object's status is written for both Cluster API contracts (:func:`with_contract`)."""
-    apply = with_contract(apply)
+    An infrastructure object's status is written for both Cluster API contracts (:func:`with_contract`): a
+    controller that writes it is at work on the object, so its ``Paused`` condition is False unless
+    ``paused`` says why it is not."""
+    apply = with_contract(apply, paused)
     before = obj.to_dict().get("status")
     candidate = obj.model_copy(deep=True)
     apply(candidate)
     if candidate.to_dict().get("status") == before:
         return obj
     return retry_on_conflict(store, obj, apply, status=True)
+
+
+def pause_reason(obj: KubeObject, cluster: Cluster | None) -> str | None:
+    """Why a controller must leave ``obj`` as it is, as Cluster API's controllers say it; None when it need
+    not: its Cluster has ``spec.paused`` or the paused annotation, or the object has that annotation."""
+    if cluster is not None and cluster.spec.paused:
+        return f"cluster {cluster.name} has spec.paused set to true"
+    if cluster is not None and PAUSED_ANNOTATION in cluster.metadata.annotations:
+        return f"cluster {cluster.name} has the {PAUSED_ANNOTATION} annotation"
+    if PAUSED_ANNOTATION in obj.metadata.annotations:
+        return f"{obj.KIND} {obj.name} has the {PAUSED_ANNOTATION} annotation"
+    return None
+
+
+def mark_paused(store: ObjectStore, obj: T, reason: str) -> T:
+    """Report that the controller leaves ``obj`` alone (its ``Paused`` condition True, ``reason`` its
+    message); written once, as any status change."""
+    return patch_status(store, obj, lambda _: None, paused=reason)
 
 
 def settle(controller: object, key: ObjectKey, final: KubeObject) -> None:

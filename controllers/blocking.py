@@ -103,6 +103,7 @@ class _Graph:
         self.store = store
         self.goal = goal
         self._objects: dict[ObjectKey, KubeObject | None] = {}
+        self._remembered: set[ObjectKey] = set()
 
     def get(self, kind: type[KubeObject], key: ObjectKey) -> KubeObject | None:
         if key not in self._objects:
@@ -113,7 +114,17 @@ class _Graph:
         return self._objects[key]
 
     def remember(self, key: ObjectKey, obj: KubeObject | None) -> None:
+        """Take ``obj`` as ``key``'s copy instead of reading it."""
         self._objects[key] = obj
+        self._remembered.add(key)
+
+    def forget(self, key: ObjectKey) -> bool:
+        """Drop a remembered copy so that the next :meth:`get` reads the store; whether there was one."""
+        if key not in self._remembered:
+            return False
+        self._remembered.discard(key)
+        self._objects.pop(key, None)
+        return True
 
     def waits_on(self, obj: KubeObject) -> list[tuple[type[KubeObject], ObjectKey]]:
         from capa_py.api.aws import AWSCluster, AWSMachine
@@ -180,10 +191,7 @@ def find_blocked(
     graph = _Graph(store, goal)
     target_keys = {key_of(t) for t in targets}
     for target, obj in zip(targets, current, strict=True):
-        # ``current`` comes from a watch that may lag the store: an object this run has reconciled is
-        # read again, so its condition is the one that reconcile wrote (not an older copy without it).
-        if key_of(target) not in manager.reconciled_keys:
-            graph.remember(key_of(target), obj)
+        graph.remember(key_of(target), obj)
     memo: dict[ObjectKey, Blocked | None] = {}
 
     def own(key: ObjectKey, obj: KubeObject | None) -> Blocked | None:
@@ -236,7 +244,13 @@ def find_blocked(
 
     result: dict[str, Blocked] = {}
     for target in targets:
-        found = blocked(type(target), key_of(target), frozenset())
+        key = key_of(target)
+        found = blocked(type(target), key, frozenset())
+        if found is not None and key in manager.reconciled_keys and graph.forget(key):
+            # ``current`` comes from a watch that may lag the store: a target found blocked is read
+            # again, so that a condition its reconcile wrote since (its own, more precise reason) counts.
+            memo.pop(key, None)
+            found = blocked(type(target), key, frozenset())
         if found is not None:
             result[target.ref()] = found
     return result

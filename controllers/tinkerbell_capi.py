@@ -41,7 +41,6 @@ from typing import Any, cast
 
 from capa_py.api.cluster import (
     CLUSTER_NAME_LABEL,
-    PAUSED_ANNOTATION,
     Cluster,
     Machine,
     MachineAddress,
@@ -82,7 +81,16 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.errors import AlreadyExists, Conflict, NotFound
 from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
-from controllers.base import add_finalizer, fetch, patch_status, remove_finalizer, resolve_ref, settle
+from controllers.base import (
+    add_finalizer,
+    fetch,
+    mark_paused,
+    patch_status,
+    pause_reason,
+    remove_finalizer,
+    resolve_ref,
+    settle,
+)
 
 BOOTSTRAP_KEY = "value"
 HARDWARE_READY = "HardwareReady"
@@ -158,7 +166,9 @@ class TinkerbellClusterController:
         obj = fetch(self.store, TinkerbellCluster, key)
         if obj is None or obj.being_deleted:
             return no_requeue()
-        if self._paused(obj):
+        paused = pause_reason(obj, self._cluster(obj))
+        if paused is not None:
+            mark_paused(self.store, obj, paused)
             return no_requeue()
         issues = endpoint_issues(obj.spec.control_plane_endpoint, "spec.controlPlaneEndpoint")
         ready = not issues
@@ -176,13 +186,10 @@ class TinkerbellClusterController:
         patch_status(self.store, obj, apply)
         return no_requeue()
 
-    def _paused(self, obj: TinkerbellCluster) -> bool:
-        """Whether the object or the Cluster owning it is paused (a move in progress, or its user's wish)."""
-        if PAUSED_ANNOTATION in obj.metadata.annotations:
-            return True
+    def _cluster(self, obj: TinkerbellCluster) -> Cluster | None:
+        """The Cluster owning it, once Cluster API core has claimed it."""
         owner = next((r for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
-        cluster = get_or_none(self.store, Cluster, owner.name, obj.namespace) if owner else None
-        return cluster is not None and cluster.paused
+        return get_or_none(self.store, Cluster, owner.name, obj.namespace) if owner else None
 
 
 # -- Hardware selection ----------------------------------------------------------------------------------
@@ -627,7 +634,9 @@ class TinkerbellMachineController:
         )
         if machine is None or cluster is None:
             return no_requeue()  # Cluster API core has not claimed it yet
-        if cluster.paused or PAUSED_ANNOTATION in obj.metadata.annotations:
+        paused = pause_reason(obj, cluster)
+        if paused is not None:
+            mark_paused(self.store, obj, paused)
             return no_requeue()
         infra = resolve_ref(self.store, cluster.spec.infrastructure_ref, obj.namespace)
         if not isinstance(infra, TinkerbellCluster) or not infra.status.ready:

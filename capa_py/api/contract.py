@@ -8,7 +8,10 @@ status that a reader of either contract understands (``docs/cluster-api.md``, "C
   keep writing and reading;
 * v1beta2: ``status.initialization.provisioned`` (set when ``ready`` first becomes true, never unset) and
   ``status.v1beta2.conditions``, the same conditions as ``metav1.Condition`` (a reason always set and in
-  the API's CamelCase form, a ``lastTransitionTime`` that moves only when the status changes).
+  the API's CamelCase form, a ``lastTransitionTime`` that moves only when the status changes), with the
+  ``Paused`` condition Cluster API's own controllers report on theirs: True (reason ``Paused``) while the
+  object's Cluster is paused (``spec.paused`` or the ``cluster.x-k8s.io/paused`` annotation) or the object
+  carries that annotation, and the controller leaves it alone; False (``NotPaused``) otherwise.
 
 :meth:`InfrastructureStatus.sync_contract` derives the v1beta2 fields from the v1beta1 ones; every status
 write of a controller (``controllers.base.patch_status``) runs it, so the two never disagree.
@@ -36,6 +39,9 @@ TYPE_MAX_LENGTH = 316
 READY = "Ready"
 NOT_READY_REASON = "NotReady"
 READY_UNKNOWN_REASON = "ReadyUnknown"
+PAUSED = "Paused"
+PAUSED_REASON = "Paused"
+NOT_PAUSED_REASON = "NotPaused"
 
 _REASON = re.compile(REASON_PATTERN)
 _SEPARATOR = re.compile(r"[^A-Za-z0-9_,:]+")
@@ -122,12 +128,36 @@ class InfrastructureStatus(KubeModel):
     def provisioned(self) -> bool:
         return bool(self.initialization and self.initialization.provisioned)
 
-    def sync_contract(self, generation: int | None) -> None:
-        """Write the v1beta2 contract's fields from the v1beta1 ones (idempotent)."""
+    def sync_contract(self, generation: int | None, paused: str | None = None) -> None:
+        """Write the v1beta2 contract's fields from the v1beta1 ones (idempotent), and the ``Paused``
+        condition: True with ``paused`` as its message when given (why the controller leaves the object
+        alone), False otherwise."""
         if self.ready and not self.provisioned:
             self.initialization = Initialization(provisioned=True)
         previous = {c.type: c for c in (self.v1beta2.conditions if self.v1beta2 else [])}
         now = utcnow()
-        converted = [v1beta2_condition(c, previous.get(c.type), generation, now) for c in self.conditions]
-        if converted or self.v1beta2 is not None:
-            self.v1beta2 = V1Beta2Status(conditions=converted)
+        converted = [
+            v1beta2_condition(c, previous.get(c.type), generation, now)
+            for c in self.conditions
+            if c.type != PAUSED
+        ]
+        status: ConditionStatus = "True" if paused is not None else "False"
+        before = previous.get(PAUSED)
+        converted.append(
+            MetaCondition(
+                type=PAUSED,
+                status=status,
+                observed_generation=generation,
+                last_transition_time=before.last_transition_time
+                if before is not None and before.status == status
+                else now,
+                reason=PAUSED_REASON if paused is not None else NOT_PAUSED_REASON,
+                message=(paused or "")[:MESSAGE_MAX_LENGTH],
+            )
+        )
+        self.v1beta2 = V1Beta2Status(conditions=converted)
+
+    @property
+    def paused_condition(self) -> MetaCondition | None:
+        """The v1beta2 ``Paused`` condition as last written, if any."""
+        return next((c for c in (self.v1beta2.conditions if self.v1beta2 else []) if c.type == PAUSED), None)

@@ -65,6 +65,8 @@ def _schema_properties(kind: type[KubeObject]) -> dict[str, Any]:
     """The top-level fields of ``kind``'s CRD schema (``spec``, ``status``, ...)."""
     properties: dict[str, Any] = structural_schema(kind).get("properties", {})
     return properties
+
+
 # managedFields are the server's business: objects read from it do not carry them back.
 _META_FIELDS = {field.alias or name for name, field in ObjectMeta.model_fields.items()} - {"managedFields"}
 

@@ -51,7 +51,11 @@ def test_the_transition_time_moves_only_with_the_status() -> None:
 def test_provisioned_latches_and_the_v1beta2_list_follows_the_v1beta1_one() -> None:
     status = TinkerbellMachineStatus()
     status.sync_contract(1)
-    assert (status.initialization, status.v1beta2) == (None, None)
+    assert status.initialization is None
+    assert status.v1beta2 is not None
+    assert [(c.type, c.status, c.reason) for c in status.v1beta2.conditions] == [
+        ("Paused", "False", "NotPaused")
+    ]
     status.ready = True
     status.conditions = [Condition(type="Ready", status="True", last_transition_time=EARLIER)]
     status.sync_contract(1)
@@ -63,10 +67,31 @@ def test_provisioned_latches_and_the_v1beta2_list_follows_the_v1beta1_one() -> N
     status.sync_contract(2)
     assert status.provisioned
     assert status.v1beta2 is not None
-    [ready] = status.v1beta2.conditions
+    [ready, paused] = status.v1beta2.conditions
+    assert paused.type == "Paused"
     assert (ready.status, ready.reason, ready.last_transition_time, ready.observed_generation) == (
         "False",
         "Deleting",
         LATER,
         2,
     )
+
+
+def test_the_paused_condition_says_why_and_keeps_its_transition_time_while_unchanged() -> None:
+    status = TinkerbellMachineStatus()
+    status.sync_contract(1, paused="cluster lab has spec.paused set to true")
+    assert status.paused_condition is not None
+    paused = status.paused_condition
+    assert (paused.status, paused.reason, paused.message) == (
+        "True",
+        "Paused",
+        "cluster lab has spec.paused set to true",
+    )
+    paused.last_transition_time = EARLIER
+    status.sync_contract(2, paused="cluster lab has spec.paused set to true")
+    assert status.paused_condition is not None
+    assert status.paused_condition.last_transition_time == EARLIER
+    assert status.paused_condition.observed_generation == 2
+    status.sync_contract(2)
+    assert status.paused_condition is not None
+    assert (status.paused_condition.status, status.paused_condition.reason) == ("False", "NotPaused")

@@ -1,7 +1,8 @@
 """A paused Cluster's objects are not reconciled by any controller a move relies on: Cluster API core
 (Cluster, Machine), the AWS provider (AWSCluster, AWSMachine) and the bare-metal provider
 (TinkerbellCluster, TinkerbellMachine). The AWS controllers talk to a closed port: any AWS call would fail
-the reconcile."""
+the reconcile. The one write allowed is the infrastructure objects' v1beta2 ``Paused`` condition, once, as
+Cluster API's controllers report theirs."""
 
 from __future__ import annotations
 
@@ -41,6 +42,32 @@ def _versions(store: SQLiteStore) -> dict[str, str | None]:
     return {o.ref(): o.metadata.resource_version for k in MOVABLE_KINDS for o in store.list(k)}
 
 
+def _contents(store: SQLiteStore) -> dict[str, dict[str, Any]]:
+    """Every movable object as stored, but for its resourceVersion and the v1beta2 ``Paused`` condition."""
+    contents = {}
+    for kind in MOVABLE_KINDS:
+        for obj in store.list(kind):
+            data = obj.to_dict()
+            data["metadata"].pop("resourceVersion", None)
+            v1beta2 = data.get("status", {}).pop("v1beta2", None) or {}
+            others = [c for c in v1beta2.get("conditions", []) if c["type"] != "Paused"]
+            if others:
+                data["status"]["v1beta2"] = {"conditions": others}
+            contents[obj.ref()] = data
+    return contents
+
+
+def _paused_conditions(store: SQLiteStore) -> dict[str, tuple[str, str, str]]:
+    """``{object: (status, reason, message)}`` of each infrastructure object's ``Paused`` condition."""
+    found = {}
+    for kind in (AWSCluster, AWSMachine, TinkerbellCluster, TinkerbellMachine):
+        for obj in store.list(kind):
+            condition = obj.status.paused_condition  # type: ignore[attr-defined]
+            if condition is not None:
+                found[obj.ref()] = (condition.status, condition.reason, condition.message)
+    return found
+
+
 def _reconcile_all(store: SQLiteStore, controllers: list[Any]) -> None:
     for controller in controllers:
         for obj in store.list(controller.kind):
@@ -70,11 +97,29 @@ def test_no_controller_writes_an_object_of_a_paused_cluster(
     for cluster in source.list(Cluster):
         cluster.spec.paused = True
         source.update(cluster)
-    before = _versions(source)
+    before = _contents(source)
 
     _reconcile_all(source, _controllers(source, closed_endpoint))
 
-    assert _versions(source) == before
+    assert _contents(source) == before
+    # Each infrastructure object says why it is left alone; saying it again writes nothing.
+    paused = _paused_conditions(source)
+    infrastructure = {
+        o.ref()
+        for k in (AWSCluster, AWSMachine, TinkerbellCluster, TinkerbellMachine)
+        for o in source.list(k)
+    }
+    assert set(paused) == infrastructure, paused
+    for ref, (status, reason, message) in paused.items():
+        cluster = "demo" if ref.startswith("AWS") else "lab"
+        assert (status, reason, message) == (
+            "True",
+            "Paused",
+            f"cluster {cluster} has spec.paused set to true",
+        )
+    versions = _versions(source)
+    _reconcile_all(source, _controllers(source, closed_endpoint))
+    assert _versions(source) == versions
 
 
 def test_the_same_objects_are_reconciled_once_unpaused(source: SQLiteStore, closed_endpoint: str) -> None:
@@ -109,9 +154,9 @@ def test_objects_of_a_paused_cluster_deleted_by_clusterctl_move_are_left_to_it(
             obj.metadata.annotations[DELETE_FOR_MOVE_ANNOTATION] = ""
             source.update(obj)
             source.delete(kind, obj.name, obj.namespace)
-    before = _versions(source)
+    before = _contents(source)
     assert all(o.being_deleted for k in (AWSCluster, AWSMachine) for o in source.list(k))
 
     _reconcile_all(source, _controllers(source, closed_endpoint))
 
-    assert _versions(source) == before
+    assert _contents(source) == before
