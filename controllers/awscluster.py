@@ -57,6 +57,7 @@ from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.aws_scope import ReconcileScope, step
 from controllers.base import (
     add_finalizer,
+    cluster_view,
     fetch,
     left_alone,
     mark_paused,
@@ -947,7 +948,7 @@ class AWSClusterController:
         self.engine = engine
         self.events = events if events is not None else EventRecorder(store)
         # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
-        self.views = {"Cluster": lambda c: (c.metadata.uid, c.paused)}
+        self.views = {"Cluster": cluster_view}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object

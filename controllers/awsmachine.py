@@ -42,8 +42,10 @@ from controllers.base import (
     fetch,
     left_alone,
     mark_paused,
+    on_pause_transition,
     patch_status,
     pause_reason,
+    paused_view,
     record_store_uid,
     remove_finalizer,
     resolve_ref,
@@ -285,7 +287,7 @@ class MachineReconcile:
 class AWSMachineController:
     name = "awsmachine"
     kind = AWSMachine
-    watched_kinds = (Machine, AWSCluster, Secret)
+    watched_kinds = (Machine, AWSCluster, Secret, Cluster)
     status_kinds = (AWSCluster,)
 
     def __init__(
@@ -295,8 +297,9 @@ class AWSMachineController:
         self.pool = pool
         self.engine = engine
         self.events = events if events is not None else EventRecorder(store)
-        # Machines need the cluster's subnets, security groups and target group, not every status write.
-        self.views = {"AWSCluster": network_view}
+        # Machines need the cluster's subnets, security groups and target group, not every status write,
+        # and of the Cluster only whether it is paused.
+        self.views = {"AWSCluster": network_view, "Cluster": paused_view}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -314,6 +317,8 @@ class AWSMachineController:
                     AWSMachine, namespace=namespace, label_selector=f"{CLUSTER_NAME_LABEL}={cluster}"
                 )
             ]
+        if isinstance(obj, Cluster):
+            return on_pause_transition(self.store, event, "AWSMachine")
         if isinstance(obj, Secret):
             return [
                 ObjectKey("AWSMachine", namespace, m.spec.infrastructure_ref.name or "")

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from capa_py.api.cluster import DELETE_FOR_MOVE_ANNOTATION, PAUSED_ANNOTATION, Cluster
+from capa_py.api.cluster import DELETE_FOR_MOVE_ANNOTATION, PAUSED_ANNOTATION, Cluster, Machine
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none, retry_on_conflict
-from capa_py.store.protocol import ObjectStore
+from capa_py.store.protocol import ObjectStore, WatchEvent
 
 T = TypeVar("T", bound=KubeObject)
 
@@ -140,6 +140,34 @@ def pause_reason(obj: KubeObject, cluster: Cluster | None) -> str | None:
     if PAUSED_ANNOTATION in obj.metadata.annotations:
         return f"{obj.KIND} {obj.name} has the {PAUSED_ANNOTATION} annotation"
     return None
+
+
+def cluster_view(cluster: Cluster) -> object:
+    """What an infrastructure cluster's controller follows of its Cluster (its ``views`` entry): which
+    Cluster it is and whether it is paused."""
+    return (cluster.metadata.uid, cluster.paused)
+
+
+def paused_view(cluster: Cluster) -> object:
+    """What an infrastructure machine's controller follows of a Cluster (its ``views`` entry): whether it is
+    paused. Its other changes do not concern the machines."""
+    return cluster.paused
+
+
+def on_pause_transition(store: ObjectStore, event: WatchEvent[Any], kind: str) -> list[ObjectKey]:
+    """For a Cluster's event that passed :func:`paused_view` as a change (it was paused or unpaused), the
+    keys of the ``kind`` objects its Machines use, as Cluster API's providers watch Clusters: so that each
+    reports its ``Paused`` condition and, once unpaused, catches up on what changed meanwhile."""
+    cluster = event.object
+    if event.type != "MODIFIED" or not isinstance(cluster, Cluster):
+        return []
+    namespace = cluster.metadata.namespace or ""
+    keys = []
+    for machine in store.list(Machine, namespace=namespace):
+        name = machine.infrastructure_name(kind)
+        if machine.spec.cluster_name == cluster.name and name:
+            keys.append(ObjectKey(kind, namespace, name))
+    return keys
 
 
 def mark_paused(store: ObjectStore, obj: T, reason: str) -> T:

@@ -83,10 +83,13 @@ from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.base import (
     add_finalizer,
+    cluster_view,
     fetch,
     mark_paused,
+    on_pause_transition,
     patch_status,
     pause_reason,
+    paused_view,
     remove_finalizer,
     resolve_ref,
     settle,
@@ -154,13 +157,19 @@ address Hegel listens on by default."""
 class TinkerbellClusterController:
     name = "tinkerbellcluster"
     kind = TinkerbellCluster
-    watched_kinds: tuple[type[KubeObject], ...] = ()
+    # Its Cluster's pause and unpause (and its claiming it): the TinkerbellCluster reports them.
+    watched_kinds: tuple[type[KubeObject], ...] = (Cluster,)
 
     def __init__(self, store: ObjectStore) -> None:
         self.store = store
+        self.views = {"Cluster": cluster_view}
 
     def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]:
-        return []
+        cluster = event.object
+        infra = cluster.spec.infrastructure_ref if isinstance(cluster, Cluster) else None
+        if infra is None or infra.kind != self.kind.KIND or not infra.name:
+            return []
+        return [ObjectKey(self.kind.KIND, cluster.metadata.namespace or "", infra.name)]
 
     def reconcile(self, key: ObjectKey) -> Result:
         obj = fetch(self.store, TinkerbellCluster, key)
@@ -561,7 +570,14 @@ def workflow_view(workflow: Workflow) -> object:
 class TinkerbellMachineController:
     name = "tinkerbellmachine"
     kind = TinkerbellMachine
-    watched_kinds: tuple[type[KubeObject], ...] = (Machine, TinkerbellCluster, Secret, Hardware, Workflow)
+    watched_kinds: tuple[type[KubeObject], ...] = (
+        Machine,
+        TinkerbellCluster,
+        Secret,
+        Hardware,
+        Workflow,
+        Cluster,
+    )
     # Status writes of these wake machines: the TinkerbellCluster becoming ready, a Workflow's state (the
     # gRPC server writes only status).
     status_kinds: tuple[type[KubeObject], ...] = (TinkerbellCluster, Workflow)
@@ -569,8 +585,9 @@ class TinkerbellMachineController:
     def __init__(self, store: ObjectStore, events: EventRecorder | None = None) -> None:
         self.store = store
         self.events = events if events is not None else EventRecorder(store)
-        # Of a Workflow, only its state and its owners matter here (not every action's progress).
-        self.views = {"Workflow": workflow_view}
+        # Of a Workflow, only its state and its owners matter here (not every action's progress); of a
+        # Cluster, only whether it is paused.
+        self.views = {"Workflow": workflow_view, "Cluster": paused_view}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
@@ -593,6 +610,8 @@ class TinkerbellMachineController:
                 for m in self.store.list(Machine, namespace=namespace)
                 if m.spec.cluster_name in clusters and m.spec.infrastructure_ref.kind == self.kind.KIND
             ]
+        if isinstance(obj, Cluster):
+            return on_pause_transition(self.store, event, self.kind.KIND)
         if isinstance(obj, Secret):
             return [
                 ObjectKey(self.kind.KIND, namespace, m.spec.infrastructure_ref.name or "")

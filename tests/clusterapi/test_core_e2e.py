@@ -346,6 +346,79 @@ def test_a_new_template_rolls_the_machines_within_max_surge(
     )
 
 
+def _paused(obj: dict[str, Any]) -> tuple[str, int | None] | None:
+    """``(status, observedGeneration)`` of an object's v1beta2 ``Paused`` condition (core's kinds at v1beta2
+    keep it in ``status.conditions``, capa-py's in ``status.v1beta2.conditions``); None without one."""
+    status = obj.get("status", {})
+    conditions = (status.get("v1beta2") or {}).get("conditions") or status.get("conditions") or []
+    found = next((c for c in conditions if c["type"] == "Paused"), None)
+    return (found["status"], found.get("observedGeneration")) if found else None
+
+
+def test_a_paused_cluster_is_left_alone_by_core_and_by_capa_py(
+    management: Management, converged: list[dict[str, Any]]
+) -> None:
+    """``spec.paused`` on the Cluster: core stops acting on the MachineDeployment (a scale to 2 makes no
+    Machine) and capa-py on the AWSCluster (new additionalTags reach no VPC) — each reports the edit it saw
+    through its ``Paused`` condition's observedGeneration, which is what makes the absence of a change an
+    observation. Unpaused, both catch up."""
+    [worker] = management.wait(lambda: management.running_machines(1), "one Running Machine")
+    instances = management.instances()
+    base = f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}"
+    infra = f"/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}"
+
+    def cluster_paused(paused: bool) -> None:
+        management.kubectl.run(
+            "patch", "-n", NAMESPACE, f"cluster.v1beta1.cluster.x-k8s.io/{CLUSTER}", "--type=merge",
+            "-p", json.dumps({"spec": {"paused": paused}}),
+        )  # fmt: skip
+
+    def reported(path: str, status: str) -> dict[str, Any] | None:
+        """The object once its Paused condition has ``status`` for its current generation."""
+        obj: dict[str, Any] = management.cluster.request(path)
+        return obj if _paused(obj) == (status, obj["metadata"]["generation"]) else None
+
+    cluster_paused(True)
+    try:
+        management.wait(
+            lambda: reported(f"{base}/clusters/{CLUSTER}", "True"), "core reporting the Cluster paused"
+        )
+        management.scale(2)
+        tags = {"spec": {"additionalTags": {"paused-edit": "applied"}}}
+        management.kubectl.run(
+            "patch", "-n", NAMESPACE, f"awscluster/{CLUSTER}", "--type=merge", "-p", json.dumps(tags)
+        )
+        deployment = management.wait(
+            lambda: reported(f"{base}/machinedeployments/{DEPLOYMENT}", "True"),
+            "core reporting the scale paused",
+        )
+        aws_cluster = management.wait(
+            lambda: reported(f"{infra}/awsclusters/{CLUSTER}", "True"), "capa-py reporting the edit paused"
+        )
+        assert deployment["spec"]["replicas"] == 2
+        assert [m["metadata"]["name"] for m in management.workers()] == [worker["metadata"]["name"]]
+        assert management.instances() == instances
+        vpc = aws_cluster["status"]["network"]["vpcId"]
+
+        def vpc_tags() -> dict[str, str]:
+            [found] = management.inspector.ec2.describe_vpcs(VpcIds=[vpc])["Vpcs"]
+            return {t["Key"]: t["Value"] for t in found.get("Tags", [])}
+
+        assert "paused-edit" not in vpc_tags()
+        for machine in management.aws_machines():
+            paused = _paused(machine)
+            assert paused is not None, machine["metadata"]["name"]
+            assert paused[0] == "True", machine["metadata"]["name"]
+
+    finally:
+        cluster_paused(False)
+    management.wait(lambda: management.running_machines(2), "two Running Machines after the unpause")
+    management.wait(lambda: vpc_tags().get("paused-edit") == "applied", "the new tag on the VPC")
+    management.wait(lambda: reported(f"{infra}/awsclusters/{CLUSTER}", "False"), "the AWSCluster unpaused")
+    management.scale(1)
+    management.wait(lambda: management.running_machines(1), "one Running Machine")
+
+
 def test_deleting_the_cluster_removes_every_machine_and_aws_resource(
     management: Management, converged: list[dict[str, Any]]
 ) -> None:

@@ -14,6 +14,8 @@ from pathlib import Path
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.meta import KubeObject
+from capa_py.aws.accounting import call_scope
+from capa_py.runtime.manager import Manager
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.sqlite import SQLiteStore
@@ -208,3 +210,45 @@ def test_the_embedded_core_reads_initialization_provisioned(tmp_path: Path) -> N
         assert machine.status.phase == "Provisioned"
     finally:
         store.close()
+
+
+def test_a_running_controller_reports_its_machines_paused_and_unpaused_when_the_cluster_is(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    """Pausing a Cluster changes none of its infrastructure objects, yet each must say it is left alone: the
+    controllers watch their Cluster's pause transitions (before, an AWSMachine kept ``Paused`` False under a
+    paused Cluster, as nothing woke it). No AWS call is made for a paused object."""
+    assert harness.converge(_targets(harness.apply(example())), timeout=TIMEOUT).converged
+    manager = Manager(harness.store, harness.controllers())
+    infrastructure = [*harness.store.list(AWSCluster), *harness.store.list(AWSMachine)]
+    keys = [ObjectKey(o.KIND, o.namespace or "", o.name) for o in infrastructure]
+    steps: list[bool] = []
+
+    def paused_as(wanted: str) -> bool:
+        for kind in (AWSCluster, AWSMachine):
+            for obj in harness.store.list(kind):
+                condition = obj.status.paused_condition
+                if condition is None or condition.status != wanted:
+                    return False
+        return True
+
+    def flip(paused: bool) -> None:
+        cluster = harness.store.get(Cluster, "demo", "default")
+        cluster.spec.paused = paused
+        harness.store.update(cluster)  # another writer's edit: the manager hears of it by its watch
+        steps.append(paused)
+
+    def until() -> bool:
+        if manager.has_work(keys) or not set(keys) <= manager.reconciled_keys:
+            return False  # the first pass, or a reconcile in flight
+        if not steps:
+            flip(True)
+        elif steps == [True] and paused_as("True"):
+            flip(False)
+        return steps == [True, False] and paused_as("False")
+
+    with call_scope() as calls:
+        assert manager.run(until=until, timeout=TIMEOUT), f"not every object reported the pause: {steps}"
+    assert steps == [True, False]
+    assert paused_as("False")
+    assert calls.total(mutating=True) == 0
