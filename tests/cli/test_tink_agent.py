@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -88,29 +88,42 @@ def server() -> Iterator[ScriptedServer]:
 
 
 def agent_process(
-    tmp_path: Path, address: str, *flags: str, agent_id: str = "machine1", env: dict[str, str] | None = None
+    tmp_path: Path,
+    address: str,
+    *flags: str,
+    agent_id: str = "machine1",
+    env: dict[str, str] | None = None,
+    log: Path | None = None,
 ) -> subprocess.Popen[str]:
-    argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", agent_id, "--server", address]
-    return subprocess.Popen(
-        [*argv, "--reconnect-max", "0.2s", "--stop-grace", "2s", *flags],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        env=capa_env(tmp_path / "home", env),
-        cwd=tmp_path,
-    )
+    """``capa tink agent`` as a process; its log (JSON lines, from INFO up) goes to ``log`` when given."""
+    logging = ["-v", "--log-format", "json"] if log is not None else []
+    argv = [sys.executable, "-m", "capa_py.cli", *logging, "tink", "agent", "--id", agent_id]
+    argv += ["--server", address]
+    with ExitStack() as files:
+        stderr = files.enter_context(log.open("w")) if log is not None else subprocess.DEVNULL
+        return subprocess.Popen(
+            [*argv, "--reconnect-max", "0.2s", "--stop-grace", "2s", *flags],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=capa_env(tmp_path / "home", env),
+            cwd=tmp_path,
+        )
 
 
 @contextmanager
 def running_agents(
-    tmp_path: Path, address: str, agent_ids: Sequence[str], *flags: str
+    tmp_path: Path, address: str, agent_ids: Sequence[str], *flags: str, logs: Path | None = None
 ) -> Iterator[list[subprocess.Popen[str]]]:
-    """One ``capa tink agent`` per id, pointed at ``address``; on a normal exit each is stopped with SIGTERM
-    and must exit 0, and any still running is killed on the way out."""
+    """One ``capa tink agent`` per id, pointed at ``address`` (each one's log in ``logs/<id>.log`` when
+    ``logs`` is given); on a normal exit each is stopped with SIGTERM and must exit 0, and any still running
+    is killed on the way out."""
     agents: list[subprocess.Popen[str]] = []
     try:
-        agents = [agent_process(tmp_path, address, *flags, agent_id=agent_id) for agent_id in agent_ids]
+        for agent_id in agent_ids:
+            log = logs / f"{agent_id}.log" if logs is not None else None
+            agents.append(agent_process(tmp_path, address, *flags, agent_id=agent_id, log=log))
         yield agents
         for agent in agents:
             agent.send_signal(signal.SIGTERM)

@@ -23,14 +23,15 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
 
-from capa_py.manifests.crds import crd_for
+from capa_py.api.meta import KubeObject
+from capa_py.manifests.crds import crd_for, crd_name
 from capa_py.manifests.rbac import NAMESPACE as CAPA_NAMESPACE
 from capa_py.manifests.repository import (
     PROVIDER_DIRECTORY,
@@ -165,12 +166,47 @@ def wait_for(
     raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{report()}")
 
 
+def object_states(cluster: PeerCluster, namespace: str, resources: Sequence[tuple[str, str]]) -> str:
+    """One line per object of each ``(plural, group/version)`` in ``namespace``: its phase, whether it is
+    being deleted and its conditions that are not True (for a failure's message)."""
+    lines = []
+    for plural, group in resources:
+        items = cluster.request(f"/apis/{group}/namespaces/{namespace}/{plural}").get("items", [])
+        for item in items:
+            status = item.get("status", {})
+            conditions = [
+                f"{c['type']}={c['status']}({c.get('reason', '')}: {c.get('message', '')})"
+                for c in (status.get("conditions") or [])
+                if c.get("status") != "True"
+            ]
+            deleting = bool(item["metadata"].get("deletionTimestamp"))
+            lines.append(
+                f"{plural}/{item['metadata']['name']}: phase={status.get('phase')} "
+                f"deleting={deleting} {'; '.join(conditions)[:600]}"
+            )
+    return "\n".join(lines)
+
+
 def _established(cluster: PeerCluster, name: str) -> bool:
     crd = cluster.request(f"{CRDS}/{name}")
     return any(
         c["type"] == "Established" and c["status"] == "True"
         for c in crd.get("status", {}).get("conditions", [])
     )
+
+
+def install_crds(cluster: PeerCluster, kinds: Sequence[type[KubeObject]]) -> None:
+    """capa-py's CRD of each kind, created unless it exists already (another module of the session installed
+    it), then waited for until every one is established."""
+    for kind in kinds:
+        try:
+            cluster.request(CRDS, "POST", crd_for(kind))
+        except urllib.error.HTTPError as exc:
+            exc.close()
+            if exc.code != 409:
+                raise
+    for name in (crd_name(kind) for kind in kinds):
+        wait_for(f"CRD {name} established", lambda name=name: _established(cluster, name), timeout=60)
 
 
 def merge_patch(cluster: PeerCluster, path: str, body: dict[str, Any]) -> Any:
@@ -275,6 +311,23 @@ AWS_CLUSTER_SPEC: dict[str, Any] = {
     "controlPlaneLoadBalancer": {"scheme": "internet-facing"},
 }
 """A small AWSCluster (one zone, a public and a private subnet) for the tests under Cluster API core."""
+
+
+def kubeconfig_secret(cluster_name: str, namespace: str, workload: PeerCluster) -> dict[str, Any]:
+    """The ``<cluster>-kubeconfig`` Secret through which Cluster API core reaches the workload cluster (as a
+    control-plane provider writes it): ``workload``'s admin kubeconfig under ``value``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": f"{cluster_name}-kubeconfig",
+            "namespace": namespace,
+            "labels": {"cluster.x-k8s.io/cluster-name": cluster_name},
+        },
+        "type": "cluster.x-k8s.io/secret",
+        "stringData": {"value": workload.admin_kubeconfig.read_text()},
+    }
+
 
 NODE_CONDITIONS = [
     {"type": kind, "status": status, "reason": reason, "message": reason}

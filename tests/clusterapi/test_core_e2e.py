@@ -26,8 +26,13 @@ from typing import Any, TypeVar
 import pytest
 import yaml
 
-from capa_py.manifests.crds import crd_for, custom_kinds, is_infrastructure_kind
-from tests.clusterapi.clusterctl_support import register_node
+from capa_py.manifests.crds import custom_kinds, is_infrastructure_kind
+from tests.clusterapi.clusterctl_support import (
+    install_crds,
+    kubeconfig_secret,
+    object_states,
+    register_node,
+)
 from tests.e2e.e2e_support import MotoInspector
 from tests.e2e.test_controller_mode import Background
 from tests.peers.cluster import PeerCluster, running
@@ -41,6 +46,15 @@ DEPLOYMENT = "demo-md-workers"
 CONTROL_PLANE = "demo-md-control-plane-0"
 CLUSTER_TAG = f"sigs.k8s.io/cluster-api-provider-aws/cluster/{CLUSTER}"
 T = TypeVar("T")
+RESOURCES = (
+    ("clusters", "cluster.x-k8s.io/v1beta2"),
+    ("machinedeployments", "cluster.x-k8s.io/v1beta2"),
+    ("machinesets", "cluster.x-k8s.io/v1beta2"),
+    ("machines", "cluster.x-k8s.io/v1beta2"),
+    ("awsclusters", "infrastructure.cluster.x-k8s.io/v1beta2"),
+    ("awsmachines", "infrastructure.cluster.x-k8s.io/v1beta2"),
+)
+"""What a failure's message shows of the management cluster."""
 CONVERGE = 240.0  # seconds: creating a whole network and instances at moto's ~95 calls/s on a shared machine
 
 
@@ -149,28 +163,7 @@ class Management:
 
     def state(self) -> str:
         """What the management cluster holds, for a failure's message."""
-        lines = []
-        for plural, group in (
-            ("clusters", "cluster.x-k8s.io/v1beta2"),
-            ("machinedeployments", "cluster.x-k8s.io/v1beta2"),
-            ("machinesets", "cluster.x-k8s.io/v1beta2"),
-            ("machines", "cluster.x-k8s.io/v1beta2"),
-            ("awsclusters", "infrastructure.cluster.x-k8s.io/v1beta2"),
-            ("awsmachines", "infrastructure.cluster.x-k8s.io/v1beta2"),
-        ):
-            for item in self.list(f"/apis/{group}/namespaces/{NAMESPACE}/{plural}"):
-                status = item.get("status", {})
-                conditions = [
-                    f"{c['type']}={c['status']}({c.get('reason', '')}: {c.get('message', '')})"
-                    for c in (status.get("conditions") or [])
-                    if c.get("status") != "True"
-                ]
-                deleting = bool(item["metadata"].get("deletionTimestamp"))
-                lines.append(
-                    f"{plural}/{item['metadata']['name']}: phase={status.get('phase')} "
-                    f"deleting={deleting} {'; '.join(conditions)[:600]}"
-                )
-        return "\n".join(lines)
+        return object_states(self.cluster, NAMESPACE, RESOURCES)
 
     def wait(self, condition: Callable[[], T | None], what: str, timeout: float = CONVERGE) -> T:
         """``condition()``'s first truthy value; on timeout fails with the cluster's state and both
@@ -216,13 +209,8 @@ def management(
     kubectl_binary()
     workdir = tmp_path_factory.mktemp("capi-e2e")
     cluster = capi_cluster.cluster
-    for model in custom_kinds():
-        if is_infrastructure_kind(model):
-            cluster.request("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "POST", crd_for(model))
+    install_crds(cluster, [model for model in custom_kinds() if is_infrastructure_kind(model)])
     kubectl = Kubectl(cluster.admin_kubeconfig, workdir / "kubectl-home")
-    kubectl.run(
-        "wait", "--for=condition=Established", "crd", "awsmachinetemplates.infrastructure.cluster.x-k8s.io"
-    )
     with running(directory=workdir / "workload", controller_manager=False) as workload:
         controller = start_controller(
             "controller",
@@ -248,14 +236,7 @@ def converged(management: Management) -> list[dict[str, Any]]:
     path = management.workdir / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(manifests()))
     management.kubectl.run("apply", "-f", str(path))
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"{CLUSTER}-kubeconfig", "namespace": NAMESPACE, "labels": {
-            "cluster.x-k8s.io/cluster-name": CLUSTER}},
-        "type": "cluster.x-k8s.io/secret",
-        "stringData": {"value": management.workload.admin_kubeconfig.read_text()},
-    }  # fmt: skip
+    secret = kubeconfig_secret(CLUSTER, NAMESPACE, management.workload)
     management.cluster.request(f"/api/v1/namespaces/{NAMESPACE}/secrets", "POST", secret)
     machines = management.wait(lambda: management.running_machines(2), "two Running Machines")
     management.outcome = management.summary()

@@ -121,17 +121,19 @@ class WebhookCertificates:
 def start_controller(
     name: str,
     kubeconfig: Path,
-    endpoint: str,
+    endpoint: str | None,
     workdir: Path,
     *flags: str,
 ) -> Background:
-    """``capa --kubeconfig KUBECONFIG controller --aws-endpoint ENDPOINT FLAGS`` in the background, metrics
-    on any free port and no probe endpoint unless ``flags`` say otherwise; returns once its controllers
-    run, or it waits for the Lease."""
+    """``capa --kubeconfig KUBECONFIG controller --aws-endpoint ENDPOINT FLAGS`` in the background (no
+    ``--aws-endpoint`` when ``endpoint`` is None: a controller without the AWS provider), metrics on any free
+    port and no probe endpoint unless ``flags`` say otherwise; returns once its controllers run, or it waits
+    for the Lease."""
+    aws = ["--aws-endpoint", endpoint] if endpoint is not None else []
     process = Background(
         name,
         [
-            "--kubeconfig", str(kubeconfig), "controller", "--aws-endpoint", endpoint,
+            "--kubeconfig", str(kubeconfig), "controller", *aws,
             "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0", *flags,
         ],
         capa_env(workdir / f"{name}-home"),

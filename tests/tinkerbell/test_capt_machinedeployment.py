@@ -6,7 +6,6 @@ a Hardware; deleting the Cluster frees them all."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import yaml
 
@@ -18,43 +17,8 @@ from capa_py.store.sqlite import SQLiteStore
 from controllers import needs_aws
 from tests.cli.cli_support import Cli
 from tests.cli.conftest import cli, state  # noqa: F401 - the capa CLI fixtures
-from tests.tinkerbell.test_capt_cli import EXAMPLE, _table, agents
-
-API = "infrastructure.cluster.x-k8s.io/v1beta1"
-
-
-def _documents(replicas: int) -> list[dict[str, Any]]:
-    objects = load_manifests([EXAMPLE])
-    workers = {"lab-worker-0", "lab-worker-1", "lab-worker-1-bootstrap"}
-    worker = next(o for o in objects if isinstance(o, TinkerbellMachine) and o.name == "lab-worker-0")
-    kept = [o.to_dict() for o in objects if o.name not in workers]
-    template = {
-        "apiVersion": API,
-        "kind": "TinkerbellMachineTemplate",
-        "metadata": {"name": "lab-workers", "namespace": "default"},
-        "spec": {"template": {"spec": worker.to_dict()["spec"]}},
-    }
-    deployment = {
-        "apiVersion": "cluster.x-k8s.io/v1beta1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": "lab-workers", "namespace": "default"},
-        "spec": {
-            "clusterName": "lab",
-            "replicas": replicas,
-            "template": {
-                "spec": {
-                    "clusterName": "lab",
-                    "bootstrap": {"dataSecretName": "lab-worker-0-bootstrap"},
-                    "infrastructureRef": {
-                        "apiVersion": API,
-                        "kind": "TinkerbellMachineTemplate",
-                        "name": "lab-workers",
-                    },
-                }
-            },
-        },
-    }
-    return [*kept, template, deployment]
+from tests.tinkerbell.capt_world import machine_deployment_manifests
+from tests.tinkerbell.test_capt_cli import _table, agents
 
 
 def test_a_bare_metal_machine_deployment_provisions_scales_and_frees_its_hardware(
@@ -63,7 +27,7 @@ def test_a_bare_metal_machine_deployment_provisions_scales_and_frees_its_hardwar
     tmp_path: Path,
 ) -> None:
     manifest = tmp_path / "lab.yaml"
-    manifest.write_text(yaml.safe_dump_all(_documents(replicas=2)))
+    manifest.write_text(yaml.safe_dump_all(machine_deployment_manifests(replicas=2)))
     assert not needs_aws(load_manifests([manifest])), "a bare-metal MachineDeployment needs no AWS"
     with agents(state):
         result = cli("apply", "-f", str(manifest), "--timeout", "60s")
@@ -79,7 +43,7 @@ def test_a_bare_metal_machine_deployment_provisions_scales_and_frees_its_hardwar
     assert {row["READY"] for row in workers.values()} == {"true"}
     assert {row["HARDWARE"] for row in workers.values()} == {"lab-4", "lab-5"}, "rack b preferred"
 
-    manifest.write_text(yaml.safe_dump_all(_documents(replicas=1)))
+    manifest.write_text(yaml.safe_dump_all(machine_deployment_manifests(replicas=1)))
     with agents(state):
         scaled = cli("apply", "-f", str(manifest), "--timeout", "60s")
     assert scaled.exit_code == 0, str(scaled)
