@@ -57,7 +57,7 @@ from capa_py.aws.accounting import is_mutating  # noqa: E402
 from capa_py.cli.durations import parse_duration  # noqa: E402
 from capa_py.store import ObjectStore, open_store  # noqa: E402
 
-DEFAULT_TEMPLATE = REPO / "examples" / "aws-cluster.yaml"
+DEFAULT_TEMPLATE = REPO / "examples" / "aws-cluster-machines.yaml"
 NAME_PREFIX = "bench"
 POLL_SECONDS = 1.0
 """How often readiness is polled (read from the store file) while converging."""
@@ -842,7 +842,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         default=DEFAULT_TEMPLATE,
         metavar="FILE",
-        help="the cluster to copy (default examples/aws-cluster.yaml)",
+        help="the cluster to copy (default examples/aws-cluster-machines.yaml)",
     )
     args = parser.parse_args(argv)
     try:

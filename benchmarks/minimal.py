@@ -1,6 +1,6 @@
 """The fewest AWS API calls that create the example cluster: a plain boto3 script, no capa-py reconciler.
 
-It reads a manifest (``examples/aws-cluster.yaml`` by default) and creates what capa-py creates for it —
+It reads a manifest (``examples/aws-cluster-machines.yaml`` by default) and creates what capa-py creates for it —
 the VPC, subnets, internet gateway, elastic IPs, NAT gateways, route tables, routes and associations, the
 three security groups with their ingress rules, the network load balancer with its target group and
 listener, the instances, and the control plane's registration with the target group — with the same tags,
@@ -42,7 +42,7 @@ from botocore.config import Config
 from capa_py.aws.accounting import CallCounter, is_mutating
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_MANIFEST = REPO / "examples" / "aws-cluster.yaml"
+DEFAULT_MANIFEST = REPO / "examples" / "aws-cluster-machines.yaml"
 API_SERVER_PORT = 6443
 OWNED_KEY = "sigs.k8s.io/cluster-api-provider-aws/cluster/{cluster}"
 ROLE_KEY = "sigs.k8s.io/cluster-api-provider-aws/role"

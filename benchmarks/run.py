@@ -43,7 +43,7 @@ from capa_py.aws.accounting import is_mutating
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = Path(__file__).resolve().parent
-DEFAULT_MANIFEST = REPO / "examples" / "aws-cluster.yaml"
+DEFAULT_MANIFEST = REPO / "examples" / "aws-cluster-machines.yaml"
 STDERR_LIMIT = 8000
 PROCESS_TIMEOUT = 300.0
 """Seconds before a command is given up on (capa's own --timeout should end it well before)."""
@@ -625,7 +625,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each side (default 3)")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON to PATH")
     parser.add_argument(
-        "--manifest", type=Path, default=DEFAULT_MANIFEST, help="default: examples/aws-cluster.yaml"
+        "--manifest", type=Path, default=DEFAULT_MANIFEST, help="default: examples/aws-cluster-machines.yaml"
     )
     parser.add_argument("--no-delete", action="store_true", help="skip figure 4 (capa delete --wait)")
     parser.add_argument("--throughput-calls", type=int, default=100, metavar="N", help="default 100")

@@ -44,7 +44,7 @@ from capa_py.api.registry import REGISTRY  # noqa: E402
 from capa_py.logging import configure_logging  # noqa: E402
 from capa_py.store import LabelSelector, SQLiteStore  # noqa: E402
 
-EXAMPLE = Path(_ROOT) / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(_ROOT) / "examples" / "aws-cluster-machines.yaml"
 NAMESPACE = "bench"
 _ROUNDS = 200  # copies (or validations) per timed run of the copy figure
 

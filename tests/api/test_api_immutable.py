@@ -23,7 +23,7 @@ from capa_py.operations import apply_objects
 from capa_py.store.errors import Invalid
 from capa_py.store.sqlite import SQLiteStore
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 
 
 def _objects() -> list[KubeObject]:

@@ -8,7 +8,7 @@ import pytest
 
 from capa_py.api.loader import ManifestError, load_manifests
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 
 
 def _load_with(tmp_path: Path, old: str, new: str) -> None:

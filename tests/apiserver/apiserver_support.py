@@ -17,7 +17,7 @@ from capa_py.apiserver import RunningServer
 from capa_py.store import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "aws-cluster.yaml"
+EXAMPLE = ROOT / "examples" / "aws-cluster-machines.yaml"
 GROUP = "infrastructure.cluster.x-k8s.io"
 VERSION = "v1beta2"
 BOOKMARK_INTERVAL = 0.3

@@ -13,7 +13,7 @@ from typing import Any
 from tests.cli.cli_support import Cli
 from tests.harness.moto_server import MotoServer
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 
 
 def _manifest(directory: Path, name: str) -> Path:

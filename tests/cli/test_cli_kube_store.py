@@ -24,7 +24,7 @@ from tests.e2e.e2e_support import CLUSTER_TAG, MotoInspector
 from tests.harness.moto_server import MotoServer
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "aws-cluster.yaml"
+EXAMPLE = ROOT / "examples" / "aws-cluster-machines.yaml"
 SAFETY_TIMEOUT = 60.0
 
 

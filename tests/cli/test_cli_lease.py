@@ -13,7 +13,7 @@ from capa_py.runtime.leader import LEASE_DURATION_ENV, STORE_LEASE_NAME, STORE_L
 from capa_py.store import Conflict, SQLiteStore
 from tests.cli.cli_support import Cli
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 HOLDER = "capa apply pid 4242 on build-host (3fa2c1)"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.cli.cli_support import Cli
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 
 
 def _one_error_line(result_stderr: str) -> str:

@@ -16,6 +16,7 @@ Machines and AWSMachine clones; capa-py makes the AWS resources.
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from collections.abc import Callable, Iterator
@@ -39,9 +40,9 @@ from tests.peers.cluster import PeerCluster, running
 from tests.peers.clusterapi import CapiCore
 from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, start_controller
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "cluster-api" / "aws-machinedeployment.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
 NAMESPACE = "capi-e2e"
-CLUSTER = "demo-md"  # the example's names
+CLUSTER = "demo-md"  # the example's names, demo renamed (example_text)
 DEPLOYMENT = "demo-md-workers"
 CONTROL_PLANE = "demo-md-control-plane-0"
 CLUSTER_TAG = f"sigs.k8s.io/cluster-api-provider-aws/cluster/{CLUSTER}"
@@ -67,10 +68,16 @@ def template(name: str, instance_type: str) -> dict[str, Any]:
     }
 
 
+def example_text() -> str:
+    """The README's quick start, its cluster ``demo`` renamed ``demo-md`` (every name derived from it too),
+    so that this module's AWS resources are told apart by their cluster tag on the shared endpoint."""
+    return re.sub(r"\bdemo\b", CLUSTER, EXAMPLE.read_text())
+
+
 def manifests() -> list[dict[str, Any]]:
     """What a Cluster API user writes, the example as it is (Cluster API's kinds at v1beta1, still served and
     converted by core's webhook; capa-py's at v1beta2), in the test's own namespace."""
-    documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
+    documents = [d for d in yaml.safe_load_all(example_text()) if d]
     for document in documents:
         document["metadata"]["namespace"] = NAMESPACE
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}, *documents]
@@ -434,12 +441,14 @@ def test_the_same_example_on_the_embedded_store_comes_to_what_cluster_api_core_m
     assert management.list(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/clusters") == []
     home = management.workdir / "embedded-home"
     state = ["--state", str(management.workdir / "embedded.db")]
-    capa(*state, "apply", "-f", str(EXAMPLE), "--aws-endpoint", management.aws_url, home=home)
+    example = management.workdir / "embedded.yaml"
+    example.write_text(example_text())
+    capa(*state, "apply", "-f", str(example), "--aws-endpoint", management.aws_url, home=home)
     listed = json.loads(capa(*state, "get", "machines", "-o", "json", home=home))
     machines = listed["items"]
     assert {m["status"]["phase"] for m in machines} == {"Provisioned"}
     assert outcome(machines, management.inspector) == management.outcome
-    capa(*state, "delete", "-f", str(EXAMPLE), "--aws-endpoint", management.aws_url, "--wait", home=home)
+    capa(*state, "delete", "-f", str(example), "--aws-endpoint", management.aws_url, "--wait", home=home)
     left = {
         kind: ids for kind, ids in management.inspector.inventory(tag_key=CLUSTER_TAG).tagged.items() if ids
     }

@@ -6,8 +6,7 @@ webhooks and manager). capa-py's infrastructure CRDs and the Tinkerbell CRDs (Ha
 ...) go beside them, and ``capa controller --core-controllers off --providers tinkerbell`` runs against it
 with the workflow server and Hegel on loopback ports; one ``capa tink agent`` per Hardware (the process
 runtime) runs what the server dispatches to it. The user's manifests are ``examples/tinkerbell-cluster.yaml``
-with its workers as a MachineDeployment of a TinkerbellMachineTemplate
-(:func:`tests.tinkerbell.capt_world.machine_deployment_manifests`), applied with kubectl in a namespace of
+(its workers a MachineDeployment of a TinkerbellMachineTemplate), applied with kubectl in a namespace of
 this module's own.
 
 As in ``test_core_e2e``, a second control plane stands in for the workload cluster, where the test registers
@@ -44,7 +43,7 @@ from tests.e2e.test_controller_mode import Background
 from tests.peers.cluster import PeerCluster, free_port
 from tests.peers.clusterapi import CapiCore
 from tests.realkube.realkube_support import Kubectl, kubectl_binary, start_controller
-from tests.tinkerbell.capt_world import DEPLOYMENT, machine_deployment_manifests
+from tests.tinkerbell.capt_world import DEPLOYMENT, machine_deployment_manifests, workers_bootstrap
 from tests.tinkerbell.test_capt_agents_e2e import _user_data
 
 pytestmark = pytest.mark.slow
@@ -253,7 +252,7 @@ def test_each_replica_is_a_clone_provisioned_on_hardware_of_its_own_by_its_agent
         )
         assert bare_metal.actions_run(claimed, name) == dict.fromkeys(status["actions"], "succeeded")
         # Hegel answers the Hardware's address with the MachineDeployment's bootstrap data.
-        assert _user_data(bare_metal.hegel_port, ip) == (200, "#cloud-config\nhostname: lab-worker-0\n")
+        assert _user_data(bare_metal.hegel_port, ip) == (200, workers_bootstrap())
     assert bare_metal.claimed() == taken
 
     def available() -> dict[str, Any] | None:

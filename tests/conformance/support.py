@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "aws-cluster.yaml"
+EXAMPLE = ROOT / "examples" / "aws-cluster-machines.yaml"
 
 
 @dataclass

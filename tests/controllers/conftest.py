@@ -24,7 +24,7 @@ from controllers import aws_controllers  # noqa: E402
 from controllers.run import ConvergeResult, converge  # noqa: E402
 from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
 
-EXAMPLE = Path(_ROOT) / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(_ROOT) / "examples" / "aws-cluster-machines.yaml"
 FAST_RETRY = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.1, not_found_window=1.0)
 
 

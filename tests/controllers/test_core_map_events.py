@@ -15,7 +15,7 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store import SQLiteStore, WatchEvent
 from controllers.core import ClusterController, MachineController
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 
 
 def stored_example(store: SQLiteStore) -> None:

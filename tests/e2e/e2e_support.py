@@ -24,10 +24,14 @@ from typing import Any
 import boto3
 
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.loader import load_manifests
+from capa_py.api.machinesets import MachineDeployment
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "aws-cluster.yaml"
+EXAMPLE = ROOT / "examples" / "aws-cluster-machines.yaml"
+QUICK_START = ROOT / "examples" / "aws-cluster.yaml"
+"""The README's quick start: the same cluster, its workers a MachineDeployment of an AWSMachineTemplate."""
 CRASHING_CAPA = ROOT / "tests" / "harness" / "crashing_capa.py"
 CLUSTER = "demo"
 CLUSTER_TAG = f"sigs.k8s.io/cluster-api-provider-aws/cluster/{CLUSTER}"
@@ -160,7 +164,8 @@ class Capa:
 
 # -- what the manifest should make ----------------------------------------------------------------------
 def expected_counts(manifest: Path = EXAMPLE) -> dict[str, int]:
-    """Exactly how many of each resource the manifest's cluster should have (one AWSCluster)."""
+    """Exactly how many of each resource the manifest's cluster should have (one AWSCluster): an instance
+    per AWSMachine and per replica of a MachineDeployment of AWSMachineTemplates."""
     objects = load_manifests([manifest])
     clusters = [o for o in objects if isinstance(o, AWSCluster)]
     assert len(clusters) == 1, "expected_counts handles manifests with exactly one AWSCluster"
@@ -180,7 +185,13 @@ def expected_counts(manifest: Path = EXAMPLE) -> dict[str, int]:
         "load-balancer": 1,
         "target-group": 1,
         "listener": 1,
-        "instance": sum(isinstance(o, AWSMachine) for o in objects),
+        "instance": sum(isinstance(o, AWSMachine) for o in objects)
+        + sum(
+            d.spec.replicas or 0
+            for d in objects
+            if isinstance(d, MachineDeployment)
+            and d.spec.template.spec.infrastructure_ref.kind == AWSMachineTemplate.KIND
+        ),
     }
 
 

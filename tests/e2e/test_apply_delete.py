@@ -1,7 +1,8 @@
 """The example cluster's life through the real CLI: apply, apply again, list its resources, delete.
 
-Each test applies ``examples/aws-cluster.yaml`` with ``capa apply`` (a subprocess, its own store, the test's
-moto server as ``--aws-endpoint``) and checks what the CLI reports against what moto holds.
+Each test applies the quick start, ``examples/aws-cluster.yaml`` (its workers a MachineDeployment of an
+AWSMachineTemplate), with ``capa apply`` (a subprocess, its own store, the test's moto server as
+``--aws-endpoint``) and checks what the CLI reports against what moto holds.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from capa_py.aws.accounting import is_mutating
 from tests.e2e.e2e_support import (
-    EXAMPLE,
+    QUICK_START,
     Capa,
     MotoInspector,
     expected_counts,
@@ -18,8 +19,17 @@ from tests.e2e.e2e_support import (
     recorded_ids,
 )
 
-KINDS = ("clusters", "machines", "awsclusters", "awsmachines", "secrets")
-APPLY = ("apply", "-f", str(EXAMPLE), "--timeout", "2m", "-o", "json")
+KINDS = (
+    "clusters",
+    "machines",
+    "awsclusters",
+    "awsmachines",
+    "secrets",
+    "awsmachinetemplates",
+    "machinedeployments",
+    "machinesets",
+)
+APPLY = ("apply", "-f", str(QUICK_START), "--timeout", "2m", "-o", "json")
 # Kinds whose AWS API has no tags: `capa resources` reports their tags as not applicable (null).
 ARN_PREFIX = "arn:aws:ec2:us-east-1:123456789012:"
 UNTAGGABLE = {"route", "route-table-association", "internet-gateway-attachment", "target-registration"}
@@ -42,9 +52,16 @@ def _not_ready(objects: list[dict[str, Any]]) -> list[str]:
             problems.append(f"{name}: phase {status.get('phase')!r}, expected Provisioned")
         elif kind == "Machine" and status.get("phase") not in ("Provisioned", "Running"):
             problems.append(f"{name}: phase {status.get('phase')!r}, expected Provisioned or Running")
+        elif kind == "MachineDeployment" and (status.get("phase"), status.get("readyReplicas")) != (
+            "Running",
+            2,
+        ):
+            problems.append(
+                f"{name}: phase {status.get('phase')!r}, {status.get('readyReplicas')} ready replicas"
+            )
         elif kind in ("AWSCluster", "AWSMachine") and status.get("ready") is not True:
             problems.append(f"{name}: status.ready is {status.get('ready')!r}")
-        if kind != "Secret":
+        if kind in ("Cluster", "Machine", "AWSCluster", "AWSMachine"):
             ready = [c for c in status.get("conditions", []) if c["type"] == "Ready"]
             if not ready or ready[0]["status"] != "True":
                 problems.append(f"{name}: Ready condition is {ready or 'missing'}")
@@ -61,8 +78,9 @@ def test_clean_apply_exits_0_with_every_object_ready_and_exactly_one_of_every_re
     assert set(document["states"].values()) == {"ready"}, f"apply -o json states: {document['states']}"
 
     objects = {kind: capa.get(kind) for kind in KINDS}
-    assert [len(objects[k]) for k in KINDS] == [1, 3, 1, 3, 1], (
-        "the store should hold the example's 1 cluster, 3 machines, 1 AWSCluster, 3 AWSMachines, 1 secret: "
+    assert [len(objects[k]) for k in KINDS] == [1, 3, 1, 3, 1, 1, 1, 1], (
+        "the store should hold the example's 1 cluster, 3 machines, 1 AWSCluster, 3 AWSMachines, 1 secret, "
+        "1 AWSMachineTemplate, 1 MachineDeployment and the MachineSet it made: "
         + str({k: [o["metadata"]["name"] for o in v] for k, v in objects.items()})
     )
     problems = _not_ready([obj for items in objects.values() for obj in items])
@@ -80,7 +98,7 @@ def test_clean_apply_exits_0_with_every_object_ready_and_exactly_one_of_every_re
     assert len(set(instance_ids)) == 3, f"every AWSMachine should have its own instance, got {instance_ids}"
 
     recorded = recorded_ids(objects["awsclusters"] + objects["awsmachines"])
-    problems = problems_with_cluster(inspector.inventory(), expected_counts(), baseline, recorded)
+    problems = problems_with_cluster(inspector.inventory(), expected_counts(QUICK_START), baseline, recorded)
     assert not problems, "after a clean apply:\n" + "\n".join(problems)
 
 
@@ -128,7 +146,7 @@ def test_delete_wait_leaves_nothing_tagged_with_the_cluster_and_no_object(
     _apply(capa)
     assert inspector.tagging_api_arns(), "the tagging API lists nothing after apply; the check below is void"
 
-    deleted = capa.run("delete", "-f", str(EXAMPLE), "--wait", "--timeout", "2m")
+    deleted = capa.run("delete", "-f", str(QUICK_START), "--wait", "--timeout", "2m")
     assert deleted.returncode == 0, f"delete --wait failed:\n{deleted}"
 
     inventory = inspector.inventory()

@@ -1,12 +1,12 @@
 """Controller mode end to end: ``capa serve`` + two ``capa controller --leader-elect`` + a moto server.
 
 The README's "Run in a management cluster" flow, as processes: the store is served over the Kubernetes API,
-the CRDs and the example are applied through it (with kubectl where it is on PATH, else with ``capa
---kubeconfig``), and two leader-electing controllers reconcile through the ``kube`` store. The leader is
-SIGKILLed in the middle of the create: the other one takes the Lease over once its duration has passed and
-the cluster converges with exactly one of every AWS resource and no orphan. Metrics are scraped and parsed
-with prometheus-client's parser; ``/readyz`` answers 200 once the informers have synced. Deleting the
-objects then leaves nothing in AWS.
+the CRDs and the quick start's example (a MachineDeployment's workers) are applied through it (with kubectl
+where it is on PATH, else with ``capa --kubeconfig``), and two leader-electing controllers reconcile through
+the ``kube`` store. The leader is SIGKILLed in the middle of the create: the other one takes the Lease over
+once its duration has passed and the cluster converges with exactly one of every AWS resource and no orphan.
+Metrics are scraped and parsed with prometheus-client's parser; ``/readyz`` answers 200 once the informers
+have synced. Deleting the objects then leaves nothing in AWS.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from capa_py.aws.accounting import is_mutating
 from tests.e2e.e2e_support import (
-    EXAMPLE,
+    QUICK_START,
     ROOT,
     MotoInspector,
     capa_env,
@@ -216,12 +216,16 @@ def test_two_leader_electing_controllers_converge_through_capa_serve_and_survive
     assert not any("leading:" in line for line in follower.lines), "two leaders at once"
 
     if KUBECTL:
-        run([KUBECTL, "apply", "-f", str(EXAMPLE)], client_env, workdir)
+        run([KUBECTL, "apply", "-f", str(QUICK_START)], client_env, workdir)
     else:
-        run([*capa, "--kubeconfig", str(kubeconfig), "apply", "-f", str(EXAMPLE), "--no-wait"], env, workdir)
+        run(
+            [*capa, "--kubeconfig", str(kubeconfig), "apply", "-f", str(QUICK_START), "--no-wait"],
+            env,
+            workdir,
+        )
 
     # Kill the leader in the middle of the create: after a third of the mutating calls the example needs.
-    expected = expected_counts()
+    expected = expected_counts(QUICK_START)
     needed = sum(expected.values())
     assert wait_for(
         lambda: mutating_calls(scrape(metrics[leader.name])) >= needed / 3, timeout=60, interval=0.02
@@ -238,16 +242,17 @@ def test_two_leader_electing_controllers_converge_through_capa_serve_and_survive
         )
     else:
         run(
-            [*capa, "--kubeconfig", str(kubeconfig), "apply", "-f", str(EXAMPLE), "--timeout", "3m"],
+            [*capa, "--kubeconfig", str(kubeconfig), "apply", "-f", str(QUICK_START), "--timeout", "3m"],
             env,
             workdir,
         )
-    assert wait_for(
-        lambda: all(
-            o.get("status", {}).get("ready") for o in _objects(capa, env, workdir, kubeconfig, "awsmachines")
-        ),
-        timeout=120,
-    ), "the AWSMachines did not become ready after the takeover"
+
+    def machines_ready() -> bool:
+        machines = _objects(capa, env, workdir, kubeconfig, "awsmachines")
+        ready = [o for o in machines if o.get("status", {}).get("ready")]
+        return len(ready) == len(machines) == expected["instance"]  # the deployment's clones included
+
+    assert wait_for(machines_ready, timeout=120), "the AWSMachines did not become ready after the takeover"
 
     objects = [
         *_objects(capa, env, workdir, kubeconfig, "awsclusters"),
@@ -265,14 +270,14 @@ def test_two_leader_electing_controllers_converge_through_capa_serve_and_survive
 
     if KUBECTL:
         run(
-            [KUBECTL, "delete", "-f", str(EXAMPLE), "--wait", "--timeout=180s"],
+            [KUBECTL, "delete", "-f", str(QUICK_START), "--wait", "--timeout=180s"],
             client_env,
             workdir,
             timeout=200,
         )
     else:
         run(
-            [*capa, "--kubeconfig", str(kubeconfig), "delete", "-f", str(EXAMPLE), "--timeout", "3m"],
+            [*capa, "--kubeconfig", str(kubeconfig), "delete", "-f", str(QUICK_START), "--timeout", "3m"],
             env,
             workdir,
         )

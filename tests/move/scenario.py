@@ -34,8 +34,8 @@ def populate(store: ObjectStore) -> None:
     """Apply the scenario to ``store``."""
     objects: list[KubeObject] = load_manifests(
         [
-            EXAMPLES / "aws-cluster.yaml",
-            EXAMPLES / "tinkerbell-cluster.yaml",
+            EXAMPLES / "aws-cluster-machines.yaml",
+            EXAMPLES / "tinkerbell-cluster-machines.yaml",
             EXAMPLES / "tinkerbell" / "hardware.yaml",
         ]
     )

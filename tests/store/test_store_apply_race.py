@@ -10,7 +10,7 @@ from capa_py.api.loader import load_manifests
 from capa_py.operations import apply_objects
 from capa_py.store import NotFound, SQLiteStore
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 
 
 class CreatedMeanwhile:

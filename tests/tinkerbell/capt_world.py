@@ -57,54 +57,28 @@ actions:
 
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster.yaml"
+"""The bare-metal example: its workers a MachineDeployment of a TinkerbellMachineTemplate."""
 DEPLOYMENT = "lab-workers"
-"""The MachineDeployment (and its TinkerbellMachineTemplate) of :func:`machine_deployment_manifests`."""
+"""The example's MachineDeployment (and its TinkerbellMachineTemplate)."""
 
 
 def machine_deployment_manifests(replicas: int, namespace: str = NS) -> list[dict[str, Any]]:
-    """``examples/tinkerbell-cluster.yaml`` (in ``namespace``) with its two worker Machines replaced by what a
-    Cluster API user writes instead: a TinkerbellMachineTemplate of the workers' spec and a MachineDeployment
-    of ``replicas`` Machines (at ``cluster.x-k8s.io/v1beta1``) taking their bootstrap data from the first
-    worker's Secret, and no selector: Cluster API's defaults select the deployment's own Machines by the
-    ``cluster.x-k8s.io/deployment-name`` label (a selector of the cluster's name alone would take in the
-    control-plane Machine). The example's documents are kept as written."""
+    """The example's documents, in ``namespace``, its MachineDeployment at ``replicas``."""
     documents = [d for d in yaml.safe_load_all(EXAMPLE.read_text()) if d]
-    workers = {"lab-worker-0", "lab-worker-1", "lab-worker-1-bootstrap"}
-    [worker] = [
-        d for d in documents if d["kind"] == "TinkerbellMachine" and d["metadata"]["name"] == "lab-worker-0"
-    ]
-    [cluster] = [d for d in documents if d["kind"] == "Cluster"]
-    name = cluster["metadata"]["name"]
-    template = {
-        "apiVersion": CAPT_API_VERSION,
-        "kind": "TinkerbellMachineTemplate",
-        "metadata": {"name": DEPLOYMENT},
-        "spec": {"template": {"spec": worker["spec"]}},
-    }
-    deployment = {
-        "apiVersion": "cluster.x-k8s.io/v1beta1",
-        "kind": "MachineDeployment",
-        "metadata": {"name": DEPLOYMENT},
-        "spec": {
-            "clusterName": name,
-            "replicas": replicas,
-            "template": {
-                "spec": {
-                    "clusterName": name,
-                    "bootstrap": {"dataSecretName": "lab-worker-0-bootstrap"},
-                    "infrastructureRef": {
-                        "apiVersion": CAPT_API_VERSION,
-                        "kind": "TinkerbellMachineTemplate",
-                        "name": DEPLOYMENT,
-                    },
-                },
-            },
-        },
-    }
-    kept = [d for d in documents if d["metadata"]["name"] not in workers]
-    for document in [*kept, template, deployment]:
+    for document in documents:
         document["metadata"]["namespace"] = namespace
-    return [*kept, template, deployment]
+        if document["kind"] == "MachineDeployment":
+            document["spec"]["replicas"] = replicas
+    return documents
+
+
+def workers_bootstrap() -> str:
+    """The bootstrap data of every worker the example's MachineDeployment makes (from its Secret)."""
+    documents = machine_deployment_manifests(1)
+    [deployment] = [d for d in documents if d["kind"] == "MachineDeployment"]
+    name = deployment["spec"]["template"]["spec"]["bootstrap"]["dataSecretName"]
+    [secret] = [d for d in documents if d["kind"] == "Secret" and d["metadata"]["name"] == name]
+    return str(secret["stringData"]["value"])
 
 
 def cluster_objects(host: str = "192.168.2.100", port: int = 6443) -> list[KubeObject]:

@@ -1,8 +1,11 @@
 """The README's bare-metal walkthrough as real processes: ``capa controller --providers tinkerbell`` with the
 workflow server and Hegel (no AWS endpoint or credentials at all), one ``capa tink agent`` per Hardware with
-the process runtime, ``capa apply -f examples/tinkerbell-cluster.yaml``: every machine is provisioned on
-Hardware of its own by the agents running its workflow; Hegel serves each machine's bootstrap data to its
-Hardware's address; deleting a machine frees its Hardware, deleting the cluster frees all of them."""
+the process runtime, and ``capa apply`` of the bare-metal example, as a MachineDeployment
+(``examples/tinkerbell-cluster.yaml``: the workers scale by applying it again with other replicas) and with
+its machines one by one (``examples/tinkerbell-cluster-machines.yaml``: a machine deleted by name). Every
+machine is provisioned on Hardware of its own by the agents running its workflow; Hegel serves each
+machine's bootstrap data to its Hardware's address; removing a machine frees its Hardware, deleting the
+cluster frees all of them."""
 
 from __future__ import annotations
 
@@ -13,15 +16,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.cli.test_controller_cmd import ControllerProcess
 from tests.cli.test_tink_agent import running_agents
 from tests.cli.test_tink_hegel import _free_port
 from tests.e2e.e2e_support import Capa
+from tests.tinkerbell.capt_world import DEPLOYMENT, machine_deployment_manifests, workers_bootstrap
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster-machines.yaml"
+DEPLOYMENT_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster.yaml"
 MACHINES = ("lab-cp-0", "lab-worker-0", "lab-worker-1")
 HARDWARE = tuple(f"lab-{i}" for i in range(1, 6))
 OWNER = "v1alpha1.tinkerbell.org/ownerName"
@@ -101,6 +107,48 @@ def test_agents_provision_the_example_cluster_and_deleting_frees_the_hardware(
     assert OWNER not in after["metadata"].get("labels", {})  # type: ignore[attr-defined]
     assert "userdata" not in (after["spec"].get("instance") or {})  # type: ignore[attr-defined]
     assert "lab-worker-1" not in _by_name(capa.get("workflows"))
+
+    capa.ok("delete", "cluster", "lab", "--wait", "--timeout", "2m")
+    assert capa.get("machines") == []
+    assert capa.get("workflows") == []
+    assert all(OWNER not in h["metadata"].get("labels", {}) for h in capa.get("hardware"))
+
+
+def test_agents_provision_the_machine_deployment_example_and_scaling_down_frees_a_hardware(
+    lab: tuple[Capa, int, list[subprocess.Popen[str]]], tmp_path: Path
+) -> None:
+    capa, hegel_port, _ = lab
+    applied = capa.ok("apply", "-f", str(DEPLOYMENT_EXAMPLE), "--timeout", "2m")
+    assert "AWS calls: 0 (0 mutating)" in applied.stdout, applied
+    [deployment] = capa.get("machinedeployments")
+    assert (deployment["status"]["readyReplicas"], deployment["status"]["phase"]) == (2, "Running")  # type: ignore[index]
+
+    machines = _by_name(capa.get("machines"))
+    tinkerbell = _by_name(capa.get("tinkerbellmachines"))
+    workflows = _by_name(capa.get("workflows"))
+    hardware = _by_name(capa.get("hardware"))
+    assert len(machines) == 3, sorted(machines)
+    taken = {name: tinkerbell[name]["spec"]["hardwareName"] for name in machines}  # type: ignore[index]
+    assert len(set(taken.values())) == 3, taken
+    bootstrap = workers_bootstrap()
+    for name, hw in taken.items():
+        assert machines[name]["status"]["phase"] == "Provisioned"  # type: ignore[index]
+        assert workflows[name]["status"]["state"] == "Succeeded"  # type: ignore[index]
+        ip = hardware[hw]["spec"]["networkInterfaces"].popitem()[1]["dhcp"]["ip"]  # type: ignore[index]
+        code, body = _user_data(hegel_port, ip)
+        assert code == 200
+        if name.startswith(f"{DEPLOYMENT}-"):
+            assert body == bootstrap, name  # the MachineDeployment's Secret
+            assert hw in ("lab-4", "lab-5"), "rack b is preferred"
+
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump_all(machine_deployment_manifests(1, "default")))
+    capa.ok("apply", "-f", str(one), "--timeout", "2m")
+    left = {name for name in _by_name(capa.get("machines")) if name.startswith(f"{DEPLOYMENT}-")}
+    assert len(left) == 1, left
+    freed = {hw for name, hw in taken.items() if name.startswith(f"{DEPLOYMENT}-") and name not in left}
+    [hw] = freed
+    assert OWNER not in _by_name(capa.get("hardware"))[hw]["metadata"].get("labels", {})  # type: ignore[attr-defined]
 
     capa.ok("delete", "cluster", "lab", "--wait", "--timeout", "2m")
     assert capa.get("machines") == []

@@ -33,7 +33,7 @@ from tests.cli.conftest import cli, state  # noqa: F401 - the capa CLI fixtures
 from tests.manifests.recording_store import RecordingStore
 from tests.tinkerbell.capt_world import WAIT, run_workflow
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster-machines.yaml"
 MACHINES = ("lab-cp-0", "lab-worker-0", "lab-worker-1")
 
 

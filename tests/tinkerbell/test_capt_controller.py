@@ -26,7 +26,7 @@ from tests.tinkerbell.capt_world import owner_of, run_workflow
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster-machines.yaml"
 MACHINES = ("lab-cp-0", "lab-worker-0", "lab-worker-1")
 
 

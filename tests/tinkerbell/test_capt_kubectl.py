@@ -15,7 +15,7 @@ from tests.apiserver.test_kubectl import Kubectl, kubectl  # noqa: F401 (the fix
 
 pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not on PATH")
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster-machines.yaml"
 
 
 def _header(table: str) -> list[str]:
