@@ -1,10 +1,11 @@
 """The fewest AWS API calls that create the example cluster: a plain boto3 script, no capa-py reconciler.
 
 It reads a manifest (``examples/aws-cluster-machines.yaml`` by default: the quick start's cluster, its
-machines one by one) and creates what capa-py creates for it — the VPC, subnets, internet gateway, elastic IPs, NAT gateways, route tables, routes and associations, the
-three security groups with their ingress rules, the network load balancer with its target group and
-listener, the instances, and the control plane's registration with the target group — with the same tags,
-spending exactly one call per create, attach, associate, route, rule batch and attribute change.
+machines one by one) and creates what capa-py creates for it — the VPC, subnets, internet gateway, elastic
+IPs, NAT gateways, route tables, routes and associations, the three security groups with their ingress rules,
+the network load balancer with its target group and listener, the instances, and the control plane's
+registration with the target group — with the same tags, spending exactly one call per create, attach,
+associate, route, rule batch and attribute change.
 
 The only read is the AMI's root device name, which the control plane's root-volume mapping has to name and
 the manifest does not give. Everything is tagged in the create call itself (``TagSpecifications`` /
