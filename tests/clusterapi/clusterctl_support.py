@@ -39,10 +39,12 @@ from capa_py.manifests.repository import (
     infrastructure_kinds,
     write_repository,
 )
+from tests.e2e.test_controller_mode import Background
 from tests.peers import clusterapi
 from tests.peers.cluster import PeerCluster
 from tests.peers.cluster import running as control_plane
 from tests.peers.clusterapi import CapiCore
+from tests.realkube.realkube_support import Kubectl
 
 T = TypeVar("T")
 
@@ -327,6 +329,45 @@ def kubeconfig_secret(cluster_name: str, namespace: str, workload: PeerCluster) 
         "type": "cluster.x-k8s.io/secret",
         "stringData": {"value": workload.admin_kubeconfig.read_text()},
     }
+
+
+@dataclass
+class UnderCore:
+    """A run under Cluster API core: its control plane, the workload cluster, kubectl on the management
+    cluster, a working directory and capa-py's controller."""
+
+    core: CapiCore
+    workload: PeerCluster
+    kubectl: Kubectl
+    workdir: Path
+    controller: Background
+
+    @property
+    def cluster(self) -> PeerCluster:
+        return self.core.cluster
+
+    def list(self, path: str) -> list[dict[str, Any]]:
+        """The items of a list ``path`` on the management cluster."""
+        items: list[dict[str, Any]] = self.cluster.request(path).get("items", [])
+        return items
+
+
+def apply_cluster(
+    kubectl: Kubectl,
+    management: PeerCluster,
+    workload: PeerCluster,
+    path: Path,
+    documents: list[dict[str, Any]],
+) -> None:
+    """What a user (and a control-plane provider) leaves on the management cluster: ``documents`` written to
+    ``path`` and applied with ``kubectl``, and for their Cluster the kubeconfig Secret of ``workload``."""
+    path.write_text(yaml.safe_dump_all(documents))
+    kubectl.run("apply", "-f", str(path))
+    [cluster] = [d for d in documents if d["kind"] == "Cluster"]
+    name, namespace = cluster["metadata"]["name"], cluster["metadata"]["namespace"]
+    management.request(
+        f"/api/v1/namespaces/{namespace}/secrets", "POST", kubeconfig_secret(name, namespace, workload)
+    )
 
 
 NODE_CONDITIONS = [

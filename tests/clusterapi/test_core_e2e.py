@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -29,16 +28,16 @@ import yaml
 
 from capa_py.manifests.crds import custom_kinds, is_infrastructure_kind
 from tests.clusterapi.clusterctl_support import (
+    UnderCore,
+    apply_cluster,
     install_crds,
-    kubeconfig_secret,
     object_states,
     register_node,
 )
 from tests.e2e.e2e_support import MotoInspector
-from tests.e2e.test_controller_mode import Background
-from tests.peers.cluster import PeerCluster, running
+from tests.peers.cluster import running
 from tests.peers.clusterapi import CapiCore
-from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, start_controller
+from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, running_controller
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
 NAMESPACE = "capi-e2e"
@@ -84,25 +83,12 @@ def manifests() -> list[dict[str, Any]]:
 
 
 @dataclass
-class Management:
-    core: CapiCore
-    workload: PeerCluster
-    kubectl: Kubectl
-    workdir: Path
-    controller: Background
+class Management(UnderCore):
     inspector: MotoInspector
     aws_url: str
     nodes: set[str] = field(default_factory=set)
     most_machines: int = 0
     outcome: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def cluster(self) -> PeerCluster:
-        return self.core.cluster
-
-    def list(self, path: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self.cluster.request(path).get("items", [])
-        return items
 
     def machines(self) -> list[dict[str, Any]]:
         machines = self.list(f"/apis/cluster.x-k8s.io/v1beta2/namespaces/{NAMESPACE}/machines")
@@ -219,32 +205,22 @@ def management(
     install_crds(cluster, [model for model in custom_kinds() if is_infrastructure_kind(model)])
     kubectl = Kubectl(cluster.admin_kubeconfig, workdir / "kubectl-home")
     with running(directory=workdir / "workload", controller_manager=False) as workload:
-        controller = start_controller(
-            "controller",
-            cluster.admin_kubeconfig,
-            aws,
-            workdir,
-            "--core-controllers",
-            "off",
-            "--providers",
-            "aws",
-        )
-        try:
+        flags = ("--core-controllers", "off", "--providers", "aws")
+        with running_controller("controller", cluster.admin_kubeconfig, aws, workdir, *flags) as controller:
             yield Management(capi_cluster, workload, kubectl, workdir, controller, inspector, aws)
-            assert controller.stop(signal.SIGTERM) == 0, controller.report()
-        finally:
-            controller.stop(signal.SIGKILL, timeout=10)
 
 
 @pytest.fixture(scope="module")
 def converged(management: Management) -> list[dict[str, Any]]:
     """The user's manifests applied with kubectl, the workload kubeconfig Secret beside them, and the
     MachineDeployment's two Machines Running."""
-    path = management.workdir / "cluster.yaml"
-    path.write_text(yaml.safe_dump_all(manifests()))
-    management.kubectl.run("apply", "-f", str(path))
-    secret = kubeconfig_secret(CLUSTER, NAMESPACE, management.workload)
-    management.cluster.request(f"/api/v1/namespaces/{NAMESPACE}/secrets", "POST", secret)
+    apply_cluster(
+        management.kubectl,
+        management.cluster,
+        management.workload,
+        management.workdir / "cluster.yaml",
+        manifests(),
+    )
     machines = management.wait(lambda: management.running_machines(2), "two Running Machines")
     management.outcome = management.summary()
     return list(machines)

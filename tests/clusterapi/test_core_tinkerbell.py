@@ -19,30 +19,28 @@ every action; Hegel serves the user-data.
 from __future__ import annotations
 
 import json
-import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-import yaml
 
 from capa_py.api.tinkerbell_capi import HARDWARE_OWNER_NAME_LABEL, HARDWARE_OWNER_NAMESPACE_LABEL
 from capa_py.manifests.repository import infrastructure_kinds
 from tests.cli.test_tink_agent import running_agents
 from tests.clusterapi.clusterctl_support import (
+    UnderCore,
+    apply_cluster,
     install_crds,
-    kubeconfig_secret,
     object_states,
     register_node,
     wait_for,
     workload_cluster,
 )
-from tests.e2e.test_controller_mode import Background
-from tests.peers.cluster import PeerCluster, free_port
+from tests.peers.cluster import free_port
 from tests.peers.clusterapi import CapiCore
-from tests.realkube.realkube_support import Kubectl, kubectl_binary, start_controller
+from tests.realkube.realkube_support import Kubectl, kubectl_binary, running_controller
 from tests.tinkerbell.capt_world import DEPLOYMENT, machine_deployment_manifests, workers_bootstrap
 from tests.tinkerbell.test_capt_agents_e2e import _user_data
 
@@ -70,23 +68,10 @@ T = TypeVar("T")
 
 
 @dataclass
-class BareMetal:
-    core: CapiCore
-    workload: PeerCluster
-    kubectl: Kubectl
-    workdir: Path
-    controller: Background
+class BareMetal(UnderCore):
     hegel_port: int
     agent_logs: Path
     nodes: set[str] = field(default_factory=set)
-
-    @property
-    def cluster(self) -> PeerCluster:
-        return self.core.cluster
-
-    def list(self, path: str) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = self.cluster.request(path).get("items", [])
-        return items
 
     def by_name(self, path: str) -> dict[str, dict[str, Any]]:
         return {item["metadata"]["name"]: item for item in self.list(path)}
@@ -160,24 +145,17 @@ def bare_metal(capi_cluster: CapiCore, tmp_path_factory: pytest.TempPathFactory)
     install_crds(cluster, infrastructure_kinds())
     hegel_port, server_port = free_port(), free_port()
     with workload_cluster(workdir / "workload") as workload:
-        controller = start_controller(
-            "controller",
-            cluster.admin_kubeconfig,
-            None,
-            workdir,
+        flags = (
             *("--core-controllers", "off", "--providers", "tinkerbell"),
             *("--tink-server-port", str(server_port), "--hegel-port", str(hegel_port)),
         )
-        try:
+        with running_controller("controller", cluster.admin_kubeconfig, None, workdir, *flags) as controller:
             address = controller.wait_for_line(r"tink server: (\S+)").group(1)
             agents, logs = workdir / "agents", workdir / "agent-logs"
             agents.mkdir()
             logs.mkdir()
             with running_agents(agents, address, HARDWARE, logs=logs):
                 yield BareMetal(capi_cluster, workload, kubectl, workdir, controller, hegel_port, logs)
-            assert controller.stop(signal.SIGTERM) == 0, controller.report()
-        finally:
-            controller.stop(signal.SIGKILL, timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -185,11 +163,14 @@ def converged(bare_metal: BareMetal) -> list[dict[str, Any]]:
     """The manifests applied with kubectl, the workload kubeconfig Secret beside them, and every Machine
     Running: the MachineDeployment's two (returned) and the control plane's."""
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    path = bare_metal.workdir / "cluster.yaml"
-    path.write_text(yaml.safe_dump_all([namespace, *machine_deployment_manifests(2, NAMESPACE)]))
-    bare_metal.kubectl.run("apply", "-f", str(path))
-    secret = kubeconfig_secret(CLUSTER, NAMESPACE, bare_metal.workload)
-    bare_metal.cluster.request(f"/api/v1/namespaces/{NAMESPACE}/secrets", "POST", secret)
+    documents = [namespace, *machine_deployment_manifests(2, NAMESPACE)]
+    apply_cluster(
+        bare_metal.kubectl,
+        bare_metal.cluster,
+        bare_metal.workload,
+        bare_metal.workdir / "cluster.yaml",
+        documents,
+    )
     return bare_metal.wait(lambda: bare_metal.running_workers(2), "two Running workers")
 
 

@@ -11,12 +11,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -141,6 +143,20 @@ def start_controller(
     )  # fmt: skip
     process.wait_for_line(r"controllers running:|waiting for the store lease", timeout=90)
     return process
+
+
+@contextlib.contextmanager
+def running_controller(
+    name: str, kubeconfig: Path, endpoint: str | None, workdir: Path, *flags: str
+) -> Iterator[Background]:
+    """:func:`start_controller`'s process for the block; after it, SIGTERM must stop it with status 0
+    (it is killed on the way out whatever happens)."""
+    controller = start_controller(name, kubeconfig, endpoint, workdir, *flags)
+    try:
+        yield controller
+        assert controller.stop(signal.SIGTERM) == 0, controller.report()
+    finally:
+        controller.stop(signal.SIGKILL, timeout=10)
 
 
 @dataclass(frozen=True)
