@@ -91,6 +91,11 @@ class MoveError(Exception):
     failed mid-way; a re-run completes a move that failed mid-way."""
 
 
+class UnknownCluster(MoveError):
+    """The cluster named to move is neither in the source nor left paused on the target by an interrupted
+    move of it: nothing was moved."""
+
+
 @dataclass
 class MoveResult:
     """What a move did (or, with ``dry_run``, would do)."""
@@ -280,6 +285,8 @@ def move(
     clusters = _select_clusters(source, namespace, cluster)
     # Where earlier runs of this move may have left objects on the target (None: every namespace).
     namespaces: set[str | None] = {namespace or "default"} if cluster is not None else {namespace}
+    if cluster is not None and not clusters:
+        require_cluster(source, target, namespace or "default", cluster)
     moved = _moved_uids(target, namespaces)
     graph = _Graph(source, set(moved)).discover(clusters)
     result.objects = graph
@@ -347,6 +354,20 @@ def move(
                 notify(f"unpaused Cluster {c.namespace}/{c.name} on the target")
     _log.info("move finished", created=sum(result.created.values()), deleted=sum(result.deleted.values()))
     return result
+
+
+def require_cluster(source: ObjectStore, target: ObjectStore | None, namespace: str, name: str) -> None:
+    """Raise :class:`UnknownCluster` unless the cluster is in ``source`` or an earlier move of it stopped
+    after deleting it there (its copy is on ``target``, still paused by the move; None: a target that does
+    not exist yet, so no such copy)."""
+    if get_or_none(source, Cluster, name, namespace) is not None:
+        return
+    found = get_or_none(target, Cluster, name, namespace) if target is not None else None
+    if found is None or not {PAUSED_BY_MOVE, MOVED_FROM_UID} <= set(found.metadata.annotations):
+        raise UnknownCluster(
+            f"cluster {namespace}/{name} is not in the source store (nor an interrupted move of it on the "
+            "target): nothing was moved"
+        )
 
 
 def _create(target: ObjectStore, obj: KubeObject) -> KubeObject:

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from capa_py.cli.common import EXIT_INVALID, fail, globals_of, reachable_kube_store, stdout
-from capa_py.move import MoveError, MoveResult, move
+from capa_py.move import MoveError, MoveResult, UnknownCluster, move, require_cluster
 from capa_py.store import Unavailable, open_store
 from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
@@ -73,10 +73,22 @@ def register(app: typer.Typer) -> None:
         them there (uids remapped, status kept), delete them here, unpause them there. AWS is not touched.
         Re-run an interrupted move to complete it."""
         options = globals_of(ctx)
+        if cluster is not None and to_state is not None and not to_state.exists():
+            # A target store that does not exist yet holds no interrupted move: an unknown cluster is refused
+            # before the target is created.
+            source = options.store()
+            try:
+                require_cluster(source, None, namespace, cluster)
+            except UnknownCluster as exc:
+                fail(f"--cluster: {exc}", EXIT_INVALID)
+            finally:
+                source.close()
         target = _open_target(to_kubeconfig, to_state, None if options.remote else options.state)
         source = options.store()
         try:
             result = move(source, target, namespace=namespace, cluster=cluster, dry_run=dry_run)
+        except UnknownCluster as exc:
+            fail(f"--cluster: {exc}", EXIT_INVALID)
         except MoveError as exc:
             fail(str(exc))
         except StoreError as exc:

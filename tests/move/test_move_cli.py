@@ -87,6 +87,45 @@ def test_moving_to_the_source_itself_is_exit_2(cli: Cli, populated: Path) -> Non
     assert "source" in result.stderr
 
 
+def test_a_cluster_that_does_not_exist_is_exit_2_and_creates_no_target(
+    cli: Cli, populated: Path, tmp_path: Path
+) -> None:
+    """Before, the move printed "moved 0 objects of 0 clusters", exited 0 and created the target store."""
+    target = tmp_path / "b.db"
+    result = cli("move", "--to-state", str(target), "--cluster", "nowhere")
+
+    assert result.exit_code == 2, str(result)
+    assert "error: --cluster: cluster default/nowhere is not in the source store" in result.stderr, str(
+        result
+    )
+    assert not target.exists(), "the refused move created the target store"
+    source = SQLiteStore(populated)
+    try:
+        assert sorted(c.name for c in source.list(Cluster)) == ["demo", "lab"]
+        assert not any(c.spec.paused for c in source.list(Cluster))
+    finally:
+        source.close()
+
+
+def test_a_cluster_that_does_not_exist_is_exit_2_with_an_existing_target_left_as_it_was(
+    cli: Cli, populated: Path, tmp_path: Path
+) -> None:
+    moved = cli("move", "--to-state", str(tmp_path / "b.db"), "--cluster", "lab")
+    assert moved.exit_code == 0, str(moved)
+    before = (tmp_path / "b.db").read_bytes()
+
+    result = cli("move", "--to-state", str(tmp_path / "b.db"), "--cluster", "lab")  # moved already
+
+    assert result.exit_code == 2, str(result)
+    assert "--cluster: cluster default/lab is not in the source store" in result.stderr, str(result)
+    target = SQLiteStore(tmp_path / "b.db")
+    try:
+        assert [(c.name, c.spec.paused) for c in target.list(Cluster)] == [("lab", False)]
+    finally:
+        target.close()
+    assert (tmp_path / "b.db").read_bytes() == before
+
+
 def test_a_to_kubeconfig_that_cannot_be_used_is_exit_2(cli: Cli, populated: Path, tmp_path: Path) -> None:
     result = cli("move", "--to-kubeconfig", str(tmp_path / "missing"))
 
