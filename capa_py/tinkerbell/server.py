@@ -171,11 +171,14 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.dispatcher = dispatcher
         self._open: set[StreamOutbox] = set()
+        self._stopping = False
 
     async def end_streams(self, timeout: float) -> None:
         """Tell every connected agent the service is stopping (UNAVAILABLE: they reconnect), and give the
         streams ``timeout`` to end. Streams still open when the server stops are cancelled instead, which
-        gRPC reports as unhandled errors."""
+        gRPC reports as unhandled errors. A stream still connecting is told too, and one that opens after
+        this is told at once."""
+        self._stopping = True
         for outbox in list(self._open):
             outbox.abort(grpc.StatusCode.UNAVAILABLE, "the workflow service is stopping")
         deadline = asyncio.get_running_loop().time() + timeout
@@ -186,11 +189,18 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
         self, request: pb.GetWorkflowsRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.GetWorkflowsResponse]:
         outbox = StreamOutbox(asyncio.get_running_loop())
+        if self._stopping:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the workflow service is stopping")
+        # Open before it connects: a stop while the dispatcher registers the session tells this stream too.
+        self._open.add(outbox)
         try:
             session = await asyncio.to_thread(self.dispatcher.connect, request.agent_id, outbox)
         except Refused as exc:
+            self._open.discard(outbox)
             await context.abort(exc.code, exc.message)
-        self._open.add(outbox)
+        except BaseException:
+            self._open.discard(outbox)
+            raise
         try:
             while True:
                 item = await outbox.queue.get()

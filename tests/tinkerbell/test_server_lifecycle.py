@@ -4,9 +4,11 @@ supervisor ends under a running agent, reconnects, two streams with one agent id
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -16,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from capa_py.api.tinkerbell import Workflow
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
-from capa_py.tinkerbell.server import SERVICE_NAME, check_tls
+from capa_py.tinkerbell.server import SERVICE_NAME, WorkflowService, check_tls
 from tests.tinkerbell.server_world import WAIT, Agent, World, hardware, template
 from tests.webhooks.certificates import write_certificate
 
@@ -286,4 +288,52 @@ def test_stopping_the_server_ends_open_streams(tmp_path: Path, caplog: pytest.Lo
         )
         assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []
     finally:
+        w.close()
+
+
+def test_a_stream_still_connecting_when_the_server_stops_is_told_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop's sweep once missed a stream whose session the dispatcher had registered but whose coroutine
+    had not yet resumed (the test above failed so under load): the agent's stream was cancelled instead.
+    Here the dispatcher's connect is held until the sweep has begun, so that window is always open."""
+    sweeping, release = threading.Event(), threading.Event()
+    original_end = WorkflowService.end_streams
+
+    async def end_streams(self: WorkflowService, timeout: float) -> None:
+        sweeping.set()
+        await original_end(self, timeout)
+
+    monkeypatch.setattr(WorkflowService, "end_streams", end_streams)
+    w = World(tmp_path)
+    try:
+        w.apply(hardware("hw1", MAC), template())
+        connect = w.server.dispatcher.connect
+
+        def held_connect(*args: Any) -> Any:
+            session = connect(*args)
+            release.wait(WAIT)
+            return session
+
+        monkeypatch.setattr(w.server.dispatcher, "connect", held_connect)
+        agent = w.connect("hw1")
+        deadline = time.monotonic() + WAIT
+        while not w.server.dispatcher.sessions():
+            assert time.monotonic() < deadline, "the agent never connected"
+            time.sleep(0.02)
+        stopper = threading.Thread(target=w.server.stop)
+        with caplog.at_level(logging.ERROR, logger="grpc"):
+            stopper.start()
+            assert sweeping.wait(WAIT), "the server never began to stop"
+            release.set()
+            stopper.join(WAIT)
+        assert not stopper.is_alive()
+        ended = agent.ended()
+        assert (ended.code(), ended.details()) == (
+            grpc.StatusCode.UNAVAILABLE,
+            "the workflow service is stopping",
+        )
+        assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []
+    finally:
+        release.set()
         w.close()
