@@ -80,22 +80,55 @@ def _subject(doc: dict[str, Any]) -> str:
     return str(kind)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader refusing a key given twice in one mapping (PyYAML keeps the last one silently;
+    kubectl's YAML reader refuses it)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Mark] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # what a merge key (``<<``) brings in may be overridden by the mapping's own keys
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"duplicate key {key!r} (first at line {seen[key].line + 1})",
+                    key_node.start_mark,
+                )
+            if isinstance(key, str | int | float | bool):
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's members, refusing a name given twice (``json`` keeps the last one silently)."""
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            raise ValueError(f"duplicate key {key!r}")
+        found[key] = value
+    return found
+
+
 def parse_documents(text: str, source: str) -> list[Any]:
-    """Split a YAML stream or a JSON document (object, array or ``List``) into raw documents."""
+    """Split a YAML stream or a JSON document (object, array or ``List``) into raw documents; a key given
+    twice in one mapping is refused, naming its line."""
     stripped = text.lstrip()
     docs: list[Any] | None = None
     try:
         if stripped.startswith(("{", "[")):
             try:
-                loaded: Any = json.loads(text)
+                loaded: Any = json.loads(text, object_pairs_hook=_unique_pairs)
                 docs = loaded if isinstance(loaded, list) else [loaded]
             except json.JSONDecodeError:
                 if "\n---" not in text:
                     raise
                 # Not one JSON document: a YAML stream whose first document is in flow style.
         if docs is None:
-            docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (yaml.YAMLError, json.JSONDecodeError) as exc:
+            docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
+    except (yaml.YAMLError, ValueError) as exc:
         raise ManifestError([ManifestProblem(source, 1, "", "", f"cannot parse: {exc}")]) from exc
     flattened: list[Any] = []
     for doc in docs:

@@ -155,6 +155,37 @@ def test_unparseable_text_is_reported_with_the_source() -> None:
         load_manifest_text('{"kind": ', "broken.json")
 
 
+def test_a_key_given_twice_in_a_yaml_mapping_is_refused_naming_both_lines() -> None:
+    """Before, the last value silently won (``metadata.name`` ``b`` here)."""
+    text = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: a\n  name: b\n"
+    [problem] = problems_of(text, "twice.yaml")
+    assert problem.startswith("twice.yaml: document 1: cannot parse: duplicate key 'name' (first at line 4)")
+    assert "line 5" in problem
+
+
+def test_a_member_given_twice_in_a_json_object_is_refused() -> None:
+    text = '{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a", "name": "b"}}'
+    [problem] = problems_of(text, "twice.json")
+    assert problem == "twice.json: document 1: cannot parse: duplicate key 'name'"
+
+
+def test_a_yaml_merge_key_may_override_what_it_merges() -> None:
+    text = textwrap.dedent(
+        """\
+        apiVersion: v1
+        kind: Secret
+        metadata:
+          name: b
+          labels: &base {team: a, tier: x}
+          annotations:
+            <<: *base
+            team: override
+        """
+    )
+    [secret] = load_manifest_text(text, "merged.yaml")
+    assert secret.metadata.annotations == {"team": "override", "tier": "x"}
+
+
 # -- document-level problems ---------------------------------------------------------------------------
 
 
