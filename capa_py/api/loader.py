@@ -30,7 +30,8 @@ class ManifestProblem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.source}: document {self.document}"
+        # Document 0: the file itself (unreadable, not UTF-8), before any document.
+        where = f"{self.source}: document {self.document}" if self.document else self.source
         if self.subject:
             where += f" ({self.subject})"
         return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
@@ -78,6 +79,24 @@ def _subject(doc: dict[str, Any]) -> str:
     if kind and name:
         return f"{kind} {namespace + '/' if namespace else ''}{name}"
     return str(kind)
+
+
+MAX_DEPTH = 100
+"""Mappings and lists nested deeper than this are refused (Kubernetes objects, CRDs' schemas included, stay
+far within it; a deeper document is a mistake or an attack on the parser)."""
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests mappings and lists deeper than ``limit`` (without recursion)."""
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return False
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -130,6 +149,13 @@ def parse_documents(text: str, source: str) -> list[Any]:
             docs = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
     except (yaml.YAMLError, ValueError) as exc:
         raise ManifestError([ManifestProblem(source, 1, "", "", f"cannot parse: {exc}")]) from exc
+    except RecursionError as exc:
+        problem = ManifestProblem(source, 1, "", "", f"cannot parse: nested deeper than {MAX_DEPTH} levels")
+        raise ManifestError([problem]) from exc
+    for index, doc in enumerate(docs, start=1):
+        if _deeper_than(doc, MAX_DEPTH):
+            problem = ManifestProblem(source, index, "", "", f"nested deeper than {MAX_DEPTH} levels")
+            raise ManifestError([problem])
     flattened: list[Any] = []
     for doc in docs:
         if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
@@ -197,9 +223,16 @@ def load_manifests(paths: Sequence[str | Path], registry: KindRegistry = REGISTR
     for path in paths:
         source = str(path)
         try:
-            text = Path(path).read_text() if source != "-" else _read_stdin()
+            data = Path(path).read_bytes() if source != "-" else _read_stdin()
         except OSError as exc:
             problems.append(ManifestProblem(source, 0, "", "", f"cannot read: {exc.strerror or exc}"))
+            continue
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            message = f"not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} (save the file as UTF-8)"
+            problems.append(ManifestProblem(source, 0, "", "", message))
             continue
         try:
             objects.extend(load_manifest_text(text, source, registry))
@@ -210,7 +243,7 @@ def load_manifests(paths: Sequence[str | Path], registry: KindRegistry = REGISTR
     return objects
 
 
-def _read_stdin() -> str:
+def _read_stdin() -> bytes:
     import sys
 
-    return sys.stdin.read()
+    return sys.stdin.buffer.read()

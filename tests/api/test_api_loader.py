@@ -186,6 +186,31 @@ def test_a_yaml_merge_key_may_override_what_it_merges() -> None:
     assert secret.metadata.annotations == {"team": "override", "tier": "x"}
 
 
+def test_a_file_that_is_not_utf8_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """Before, a UnicodeDecodeError traceback."""
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("apiVersion: v1\nkind: Secret\nmetadata:\n  name: café\n".encode("latin-1"))
+    with pytest.raises(ManifestError) as caught:
+        load_manifests([path])
+    assert [str(p) for p in caught.value.problems] == [
+        f"{path}: not UTF-8 text: byte 0xe9 at line 4 (save the file as UTF-8)"
+    ]
+
+
+@pytest.mark.parametrize("flow", ["yaml", "json"])
+def test_a_document_nested_too_deeply_is_refused(flow: str) -> None:
+    """Before, a RecursionError traceback (YAML nested 5,000 levels)."""
+    deep = "[" * 5000 + "]" * 5000
+    text = f"a: {deep}\n" if flow == "yaml" else f'{{"a": {deep}}}'
+    [problem] = problems_of(text, "deep")
+    assert problem == "deep: document 1: cannot parse: nested deeper than 100 levels"
+
+
+def test_a_document_nested_deeper_than_the_limit_is_refused_though_it_parses() -> None:
+    text = "a: " + "[" * 101 + "]" * 101 + "\n"
+    assert problems_of(text, "deep.yaml") == ["deep.yaml: document 1: nested deeper than 100 levels"]
+
+
 # -- document-level problems ---------------------------------------------------------------------------
 
 

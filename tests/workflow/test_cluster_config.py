@@ -80,7 +80,7 @@ def test_checking_files_names_the_missing_stand_in_kubeconfig() -> None:
 def test_no_cluster_config_is_named(tmp_path: Path) -> None:
     path = write(tmp_path, example_documents()[1:])
     (problem,) = problems_of(path)
-    assert problem.startswith(f"{path}: document 0: no ClusterConfig (capa-py.io/v1alpha1) documents")
+    assert problem.startswith(f"{path}: no ClusterConfig (capa-py.io/v1alpha1) documents")
 
 
 def test_a_second_cluster_config_is_named_at_its_document(tmp_path: Path) -> None:
@@ -109,7 +109,7 @@ def test_no_cluster_is_named(tmp_path: Path) -> None:
     del docs[CLUSTER]
     path = write(tmp_path, docs)
     (problem,) = problems_of(path)
-    assert problem.startswith(f"{path}: document 0: no Cluster documents")
+    assert problem.startswith(f"{path}: no Cluster documents")
 
 
 def test_config_named_unlike_its_cluster(tmp_path: Path) -> None:
