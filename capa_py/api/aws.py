@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from functools import cache
 from typing import ClassVar, Literal
 
@@ -77,7 +78,33 @@ def check_cidr(value: str) -> str:
     return value
 
 
+MAX_TAGS = 50
+"""Tags AWS allows on one resource (EC2, ELBv2 and IAM alike)."""
+OWN_TAGS = 6
+"""The most tags capa-py puts on one resource itself: the cluster's owned tag, the cloud provider's (shared
+resources), CAPA's role, capa-py's role, the store and ``Name`` (``capa_py.engine.tags``)."""
+MAX_USER_TAGS = MAX_TAGS - OWN_TAGS
+_TAG_PUNCTUATION = frozenset(" _.:/=+-@")
+
+
+def _tag_character_issue(text: str) -> str | None:
+    """Why ``text`` cannot be a tag key or value on every service capa-py tags; None when it can. ELBv2's
+    and IAM's pattern is the narrowest: letters, spaces, numbers and ``_ . : / = + - @`` (Unicode
+    categories L, Z and N)."""
+    for char in text:
+        if char in _TAG_PUNCTUATION or unicodedata.category(char)[0] in "LNZ":
+            continue
+        allowed = "letters, numbers, spaces and _ . : / = + - @"
+        return f"character {char!r} (U+{ord(char):04X}) is not allowed ({allowed})"
+    return None
+
+
 def check_tags(tags: dict[str, str]) -> dict[str, str]:
+    if len(tags) > MAX_USER_TAGS:
+        raise ValueError(
+            f"{len(tags)} tags: at most {MAX_USER_TAGS} (AWS allows {MAX_TAGS} per resource and capa-py "
+            f"adds up to {OWN_TAGS} of its own)"
+        )
     for key, value in tags.items():
         if not key or len(key) > 128:
             raise ValueError(f"tag key {key!r} must be 1 to 128 characters")
@@ -85,6 +112,12 @@ def check_tags(tags: dict[str, str]) -> dict[str, str]:
             raise ValueError(f"tag key {key!r} uses the reserved prefix 'aws:'")
         if len(value) > 256:
             raise ValueError(f"tag value for {key!r} is longer than 256 characters")
+        issue = _tag_character_issue(key)
+        if issue is not None:
+            raise ValueError(f"tag key {key!r}: {issue}")
+        issue = _tag_character_issue(value)
+        if issue is not None:
+            raise ValueError(f"tag value for {key!r}: {issue}")
     return tags
 
 
@@ -434,7 +467,9 @@ class AWSMachine(KubeObject):
                     ),
                 )
             )
-        if self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
+        if self.spec.ami.id is None and not self.being_deleted:
+            issues.append(FieldIssue(path="spec.ami.id", message="required (capa-py does not look AMIs up)"))
+        elif self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
             issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
         volume = self.spec.root_volume
         if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):

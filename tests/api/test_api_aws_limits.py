@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
 from capa_py.api.aws import (
+    AMIReference,
     AWSCluster,
     AWSClusterSpec,
     AWSLoadBalancerSpec,
@@ -98,13 +101,19 @@ def test_a_refused_zone_lists_the_zones_of_the_region() -> None:
 def test_instance_types_come_from_the_ec2_service_model() -> None:
     types = known_instance_types()
     assert {"t3.medium", "m5.large", "c7g.xlarge"} <= types
-    machine = AWSMachine(metadata=ObjectMeta(name="m"), spec=AWSMachineSpec(instance_type="m5.large"))
+    machine = AWSMachine(
+        metadata=ObjectMeta(name="m"),
+        spec=AWSMachineSpec(instance_type="m5.large", ami=AMIReference(id="ami-785db401")),
+    )
     assert _issues(machine) == {}
 
 
 @pytest.mark.parametrize("instance_type", ["t3.gigantic", "x9.large", "T3.medium", "t3", "m5.large "])
 def test_instance_types_ec2_does_not_offer_are_refused(instance_type: str) -> None:
-    machine = AWSMachine(metadata=ObjectMeta(name="m"), spec=AWSMachineSpec(instance_type=instance_type))
+    machine = AWSMachine(
+        metadata=ObjectMeta(name="m"),
+        spec=AWSMachineSpec(instance_type=instance_type, ami=AMIReference(id="ami-785db401")),
+    )
     assert _issues(machine)["spec.instanceType"].startswith(f"not an EC2 instance type: {instance_type!r}")
 
 
@@ -130,3 +139,33 @@ def test_cluster_names_aws_names_cannot_hold_are_refused(name: str, message: str
 @pytest.mark.parametrize("name", ["demo", "my.cluster", "a" * 63, "prod-sg-1"])
 def test_cluster_names_that_fit_are_accepted(name: str) -> None:
     assert cluster_name_issues(name) == []
+
+
+def test_a_machine_without_an_ami_is_refused_before_anything_is_built() -> None:
+    """Before, it was accepted, the whole network was built, and the machine then failed (MissingAMI)."""
+    machine = AWSMachine(metadata=ObjectMeta(name="m"), spec=AWSMachineSpec(instance_type="m5.large"))
+    assert _issues(machine) == {"spec.ami.id": "required (capa-py does not look AMIs up)"}
+
+
+@pytest.mark.parametrize(
+    ("tags", "expected"),
+    [
+        ({"team": "a\x07b"}, "tag value for 'team': character '\\x07' (U+0007) is not allowed"),
+        ({"bad key!": "x"}, "tag key 'bad key!': character '!' (U+0021) is not allowed"),
+        ({f"k{i}": "v" for i in range(45)}, "45 tags: at most 44 (AWS allows 50 per resource"),
+    ],
+)
+def test_tags_aws_would_refuse_are_refused_when_the_manifest_loads(
+    tags: dict[str, str], expected: str
+) -> None:
+    """Before, they passed validation and failed at AWS after the first resources were made (ELBv2's and
+    IAM's tag pattern; 50 tags per resource, capa-py's own included)."""
+    with pytest.raises(ValidationError, match=re.escape(expected)):
+        AWSClusterSpec(region="us-east-1", additional_tags=tags)
+    with pytest.raises(ValidationError, match=re.escape(expected)):
+        AWSMachineSpec(instance_type="t3.medium", additional_tags=tags)
+
+
+def test_tags_of_letters_numbers_spaces_and_aws_punctuation_in_any_script_load() -> None:
+    tags = {"Team Name": "platform", "cost:center/id": "a+b=c@d-e_f.g", "équipe": "données 2"}
+    assert AWSClusterSpec(region="us-east-1", additional_tags=tags).additional_tags == tags

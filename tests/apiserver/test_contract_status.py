@@ -23,7 +23,7 @@ from tests.peers.cluster import PeerCluster
 AWS_SPEC = {"region": "us-east-1", "network": {"vpc": {"cidrBlock": "10.0.0.0/16"}}}
 OBJECTS: list[tuple[type[KubeObject], dict[str, Any]]] = [
     (AWSCluster, AWS_SPEC),
-    (AWSMachine, {"instanceType": "t3.medium"}),
+    (AWSMachine, {"instanceType": "t3.medium", "ami": {"id": "ami-785db401"}}),
     (TinkerbellCluster, {"controlPlaneEndpoint": {"host": "10.1.0.10", "port": 6443}}),
     (TinkerbellMachine, {}),
 ]

@@ -41,6 +41,7 @@ kind: AWSMachine
 metadata: {{name: worker-0, namespace: default}}
 spec:
   instanceType: {instance_type}
+  ami: {{id: ami-785db401}}
 """
     return text
 

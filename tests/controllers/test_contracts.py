@@ -182,7 +182,11 @@ def _core_objects(store: SQLiteStore) -> None:
                 "apiVersion": infra,
                 "kind": "AWSMachine",
                 "metadata": {"name": "demo-0", **meta},
-                "spec": {"instanceType": "t3.medium", "providerID": "aws:///us-east-1a/i-0123456789abcdef0"},
+                "spec": {
+                    "instanceType": "t3.medium",
+                    "ami": {"id": "ami-785db401"},
+                    "providerID": "aws:///us-east-1a/i-0123456789abcdef0",
+                },
             }
         )
     )

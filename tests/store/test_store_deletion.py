@@ -29,7 +29,7 @@ def new_machine(name: str, *owners: KubeObject, finalizers: tuple[str, ...] = ()
 
 def new_aws_machine(name: str, owner: KubeObject) -> AWSMachine:
     aws_machine = AWSMachine.model_validate(
-        {"metadata": {"name": name}, "spec": {"instanceType": "t3.small"}}
+        {"metadata": {"name": name}, "spec": {"instanceType": "t3.small", "ami": {"id": "ami-785db401"}}}
     )
     aws_machine.metadata.owner_references = [owner.owner_reference()]
     return aws_machine

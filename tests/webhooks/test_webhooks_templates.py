@@ -55,7 +55,13 @@ def test_a_valid_template_is_allowed_and_so_is_a_relabelling(
 def test_a_machine_template_an_awsmachine_would_refuse_is_denied_naming_the_templated_fields(
     webhook: RunningWebhook, cert_dir: Path
 ) -> None:
-    doc = machine_template({"instanceType": "t9.gigantic", "providerID": "aws:///us-east-1a/i-0123"})
+    doc = machine_template(
+        {
+            "instanceType": "t9.gigantic",
+            "providerID": "aws:///us-east-1a/i-0123",
+            "ami": {"id": "ami-785db401"},
+        }
+    )
     assert causes(answer(webhook.port, AWSMachineTemplate, review("CREATE", doc), cert_dir)) == [
         ("spec.template.spec.providerID", "cannot be set in templates"),
         (
