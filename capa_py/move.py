@@ -34,6 +34,7 @@ import graphlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.aws_templates import AWSClusterTemplate, AWSMachineTemplate
@@ -52,7 +53,7 @@ from capa_py.api.tinkerbell_capi import (
 from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.logging import get_logger
 from capa_py.store.errors import AlreadyExists, NotFound, StoreError
-from capa_py.store.helpers import get_or_none
+from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 
 MOVED_FROM_UID = "capa-py.io/moved-from-uid"
@@ -92,8 +93,8 @@ class MoveError(Exception):
 
 
 class UnknownCluster(MoveError):
-    """The cluster named to move is neither in the source nor left paused on the target by an interrupted
-    move of it: nothing was moved."""
+    """The cluster named to move is neither in the source nor on the target by an earlier move of it:
+    nothing was moved."""
 
 
 @dataclass
@@ -321,10 +322,9 @@ def move(
             result.updated[obj.kind] += 1
             notify(f"updated {obj.ref()} on the target")
         if type(obj).HAS_STATUS:
-            written = type(obj).model_validate(
-                {**written.to_dict(), "status": obj.to_dict().get("status", {})}
-            )
-            written = target.update_status(written)
+            # Over whatever the target's controllers wrote since the create (a Paused condition): the
+            # status is the source's, re-applied to a fresh copy after a conflict.
+            written = retry_on_conflict(target, written, _with_status(type(obj), obj), status=True)
             notify(f"wrote the status of {obj.ref()} on the target")
         uid_map[obj.uid] = written.uid
 
@@ -357,17 +357,29 @@ def move(
 
 
 def require_cluster(source: ObjectStore, target: ObjectStore | None, namespace: str, name: str) -> None:
-    """Raise :class:`UnknownCluster` unless the cluster is in ``source`` or an earlier move of it stopped
-    after deleting it there (its copy is on ``target``, still paused by the move; None: a target that does
-    not exist yet, so no such copy)."""
+    """Raise :class:`UnknownCluster` unless the cluster is in ``source`` or a move put it on ``target``
+    (an earlier move, complete or stopped after deleting it from the source: running it again completes
+    it, or changes nothing). ``target`` None: a target that does not exist yet, so holds no such copy."""
     if get_or_none(source, Cluster, name, namespace) is not None:
         return
     found = get_or_none(target, Cluster, name, namespace) if target is not None else None
-    if found is None or not {PAUSED_BY_MOVE, MOVED_FROM_UID} <= set(found.metadata.annotations):
+    if found is None or MOVED_FROM_UID not in found.metadata.annotations:
         raise UnknownCluster(
-            f"cluster {namespace}/{name} is not in the source store (nor an interrupted move of it on the "
-            "target): nothing was moved"
+            f"cluster {namespace}/{name} is neither in the source store nor moved to the target: "
+            "nothing was moved"
         )
+
+
+def _with_status(kind: type[KubeObject], source: KubeObject) -> Callable[[KubeObject], None]:
+    """A change that gives an object of ``kind`` the status ``source`` has."""
+    status = source.to_dict().get("status", {})
+
+    def apply(current: KubeObject) -> None:
+        cast(Any, current).status = cast(
+            Any, kind.model_validate({**current.to_dict(), "status": status})
+        ).status
+
+    return apply
 
 
 def _create(target: ObjectStore, obj: KubeObject) -> KubeObject:

@@ -86,7 +86,7 @@ EXTRA: list[dict[str, Any]] = [
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",
         "kind": "AWSMachine",
         "metadata": {"name": "defaults-root-volume"},
-        "spec": {"instanceType": "t3.medium", "rootVolume": {"size": 20}},
+        "spec": {"instanceType": "t3.medium", "ami": {"id": "ami-785db401"}, "rootVolume": {"size": 20}},
     },
     {
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2",

@@ -95,7 +95,7 @@ def test_a_cluster_that_does_not_exist_is_exit_2_and_creates_no_target(
     result = cli("move", "--to-state", str(target), "--cluster", "nowhere")
 
     assert result.exit_code == 2, str(result)
-    assert "error: --cluster: cluster default/nowhere is not in the source store" in result.stderr, str(
+    assert "error: --cluster: cluster default/nowhere is neither in the source store" in result.stderr, str(
         result
     )
     assert not target.exists(), "the refused move created the target store"
@@ -114,10 +114,13 @@ def test_a_cluster_that_does_not_exist_is_exit_2_with_an_existing_target_left_as
     assert moved.exit_code == 0, str(moved)
     before = (tmp_path / "b.db").read_bytes()
 
-    result = cli("move", "--to-state", str(tmp_path / "b.db"), "--cluster", "lab")  # moved already
+    again = cli("move", "--to-state", str(tmp_path / "b.db"), "--cluster", "lab")  # complete: changes nothing
+    assert again.exit_code == 0, str(again)
+    assert "moved 0 objects of 0 clusters" in again.stdout
+    result = cli("move", "--to-state", str(tmp_path / "b.db"), "--cluster", "nowhere")
 
     assert result.exit_code == 2, str(result)
-    assert "--cluster: cluster default/lab is not in the source store" in result.stderr, str(result)
+    assert "--cluster: cluster default/nowhere is neither in the source store" in result.stderr, str(result)
     target = SQLiteStore(tmp_path / "b.db")
     try:
         assert [(c.name, c.spec.paused) for c in target.list(Cluster)] == [("lab", False)]

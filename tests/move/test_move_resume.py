@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from capa_py.api.cluster import Cluster
+from capa_py.api.contract import InfrastructureStatus
 from capa_py.move import MOVABLE_KINDS, move
 from capa_py.store.sqlite import SQLiteStore
 from tests.move.scenario import populate
@@ -103,3 +104,37 @@ def test_a_move_of_every_namespace_interrupted_before_unpausing_unpauses_when_ru
     assert not any(c.spec.paused for c in target.list(Cluster))
     source.close()
     target.close()
+
+
+def test_a_status_written_on_the_target_between_the_moves_writes_does_not_stop_it(tmp_path: Path) -> None:
+    """A controller on the target writes each object's status as soon as it is created (its Paused
+    condition, the Cluster being paused); the move's own status write then conflicted and the move
+    stopped (a pivot under load failed so). The move's status is written again over the fresh copy."""
+    source, target = SQLiteStore(tmp_path / "a.db"), SQLiteStore(tmp_path / "b.db")
+    populate(source)
+    raced: list[str] = []
+
+    def controller_on_the_target(what: str) -> None:
+        if not what.startswith("created "):
+            return
+        kind_name, namespace_name = what.removeprefix("created ").removesuffix(" on the target").split(" ")
+        kind = next(k for k in MOVABLE_KINDS if kind_name == k.KIND)
+        namespace, name = namespace_name.split("/")
+        current = target.get(kind, name, namespace)
+        status = getattr(current, "status", None)
+        if not isinstance(status, InfrastructureStatus):
+            return
+        status.sync_contract(current.metadata.generation, paused="cluster default/demo is paused")
+        target.update_status(current)
+        raced.append(what)
+
+    move(source, target, namespace="default", after_write=controller_on_the_target)
+
+    assert raced, "no status write raced the move; the test is void"
+    reference_source, reference_target = SQLiteStore(tmp_path / "c.db"), SQLiteStore(tmp_path / "d.db")
+    populate(reference_source)
+    move(reference_source, reference_target, namespace="default")
+    assert _state(target) == _state(reference_target)
+    assert list(source.list(Cluster)) == []
+    for store in (source, target, reference_source, reference_target):
+        store.close()
