@@ -269,24 +269,34 @@ def test_an_agent_whose_hardware_is_deleted_waits_and_is_served_when_it_is_back(
     assert agent.started().workflow_id == "default/wf"
 
 
+def _connected(w: World, hardware_name: str) -> Agent:
+    """An agent of ``hardware_name`` whose session the dispatcher has registered."""
+    agent = w.connect(hardware_name)
+    deadline = time.monotonic() + WAIT
+    while not w.server.dispatcher.sessions():
+        assert time.monotonic() < deadline, "the agent never connected"
+        time.sleep(0.02)
+    return agent
+
+
+def _assert_told_the_service_stops(agent: Agent, caplog: pytest.LogCaptureFixture) -> None:
+    """Told, not cancelled: a stream cancelled by the server's stop is an error gRPC logs as unhandled."""
+    ended = agent.ended()
+    assert (ended.code(), ended.details()) == (
+        grpc.StatusCode.UNAVAILABLE,
+        "the workflow service is stopping",
+    )
+    assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []
+
+
 def test_stopping_the_server_ends_open_streams(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     w = World(tmp_path)
     try:
         w.apply(hardware("hw1", MAC), template())
-        agent = w.connect("hw1")
-        deadline = time.monotonic() + WAIT
-        while not w.server.dispatcher.sessions():
-            assert time.monotonic() < deadline, "the agent never connected"
-            time.sleep(0.02)
+        agent = _connected(w, "hw1")
         with caplog.at_level(logging.ERROR, logger="grpc"):
             w.server.stop()
-        ended = agent.ended()
-        # Told, not cancelled: a stream cancelled by the server's stop is an error gRPC logs as unhandled.
-        assert (ended.code(), ended.details()) == (
-            grpc.StatusCode.UNAVAILABLE,
-            "the workflow service is stopping",
-        )
-        assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []
+        _assert_told_the_service_stops(agent, caplog)
     finally:
         w.close()
 
@@ -316,11 +326,7 @@ def test_a_stream_still_connecting_when_the_server_stops_is_told_too(
             return session
 
         monkeypatch.setattr(w.server.dispatcher, "connect", held_connect)
-        agent = w.connect("hw1")
-        deadline = time.monotonic() + WAIT
-        while not w.server.dispatcher.sessions():
-            assert time.monotonic() < deadline, "the agent never connected"
-            time.sleep(0.02)
+        agent = _connected(w, "hw1")
         stopper = threading.Thread(target=w.server.stop)
         with caplog.at_level(logging.ERROR, logger="grpc"):
             stopper.start()
@@ -328,12 +334,7 @@ def test_a_stream_still_connecting_when_the_server_stops_is_told_too(
             release.set()
             stopper.join(WAIT)
         assert not stopper.is_alive()
-        ended = agent.ended()
-        assert (ended.code(), ended.details()) == (
-            grpc.StatusCode.UNAVAILABLE,
-            "the workflow service is stopping",
-        )
-        assert [r.getMessage() for r in caplog.records if r.name.startswith("grpc")] == []
+        _assert_told_the_service_stops(agent, caplog)
     finally:
         release.set()
         w.close()
