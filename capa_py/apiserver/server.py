@@ -349,6 +349,8 @@ class ApiServer:
             limit = int(limit_text) if limit_text else None
         except ValueError as exc:
             raise ApiError(400, f"limit must be an integer, not {limit_text!r}") from exc
+        if limit is not None and limit <= 0:
+            limit = None  # as the API server takes it: no limit
         try:
             LabelSelector.parse(query.get("labelSelector"))
             FieldSelector.parse(query.get("fieldSelector"))

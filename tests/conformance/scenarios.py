@@ -266,7 +266,17 @@ def paging(ep: Endpoint, ns: str) -> Observation:
         if not token:
             break
     bad = ep.call("GET", base, query={"limit": "2", "continue": "not-a-token"})
-    return {"pages": pages, "malformed continue": {"status": bad.status, "reason": bad.reason}}
+    # A limit of zero or below is no limit (capa serve answered a negative one with 500 IndexError).
+    unlimited = {
+        limit: {"status": reply.status, "names": names(reply) if reply.status == 200 else None}
+        for limit in ("0", "-1")
+        for reply in [ep.call("GET", base, query={"limit": limit})]
+    }
+    return {
+        "pages": pages,
+        "malformed continue": {"status": bad.status, "reason": bad.reason},
+        "limit 0 and -1": unlimited,
+    }
 
 
 def watch_from_resource_version(ep: Endpoint, ns: str) -> Observation:
