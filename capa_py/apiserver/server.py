@@ -100,6 +100,11 @@ class ApiServer:
             return await self._dispatch(request)
         except ApiError as exc:
             return _json(exc.status(), exc.code)
+        except web.HTTPRequestEntityTooLarge:
+            error = ApiError(
+                413, f"Request entity too large: limit is {MAX_REQUEST_BODY}", "RequestEntityTooLarge"
+            )
+            return _json(error.status(), error.code)
         except StoreError as exc:
             error = from_store_error(exc, "", "")
             return _json(error.status(), error.code)
@@ -441,6 +446,11 @@ class ApiServer:
         return response
 
 
+MAX_REQUEST_BODY = 3 * 1024 * 1024
+"""The largest request body read, as the API server's limit (3 MiB); a larger one is answered 413
+``RequestEntityTooLarge`` without being read further."""
+
+
 @web.middleware
 async def _log_requests(
     request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -459,7 +469,7 @@ def build_app(
     """The application; the caller owns the store (it is not closed here). At most ``max_watches``
     watches are open at once (each holds a worker thread); one more is answered 429."""
     server = ApiServer(store, registry, bookmark_interval, max_watches)
-    app = web.Application(middlewares=[_log_requests], client_max_size=8 * 1024 * 1024)
+    app = web.Application(middlewares=[_log_requests], client_max_size=MAX_REQUEST_BODY)
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
 
     async def start_collector(_: web.Application) -> None:

@@ -620,6 +620,20 @@ def namespace_as_created(ep: Endpoint, ns: str) -> Observation:
     }
 
 
+def oversized_body(ep: Endpoint, ns: str) -> Observation:
+    """A request body over the API server's limit (3 MiB) is refused whole, with a Status, and stores
+    nothing (capa serve read up to 8 MiB and answered a larger body with 500)."""
+    big = configmap("big", data={"blob": "x" * (3 * 1024 * 1024 + 1024)})
+    reply = ep.call("POST", configmaps(ns), big)
+    after = ep.call("GET", f"{configmaps(ns)}/big")
+    return {
+        "status": reply.status,
+        "reason": reply.reason,
+        "message": reply.body.get("message") if isinstance(reply.body, dict) else None,
+        "stored": after.status,
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -629,6 +643,7 @@ SCENARIOS: dict[str, Scenario] = {
     "label selectors": label_selectors,
     "field selectors": field_selectors,
     "paging with limit and continue": paging,
+    "a body over the request size limit": oversized_body,
     "watch from a resourceVersion": watch_from_resource_version,
     "dryRun": dry_run,
     "finalizers": finalizers,
