@@ -134,6 +134,17 @@ def _quoted(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def decode_json(raw: bytes, object_pairs_hook: Any = None) -> Any:
+    """A request's JSON body; 400 BadRequest when it is not JSON or nests too deeply to decode (before, a
+    deep body was answered 500 RecursionError)."""
+    try:
+        return json.loads(raw or b"null", object_pairs_hook=object_pairs_hook)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not JSON: {exc}") from exc
+    except RecursionError as exc:
+        raise ApiError(400, "the request body is not JSON: it exceeds the maximum nesting depth") from exc
+
+
 @dataclass
 class FieldValidation:
     """One write's field validation: its mode, the duplicate fields its body held, and the warnings the
@@ -165,10 +176,7 @@ class FieldValidation:
 
     def parse(self, raw: bytes) -> Any:
         """The JSON body, its duplicate fields recorded (the last value of each is kept)."""
-        try:
-            parsed = json.loads(raw or b"null", object_pairs_hook=_pairs)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ApiError(400, f"the request body is not JSON: {exc}") from exc
+        parsed = decode_json(raw, object_pairs_hook=_pairs)
         self.duplicates = _duplicate_paths(parsed)
         return _plain(parsed)
 

@@ -21,7 +21,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.api.templates import InfrastructureTemplate
 from capa_py.apiserver import fieldmanager, foreground
 from capa_py.apiserver.discovery import group_version
-from capa_py.apiserver.fieldvalidation import FieldValidation
+from capa_py.apiserver.fieldvalidation import FieldValidation, decode_json
 from capa_py.apiserver.patch import apply_patch
 from capa_py.apiserver.status import ApiError, Cause, from_store_error, success
 from capa_py.store.errors import AlreadyExists, Conflict, StoreError
@@ -89,10 +89,60 @@ class Target:
 
 
 def parse_body(raw: bytes) -> Any:
-    try:
-        return json.loads(raw or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, f"the request body is not JSON: {exc}") from exc
+    """The JSON body; 400 BadRequest when it is not JSON or nests too deeply to decode."""
+    return decode_json(raw)
+
+
+_GO_TYPES: dict[type, str] = {bool: "bool", int: "number", float: "number", str: "string", list: "array"}
+_DELETE_OPTION_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    "gracePeriodSeconds": ((int,), "int64"),
+    "propagationPolicy": ((str,), "v1.DeletionPropagation"),
+    "orphanDependents": ((bool,), "bool"),
+    "dryRun": ((list,), "[]string"),
+    "preconditions": ((dict,), "v1.Preconditions"),
+    "apiVersion": ((str,), "string"),
+    "kind": ((str,), "string"),
+}
+
+
+def delete_options(raw: bytes) -> dict[str, Any]:
+    """A DELETE's body as ``DeleteOptions``: 400 BadRequest, as the API server decodes it, when a field has
+    the wrong JSON type (before, such a body deleted the object as if it were empty)."""
+    options = parse_body(raw)
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ApiError(400, "the request body must be a JSON object (DeleteOptions)")
+    for field, (types, go_type) in _DELETE_OPTION_TYPES.items():
+        value = options.get(field)
+        wrong = value is not None and (
+            not isinstance(value, types) or (int in types and isinstance(value, bool))
+        )
+        if wrong:
+            given = "object" if isinstance(value, dict) else _GO_TYPES.get(type(value), type(value).__name__)
+            where = f"Go struct field DeleteOptions.{field} of type {go_type}"
+            raise ApiError(400, f"json: cannot unmarshal {given} into {where}")
+    return options
+
+
+INT64 = (-(2**63), 2**63 - 1)
+_METADATA_INTS = ("generation", "deletionGracePeriodSeconds")
+
+
+def check_metadata_numbers(kind: str, doc: dict[str, Any]) -> None:
+    """400 BadRequest for an ObjectMeta integer that is no int64, as the API server's decoder refuses it
+    (before, capa serve stored it)."""
+    meta = doc.get("metadata")
+    if not isinstance(meta, dict):
+        return
+    for field in _METADATA_INTS:
+        value = meta.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and not INT64[0] <= value <= INT64[1]:
+            raise ApiError(
+                400,
+                f"{kind} cannot be handled as a {kind}: json: cannot unmarshal number {value} into Go struct "
+                f"field ObjectMeta.metadata.{field} of type int64",
+            )
 
 
 def admit(
@@ -109,6 +159,7 @@ def admit(
     its status)."""
     if not isinstance(doc, dict):
         raise ApiError(400, "the request body must be a JSON object")
+    check_metadata_numbers(target.model.KIND, doc)
     name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
     # As the API server decodes a body: a missing apiVersion or kind is the path's.
     doc = {**doc, "apiVersion": doc.get("apiVersion") or target.api_version}

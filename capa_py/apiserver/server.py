@@ -276,8 +276,7 @@ class ApiServer:
         if method == "DELETE":
             if target.subresource is not None:
                 raise ApiError(405, "the status subresource cannot be deleted")
-            options = resources.parse_body(await request.read()) if request.can_read_body else None
-            options = options if isinstance(options, dict) else {}
+            options = resources.delete_options(await request.read()) if request.can_read_body else {}
             propagation = query.get("propagationPolicy") or options.get("propagationPolicy")
             preconditions = options.get("preconditions") or {}
             dry_run = dry_run or _dry_run(method, options.get("dryRun") or [])

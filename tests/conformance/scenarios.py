@@ -634,6 +634,23 @@ def oversized_body(ep: Endpoint, ns: str) -> Observation:
     }
 
 
+def malformed_bodies(ep: Endpoint, ns: str) -> Observation:
+    """Bodies the API server's decoder refuses, 400 BadRequest each, and nothing written: capa serve
+    answered a deeply nested one 500, stored an out-of-range metadata integer, and deleted the object for
+    DeleteOptions with a wrongly typed field."""
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("kept"))
+    deep = ep.call("POST", base, b'{"metadata":{"name":"deep"},"x":' + b"[" * 20000 + b"]" * 20000 + b"}")
+    huge = ep.call("POST", base, b'{"metadata":{"name":"huge","generation":99999999999999999999999999}}')
+    bad_delete = ep.call("DELETE", f"{base}/kept", b'{"gracePeriodSeconds":"soon"}')
+    return {
+        "deeply nested": (deep.status, deep.reason),
+        "metadata integer out of range": (huge.status, huge.reason),
+        "DeleteOptions field of the wrong type": (bad_delete.status, bad_delete.reason),
+        "stored afterwards": sorted(names(ep.call("GET", base))),
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -644,6 +661,7 @@ SCENARIOS: dict[str, Scenario] = {
     "field selectors": field_selectors,
     "paging with limit and continue": paging,
     "a body over the request size limit": oversized_body,
+    "malformed bodies": malformed_bodies,
     "watch from a resourceVersion": watch_from_resource_version,
     "dryRun": dry_run,
     "finalizers": finalizers,
