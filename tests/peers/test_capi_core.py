@@ -41,7 +41,6 @@ as ``apiVersion: <group>/<that version>``.
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -50,6 +49,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from tests.clusterapi.clusterctl_support import wait_for as poll
 from tests.peers.clusterapi import CapiCore
 
 T = TypeVar("T")
@@ -67,17 +67,7 @@ TIMEOUT = 120.0
 
 def wait_for(core: CapiCore, what: str, probe: Callable[[], T | None], timeout: float = TIMEOUT) -> T:
     """``probe()``'s first truthy result; fails with the manager's log tail when none comes in time."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(
-        f"{what}: not after {timeout:.0f} s (last: {last!r})\n"
-        f"--- cluster-api-manager log ---\n{core.log_tail()}"
-    )
+    return poll(what, probe, timeout, lambda: f"--- cluster-api-manager log ---\n{core.log_tail()}")
 
 
 def patch(core: CapiCore, path: str, body: dict[str, Any]) -> Any:

@@ -212,6 +212,19 @@ def test_peer_cluster_command_writes_a_kubeconfig_and_cleans_up(tmp_path: Path) 
             process.communicate()
 
 
+def _parent(args: list[str]) -> subprocess.Popen[str]:
+    """A process of its own that starts a control plane from the repository (its stdout piped), to be
+    killed outright by the test."""
+    return subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def test_peer_cluster_command_stops_when_its_parent_is_killed(tmp_path: Path) -> None:
     """``make peer-cluster &`` then ``kill %1`` signals make only: the command must notice its parent went
     and stop the control plane. Failed before: the three components ran on, orphaned."""
@@ -220,14 +233,7 @@ def test_peer_cluster_command_stops_when_its_parent_is_killed(tmp_path: Path) ->
     command = (
         f"{sys.executable} -m tests.peers cluster --kubeconfig-out {out} --no-controller-manager; exit $?"
     )
-    parent = subprocess.Popen(
-        ["sh", "-c", command],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    parent = _parent(["sh", "-c", command])
     try:
         assert parent.stdout is not None
         line = parent.stdout.readline()
@@ -262,14 +268,7 @@ def test_components_started_by_a_test_process_stop_when_it_is_killed(tmp_path: P
         "print(cluster.url, flush=True)\n"
         "time.sleep(600)\n"
     )
-    parent = subprocess.Popen(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    parent = _parent([sys.executable, "-c", script])
     try:
         assert parent.stdout is not None
         server = parent.stdout.readline().strip()
