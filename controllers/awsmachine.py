@@ -36,6 +36,7 @@ from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
+from capa_py.tag_budget import merged_tag_issue
 from controllers.aws_scope import ReconcileScope, step
 from controllers.base import (
     add_finalizer,
@@ -102,6 +103,7 @@ def network_view(awscluster: AWSCluster) -> object:
         [(s.id, s.availability_zone, s.is_public) for s in network.subnets],
         {role: group.id for role, group in network.security_groups.items()},
         lb.target_group_arn if lb is not None else None,
+        sorted(awscluster.spec.additional_tags.items()),  # the machines' instances carry them too
     )
 
 
@@ -357,6 +359,9 @@ class AWSMachineController:
         missing = missing_infrastructure(awscluster, machine)
         if missing is not None:
             return self._waiting(obj, "WaitingForClusterInfrastructure", missing)
+        tags_issue = merged_tag_issue(awscluster.spec.additional_tags, obj.spec.additional_tags)
+        if tags_issue is not None:
+            return self._waiting(obj, "InvalidTags", f"spec.additionalTags: {tags_issue}", "Error")
         secret_name = machine.spec.bootstrap.data_secret_name
         if not secret_name:
             return self._waiting(
@@ -386,10 +391,10 @@ class AWSMachineController:
         scope.patch()
         return result
 
-    def _waiting(self, obj: AWSMachine, reason: str, message: str) -> Result:
+    def _waiting(self, obj: AWSMachine, reason: str, message: str, severity: str = "Info") -> Result:
         def apply(o: AWSMachine) -> None:
-            set_condition(o.status, INSTANCE_READY, False, reason, message, "Info")
-            set_condition(o.status, READY, False, reason, message, "Info")
+            set_condition(o.status, INSTANCE_READY, False, reason, message, severity)
+            set_condition(o.status, READY, False, reason, message, severity)
 
         patch_status(self.store, obj, apply)
         return no_requeue()

@@ -51,6 +51,7 @@ from capa_py.cluster_names import name_clashes
 from capa_py.operations import apply_objects, being_deleted, delete_objects
 from capa_py.store.errors import Invalid, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore
+from capa_py.tag_budget import tag_budget_issues
 
 if TYPE_CHECKING:
     from controllers.run import ConvergeResult
@@ -144,7 +145,7 @@ def register(app: typer.Typer) -> None:
         # Against an API server the controllers running there do the work: wait for them.
         elsewhere = wait and globals_of(ctx).remote and not in_process
         with globals_of(ctx).store() as store:
-            clashes = name_clashes(store, objects)
+            clashes = [*name_clashes(store, objects), *tag_budget_issues(store, objects)]
             if clashes:
                 for clash in clashes:
                     stderr.print(f"error: {clash}", markup=False, highlight=False)

@@ -12,11 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from capa_py.aws.accounting import PROCESS_COUNTER
 from tests.cli.cli_support import Cli
-from tests.e2e.e2e_support import EXAMPLE
+from tests.e2e.e2e_support import EXAMPLE, QUICK_START
 
 KINDS = ("clusters", "machines", "awsclusters", "awsmachines", "secrets")
 
@@ -123,3 +124,72 @@ def test_delete_kind_name_of_a_missing_object_stays_an_error_after_a_partial_del
     again = cli("delete", "secret", "demo-bootstrap")
     assert again.exit_code == 1, f"delete KIND NAME of a missing object should exit 1:\n{again}"
     assert cli("delete", "secret", "demo-bootstrap", "--ignore-not-found").exit_code == 0
+
+
+def _with_tags(path: Path, out: Path, cluster_tags: int, machine_tags: int) -> Path:
+    """``path`` with ``cluster_tags`` tags on its AWSCluster and ``machine_tags`` other tags on each
+    AWSMachine and AWSMachineTemplate, each within the per-object limit of 44."""
+    documents = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for doc in documents:
+        if doc["kind"] == "AWSCluster":
+            doc["spec"]["additionalTags"] = {f"cluster-{i}": "x" for i in range(cluster_tags)}
+        elif doc["kind"] == "AWSMachine":
+            doc["spec"]["additionalTags"] = {f"machine-{i}": "x" for i in range(machine_tags)}
+        elif doc["kind"] == "AWSMachineTemplate":
+            doc["spec"]["template"]["spec"]["additionalTags"] = {
+                f"machine-{i}": "x" for i in range(machine_tags)
+            }
+    out.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    return out
+
+
+@pytest.mark.parametrize("example", [EXAMPLE, QUICK_START], ids=["machines", "machinedeployment"])
+def test_machine_tags_merged_with_the_clusters_over_the_aws_limit_exit_2_before_any_change(
+    cli: Cli, tmp_path: Path, example: Path
+) -> None:
+    """Each object's 30 and 20 tags are within the limit alone, but an instance carries both sets and
+    capa-py's own: 56 tags, which AWS refuses (before, the network was built and the instance create
+    failed)."""
+    manifest = _with_tags(example, tmp_path / "tags.yaml", cluster_tags=30, machine_tags=20)
+    before = _snapshot(cli)
+    calls = PROCESS_COUNTER.total()
+
+    result = cli("apply", "-f", str(manifest), "--no-wait")
+
+    assert result.exit_code == 2, str(result)
+    kind = "AWSMachine default/demo-control-plane-0" if example == EXAMPLE else "AWSMachineTemplate default/"
+    assert kind in result.stderr, str(result)
+    assert "spec.additionalTags: 50 additional tags with its AWSCluster's (20 of its own, 30 of the " in (
+        result.stderr
+    ), str(result)
+    assert PROCESS_COUNTER.total() == calls, "the refused apply made AWS calls"
+    assert _snapshot(cli) == before, "the refused apply changed the store"
+
+
+def test_an_awscluster_change_is_checked_against_its_stored_machines(cli: Cli, tmp_path: Path) -> None:
+    assert (
+        cli("apply", "-f", str(_with_tags(EXAMPLE, tmp_path / "ok.yaml", 10, 20)), "--no-wait").exit_code == 0
+    )
+    before = _snapshot(cli)
+
+    more = _with_tags(EXAMPLE, tmp_path / "more.yaml", 30, 20)
+    cluster_only = tmp_path / "cluster-only.yaml"
+    cluster_only.write_text(
+        yaml.safe_dump_all(
+            [d for d in yaml.safe_load_all(more.read_text()) if d and d["kind"] == "AWSCluster"]
+        )
+    )
+    result = cli("apply", "-f", str(cluster_only), "--no-wait")
+
+    assert result.exit_code == 2, str(result)
+    assert "AWSMachine default/demo-control-plane-0: spec.additionalTags: 50 additional tags" in result.stderr
+    assert _snapshot(cli) == before
+
+    # Keys both set count once: the merged set is what the instance carries.
+    same_keys = _with_tags(EXAMPLE, tmp_path / "same.yaml", 40, 0)
+    documents = [d for d in yaml.safe_load_all(same_keys.read_text()) if d]
+    for doc in documents:
+        if doc["kind"] == "AWSMachine":
+            doc["spec"]["additionalTags"] = {f"cluster-{i}": "y" for i in range(40)}
+    same_keys.write_text(yaml.safe_dump_all(documents, sort_keys=False))
+    assert cli("apply", "-f", str(same_keys), "--no-wait").exit_code == 0

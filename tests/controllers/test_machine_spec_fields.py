@@ -133,3 +133,43 @@ def test_a_machine_naming_a_subnet_is_launched_in_it(
     stored = harness.apply(machines)
     assert harness.converge(stored).converged
     assert _instance(harness)["SubnetId"] == chosen.id
+
+
+def test_a_machine_whose_tags_with_the_clusters_exceed_the_aws_limit_is_not_launched(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    """Objects that arrive one by one (kubectl, a controller) pass the per-object check; the controller
+    refuses the merge before launching: before, RunInstances failed at AWS with a tag limit error on each
+    retry. Once the machine's tags are cut, it launches."""
+    objects = example()
+    for obj in objects:
+        if isinstance(obj, AWSCluster):
+            obj.spec.additional_tags = {f"cluster-{i}": "x" for i in range(30)}
+    _worker(objects).spec.additional_tags = {f"machine-{i}": "x" for i in range(20)}
+    applied = _targets(harness.apply(objects))
+    others = [o for o in applied if not (isinstance(o, AWSMachine | Machine) and o.name == WORKER)]
+    converged = harness.converge(others)
+    assert converged.converged, converged.states
+
+    worker = harness.store.get(AWSMachine, WORKER, "default")
+    assert worker.status.instance_id is None, "the machine was launched"
+    ready = next(c for c in worker.status.conditions if c.type == "InstanceReady")
+    assert (ready.status, ready.reason) == ("False", "InvalidTags"), ready
+    assert ready.message is not None
+    assert "spec.additionalTags: 50 additional tags with its AWSCluster's" in ready.message, ready.message
+    named = [
+        i
+        for r in harness.aws.ec2.call("DescribeInstances")["Reservations"]
+        for i in r["Instances"]
+        if {"Key": "Name", "Value": WORKER} in i.get("Tags", [])
+    ]
+    assert named == [], named
+
+    fixed = example()
+    for obj in fixed:
+        if isinstance(obj, AWSCluster):
+            obj.spec.additional_tags = {f"cluster-{i}": "x" for i in range(30)}
+    _worker(fixed).spec.additional_tags = {f"machine-{i}": "x" for i in range(14)}
+    harness.apply(fixed)
+    assert harness.converge(applied).converged
+    assert harness.store.get(AWSMachine, WORKER, "default").status.instance_id
