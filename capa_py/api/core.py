@@ -9,7 +9,7 @@ from typing import ClassVar
 from pydantic import Field, field_validator
 
 from capa_py.api.coordination import MicroTime
-from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, Time
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, Time, validate_dns_label
 
 
 def check_base64(field: str, values: dict[str, str]) -> dict[str, str]:
@@ -86,6 +86,14 @@ class Namespace(KubeObject):
 
     spec: NamespaceSpec = Field(default_factory=NamespaceSpec)
     status: NamespaceStatus = Field(default_factory=NamespaceStatus)
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        """A Namespace's name is an RFC 1123 label (its objects carry it in ``metadata.namespace``)."""
+        try:
+            validate_dns_label(self.metadata.name)
+        except ValueError as exc:
+            return [FieldIssue(path="metadata.name", message=str(exc))]
+        return []
 
     def prepare_for_create(self) -> None:
         """As the API server's namespace strategy: the ``kubernetes`` finalizer, phase Active, and the

@@ -42,6 +42,7 @@ class KubeModel(BaseModel):
 
 
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -51,6 +52,16 @@ def validate_dns_subdomain(value: str) -> str:
         raise ValueError(
             "must be a lowercase RFC 1123 subdomain: lowercase alphanumerics, '-' or '.', "
             "starting and ending with an alphanumeric"
+        )
+    return value
+
+
+def validate_dns_label(value: str) -> str:
+    """``value`` unchanged when it is an RFC 1123 label, as a Namespace's name must be (else ValueError)."""
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            "must be a lowercase RFC 1123 label: at most 63 lowercase alphanumerics or '-', starting and "
+            "ending with an alphanumeric"
         )
     return value
 
@@ -122,6 +133,11 @@ class ObjectMeta(KubeModel):
     @classmethod
     def _check_name(cls, value: str) -> str:
         return validate_dns_subdomain(value) if value else value
+
+    @field_validator("namespace")
+    @classmethod
+    def _check_namespace(cls, value: str | None) -> str | None:
+        return validate_dns_label(value) if value else value
 
     @field_validator("labels")
     @classmethod

@@ -338,3 +338,27 @@ def test_a_valid_three_zone_network_loads() -> None:
 )
 def test_format_loc_renders_field_paths(loc: tuple[int | str, ...], path: str) -> None:
     assert format_loc(loc) == path
+
+
+@pytest.mark.parametrize("namespace", ["Team_A", "team.a", "a" * 64, "-team"])
+def test_a_namespace_that_is_not_a_dns_label_is_refused(namespace: str) -> None:
+    """A namespace is an RFC 1123 label, as the API server requires of every Namespace name (dots and
+    capitals were accepted: the object could be stored here and never applied to a cluster)."""
+    cluster = {**CLUSTER, "metadata": {**CLUSTER["metadata"], "namespace": namespace}}
+    problems = problems_of(json.dumps(cluster))
+    assert len(problems) == 1, problems
+    assert "metadata.namespace: must be a lowercase RFC 1123 label" in problems[0], problems
+
+
+def test_a_namespace_object_named_other_than_a_dns_label_is_refused() -> None:
+    problems = problems_of(
+        json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team.a"}})
+    )
+    assert len(problems) == 1, problems
+    assert "metadata.name: must be a lowercase RFC 1123 label" in problems[0], problems
+    assert (
+        load_manifest_text(
+            json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}), "ns.yaml"
+        )[0].name
+        == "team-a"
+    )
