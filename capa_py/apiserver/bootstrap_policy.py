@@ -4,8 +4,10 @@
 discovery and health paths, bound to every authenticated user), ``system:basic-user`` (asking
 SelfSubjectReview, SelfSubjectAccessReview and SelfSubjectRulesReview what one is and may do, bound to every
 authenticated user) and ``system:public-info-viewer`` (the health and version paths, bound to every user,
-authenticated or not). Each carries the label ``kubernetes.io/bootstrapping: rbac-defaults`` and the
-annotation ``rbac.authorization.kubernetes.io/autoupdate: "true"``.
+authenticated or not) and ``system:service-account-issuer-discovery`` (the service-account issuer's
+OpenID discovery paths, bound to every ServiceAccount). Each carries the label
+``kubernetes.io/bootstrapping: rbac-defaults`` and the annotation
+``rbac.authorization.kubernetes.io/autoupdate: "true"``.
 
 ``capa serve`` creates the missing ones when it starts serving a store, as the API server does. One that
 exists keeps what it has: with ``autoupdate`` true it gets the rules (or subjects) it lacks added, as the API
@@ -30,6 +32,7 @@ RBAC_GROUP = "rbac.authorization.k8s.io"
 AUTHENTICATED = "system:authenticated"
 UNAUTHENTICATED = "system:unauthenticated"
 MASTERS = "system:masters"
+SERVICE_ACCOUNTS = "system:serviceaccounts"
 
 _HEALTH = ["/healthz", "/livez", "/readyz", "/version", "/version/"]
 
@@ -55,6 +58,17 @@ CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
         {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
     ],
     "system:public-info-viewer": [{"nonResourceURLs": list(_HEALTH), "verbs": ["get"]}],
+    "system:service-account-issuer-discovery": [
+        {
+            "nonResourceURLs": [
+                "/.well-known/openid-configuration",
+                "/.well-known/openid-configuration/",
+                "/openid/v1/jwks",
+                "/openid/v1/jwks/",
+            ],
+            "verbs": ["get"],
+        }
+    ],
 }
 """Each bootstrap ClusterRole's rules."""
 
@@ -63,6 +77,7 @@ CLUSTER_ROLE_BINDINGS: dict[str, list[str]] = {
     "system:discovery": [AUTHENTICATED],
     "system:basic-user": [AUTHENTICATED],
     "system:public-info-viewer": [AUTHENTICATED, UNAUTHENTICATED],
+    "system:service-account-issuer-discovery": [SERVICE_ACCOUNTS],
 }
 """Each bootstrap ClusterRoleBinding (named as the ClusterRole it binds) and the groups it binds it to."""
 

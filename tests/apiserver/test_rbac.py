@@ -8,6 +8,7 @@ The callers are named by a test-only stand-in for authentication on capa serve (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ NS = "rbac-test-team"
 RBAC = "rbac.authorization.k8s.io/v1"
 SAR = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 SSAR = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+SSRR = "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews"
 
 ALICE = Caller("rbac-test-alice")
 BOB = Caller("rbac-test-bob", ("rbac-test-team", "system:authenticated"))
@@ -330,3 +332,38 @@ def test_an_aggregated_cluster_role_has_the_rules_of_the_roles_it_selects(tmp_pa
             "reason": 'RBAC: allowed by ClusterRoleBinding "rbac-test-agg" of ClusterRole "rbac-test-agg" '
             f'to User "{ALICE.user}"',
         }
+
+
+def _canonical(rules: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(rule, sort_keys=True) for rule in rules)
+
+
+def test_self_subject_rules_reviews_list_the_rules_the_api_server_lists(sides: list[Side]) -> None:
+    """``kubectl auth can-i --list``: the rules of every role bound to the caller there (in no particular
+    order, as kube-apiserver lists them), and whether a binding's role could not be read."""
+    listed: dict[str, list[Any]] = {}
+    for side in sides:
+        listed[side.name] = []
+        for caller, namespace in ((ALICE, NS), (ROBOT, NS), (ERIN, NS), (NOBODY, "default")):
+            body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview"}
+            answer = side.send(caller, "POST", SSRR, {**body, "spec": {"namespace": namespace}})
+            assert answer.status == 201, (side.name, answer)
+            status = answer.body["status"]
+            listed[side.name].append(
+                (
+                    _canonical(status["resourceRules"]),
+                    _canonical(status["nonResourceRules"]),
+                    status["incomplete"],
+                    status.get("evaluationError"),
+                )
+            )
+    assert listed["capa serve"] == listed["kube-apiserver"]
+
+
+def test_a_subject_access_review_without_a_subject_is_refused_as_the_api_server_refuses_it(
+    sides: list[Side],
+) -> None:
+    question = {"spec": _resource("get", "pods", NS)}
+    refused = [side.send(ADMIN, "POST", SAR, question) for side in sides]
+    assert refused[0] == refused[1]
+    assert refused[0].status == 422
