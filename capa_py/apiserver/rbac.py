@@ -219,7 +219,7 @@ class RBACAuthorizer:
             for subject in binding.subjects:
                 if not applies_to(user, subject, ""):
                     continue
-                rules = self._role_rules(binding.role_ref, "", errors)
+                rules = self.role_rules(binding.role_ref, "", errors)
                 if rules is None:
                     break
                 source = (
@@ -236,7 +236,7 @@ class RBACAuthorizer:
             for subject in role_binding.subjects:
                 if not applies_to(user, subject, namespace):
                     continue
-                rules = self._role_rules(role_binding.role_ref, namespace, errors)
+                rules = self.role_rules(role_binding.role_ref, namespace, errors)
                 if rules is None:
                     break
                 source = (
@@ -248,16 +248,18 @@ class RBACAuthorizer:
                     yield source, rule
                 break
 
-    def _role_rules(
+    def role_rules(
         self, role_ref: Mapping[str, Any], namespace: str, errors: list[str]
     ) -> list[Mapping[str, Any]] | None:
         kind, name = role_ref.get("kind"), str(role_ref.get("name", ""))
-        if kind == "Role" and namespace:
+        if kind == "Role":  # a ClusterRoleBinding's Role would be in no namespace: never found
             try:
-                return list(self.store.get(Role, name, namespace).rules)
+                if namespace:
+                    return list(self.store.get(Role, name, namespace).rules)
             except NotFound:
-                errors.append(_not_found("Role", name))
-                return None
+                pass
+            errors.append(_not_found("Role", name))
+            return None
         if kind == "ClusterRole":
             rules = self.cluster_role_rules(name)
             if rules is None:
@@ -345,7 +347,7 @@ def rules_review(authorizer: Authorizer, user: User, namespace: str) -> dict[str
     errors: list[str] = []
     resource_rules: list[dict[str, Any]] = []
     non_resource_rules: list[dict[str, Any]] = []
-    for rbac in _rbac_authorizers(authorizer):
+    for rbac in rbac_authorizers(authorizer):
         for _, rule in rbac.rules_for(user, namespace, errors):
             if rule.get("nonResourceURLs"):
                 non_resource_rules.append(
@@ -380,7 +382,7 @@ def _chain(authorizer: Authorizer) -> Iterable[Authorizer]:
         yield authorizer
 
 
-def _rbac_authorizers(authorizer: Authorizer) -> list[RBACAuthorizer]:
+def rbac_authorizers(authorizer: Authorizer) -> list[RBACAuthorizer]:
     return [a for a in _chain(authorizer) if isinstance(a, RBACAuthorizer)]
 
 

@@ -14,6 +14,7 @@ from aiohttp import web
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import (
+    authorization,
     discovery,
     fieldmanager,
     openapi,
@@ -29,7 +30,7 @@ from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.namespaces import ensure_system_namespaces
 from capa_py.apiserver.patch import APPLY, check_media_type
-from capa_py.apiserver.rbac import Authorizer, refusal
+from capa_py.apiserver.rbac import Authorizer
 from capa_py.apiserver.status import ApiError, Cause, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
@@ -90,7 +91,7 @@ class ApiServer:
         max_watches: int = 64,
         authorizer: Authorizer | None = None,
     ) -> None:
-        self.store = store
+        self.store = authorization.guarded(store, authorizer)
         self.authorizer = authorizer
         self.registry = registry
         self.bookmark_interval = bookmark_interval
@@ -119,10 +120,7 @@ class ApiServer:
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         if self.authorizer is not None:  # every request, before anything is read or served
-            user, query = reviews.caller(request), request.query
-            refused = await asyncio.to_thread(
-                refusal, self.authorizer, user, request.method, request.path, query
-            )
+            refused = await authorization.admit(self.authorizer, request)
             if refused is not None:
                 return _json(refused, 403)
         parts = [p for p in request.path.split("/") if p]

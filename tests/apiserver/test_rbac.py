@@ -9,6 +9,7 @@ The callers are named by a test-only stand-in for authentication on capa serve (
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -367,3 +368,116 @@ def test_a_subject_access_review_without_a_subject_is_refused_as_the_api_server_
     refused = [side.send(ADMIN, "POST", SAR, question) for side in sides]
     assert refused[0] == refused[1]
     assert refused[0].status == 422
+
+
+MALLORY = Caller("rbac-test-mallory")
+ESCALATION_POLICY: list[dict[str, Any]] = [
+    _role(
+        "Role",
+        "rbac-test-role-writer",
+        [
+            {
+                "apiGroups": ["rbac.authorization.k8s.io"],
+                "resources": ["roles", "rolebindings"],
+                "verbs": ["create", "update", "get"],
+            },
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+        ],
+        NS,
+    ),
+    _binding(
+        "RoleBinding", "rbac-test-role-writers", "Role", "rbac-test-role-writer", [_user(MALLORY.user)], NS
+    ),
+    _role(
+        "ClusterRole",
+        "rbac-test-binder",
+        [
+            {
+                "apiGroups": ["rbac.authorization.k8s.io"],
+                "resources": ["clusterroles"],
+                "resourceNames": ["rbac-test-crd-viewer"],
+                "verbs": ["bind"],
+            }
+        ],
+    ),
+    _binding(
+        "RoleBinding", "rbac-test-binders", "ClusterRole", "rbac-test-binder", [_user(MALLORY.user)], NS
+    ),
+]
+
+
+def test_roles_and_bindings_grant_only_what_their_writer_holds(sides: list[Side]) -> None:
+    """Escalation prevention: a role's rules, or a binding's role, must be held by whoever writes it,
+    unless they may ``escalate`` or ``bind`` it or are in system:masters; the refusal lists what is not
+    held, as kube-apiserver lists it."""
+    suffix = uuid.uuid4().hex[:6]
+    roles = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles"
+    bindings = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings"
+    narrow = _role(
+        "Role", f"narrow-{suffix}", [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}], NS
+    )
+    wider = {
+        **narrow,
+        "rules": [
+            *narrow["rules"],
+            {"apiGroups": [""], "resources": ["secrets", "pods"], "verbs": ["get", "list"]},
+        ],
+    }
+    steps: list[tuple[Caller, str, str, dict[str, Any]]] = [
+        (MALLORY, "POST", roles, {**wider, "metadata": {"name": f"wide-{suffix}", "namespace": NS}}),
+        (MALLORY, "POST", roles, narrow),
+        (MALLORY, "PUT", f"{roles}/narrow-{suffix}", wider),
+        (
+            MALLORY,
+            "POST",
+            bindings,
+            _binding(
+                "RoleBinding", f"admin-{suffix}", "ClusterRole", "cluster-admin", [_user(MALLORY.user)], NS
+            ),
+        ),
+        (
+            MALLORY,
+            "POST",
+            bindings,
+            _binding(
+                "RoleBinding", f"reader-{suffix}", "Role", "rbac-test-reader", [_user(MALLORY.user)], NS
+            ),
+        ),
+        (
+            MALLORY,
+            "POST",
+            bindings,
+            _binding("RoleBinding", f"narrow-{suffix}", "Role", f"narrow-{suffix}", [_user(ALICE.user)], NS),
+        ),
+        (
+            MALLORY,
+            "POST",
+            bindings,
+            _binding(
+                "RoleBinding",
+                f"crds-{suffix}",
+                "ClusterRole",
+                "rbac-test-crd-viewer",
+                [_user(ALICE.user)],
+                NS,
+            ),
+        ),
+        (
+            MALLORY,
+            "POST",
+            bindings,
+            _binding(
+                "RoleBinding", f"missing-{suffix}", "Role", "rbac-test-missing", [_user(ALICE.user)], NS
+            ),
+        ),
+        (ADMIN, "POST", roles, {**wider, "metadata": {"name": f"wide-{suffix}", "namespace": NS}}),
+    ]
+    seen: dict[str, list[Any]] = {}
+    for side in sides:
+        apply_all(side, ESCALATION_POLICY)
+        seen[side.name] = []
+        for caller, method, path, body in steps:
+            answer = side.send(caller, method, path, body)
+            seen[side.name].append((answer.status, answer.body if answer.status >= 400 else None))
+    assert seen["capa serve"] == seen["kube-apiserver"]
+    assert [status for status, _ in seen["capa serve"]].count(403) >= 4
