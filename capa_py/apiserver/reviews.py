@@ -1,8 +1,7 @@
 """Who the caller is and what it may do: ``authentication.k8s.io/v1`` SelfSubjectReview (``kubectl auth
-whoami``) and ``authorization.k8s.io/v1`` SelfSubjectAccessReview (``kubectl auth can-i``), create only.
-
-With an authorizer (:mod:`capa_py.apiserver.rbac`) ``capa serve`` also answers SubjectAccessReview (what
-may another user do) and SelfSubjectRulesReview (``kubectl auth can-i --list``).
+whoami``) and ``authorization.k8s.io/v1`` SelfSubjectAccessReview (``kubectl auth can-i``),
+SelfSubjectRulesReview (``kubectl auth can-i --list``) and SubjectAccessReview (what may another user do),
+create only, answered as the server's authorizer (:mod:`capa_py.apiserver.rbac`) decides.
 
 A caller whose request authentication has not recorded with :func:`authenticated` is
 :data:`UNAUTHENTICATED_CALLER` — ``system:anonymous`` in ``system:unauthenticated``, the identity the API
@@ -14,6 +13,7 @@ enforces and for every review it answers.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -196,10 +196,10 @@ def answer(review: Review, body: Any, user: User, authorizer: Authorizer | None 
     spec: dict[str, Any] = body["spec"] if isinstance(body.get("spec"), dict) else {}
     if review.kind == "SelfSubjectRulesReview":
         namespace = spec.get("namespace")
-        document["metadata"] = metadata
-        document["spec"] = spec
+        document["metadata"] = {}  # as the API server answers: a new review holding only its status
+        document["spec"] = {}
         document["status"] = (
-            ALL_RULES
+            copy.deepcopy(ALL_RULES)
             if authorizer is None
             else rules_for(authorizer, user, namespace if isinstance(namespace, str) else "")
         )

@@ -350,6 +350,7 @@ def test_self_subject_rules_reviews_list_the_rules_the_api_server_lists(sides: l
             answer = side.send(caller, "POST", SSRR, {**body, "spec": {"namespace": namespace}})
             assert answer.status == 201, (side.name, answer)
             status = answer.body["status"]
+            assert (answer.body["metadata"], answer.body["spec"]) == ({}, {})
             listed[side.name].append(
                 (
                     _canonical(status["resourceRules"]),
