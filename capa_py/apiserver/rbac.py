@@ -10,8 +10,8 @@ verbs, API groups and resources match (``*`` matches anything, ``resource/subres
 ``*/subresource`` that subresource of any resource) and, when it lists ``resourceNames``, the request names
 one of them (so never a create or a list of a whole collection); a non-resource request when its verbs
 and ``nonResourceURLs`` match (a URL ending in ``*`` matches every path it starts). A ClusterRole with an
-``aggregationRule`` has the rules of the ClusterRoles its selectors match, as the API server's aggregation
-controller fills them in.
+``aggregationRule`` has the rules of the ClusterRoles its selectors match, as once the aggregation
+controller of kube-controller-manager has filled them in (its stored ``rules`` are not changed).
 
 RBAC only allows; a request no rule allows gets no opinion, and a :class:`Union` of authorizers denies it
 when none allows it. :class:`PrivilegedGroups` allows everything to ``system:masters``, as the API server

@@ -9,6 +9,7 @@ The callers are named by a test-only stand-in for authentication on capa serve (
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.apiserver.rbac_support import (
     enforcing_server,
     peer_side,
 )
+from tests.peers import cluster
 from tests.peers.cluster import PeerCluster
 
 NS = "rbac-test-team"
@@ -297,42 +299,72 @@ def _self_review(method: str, path: str) -> dict[str, Any]:
     }
 
 
-def test_an_aggregated_cluster_role_has_the_rules_of_the_roles_it_selects(tmp_path: Path) -> None:
-    """kube-apiserver's aggregation controller (in kube-controller-manager, not run by the peer) fills an
-    aggregated role's rules with those of the roles its selectors match; capa serve evaluates that union."""
+def test_an_aggregated_cluster_role_allows_what_its_selected_roles_allow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kube-apiserver's aggregation controller (in kube-controller-manager) fills an aggregated role's rules
+    with those of the roles its selectors match, including a second one matching a second selector; capa
+    serve evaluates that union. A control plane of its own runs that controller (the shared peer does
+    not); once it has filled the role in, both answer the same reviews."""
+    monkeypatch.setattr(cluster, "CONTROLLERS", f"{cluster.CONTROLLERS},clusterrole-aggregation-controller")
     label = "rbac-test/aggregate-to-agg"
     policy = [
         {
             "apiVersion": RBAC,
             "kind": "ClusterRole",
             "metadata": {"name": "rbac-test-agg"},
-            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {label: "true"}}]},
+            "aggregationRule": {
+                "clusterRoleSelectors": [
+                    {"matchLabels": {label: "true"}},
+                    {"matchExpressions": [{"key": "rbac-test/tier", "operator": "In", "values": ["gold"]}]},
+                ]
+            },
+        },
+        {
+            **_role("ClusterRole", "", [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]),
+            "metadata": {"name": "rbac-test-part", "labels": {label: "true"}},
         },
         {
             **_role(
-                "ClusterRole",
-                "rbac-test-part",
-                [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+                "ClusterRole", "", [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list"]}]
             ),
-            "metadata": {"name": "rbac-test-part", "labels": {label: "true"}},
+            "metadata": {"name": "rbac-test-gold", "labels": {"rbac-test/tier": "gold"}},
         },
-        _role(
-            "ClusterRole",
-            "rbac-test-unselected",
-            [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
-        ),
+        {
+            **_role("ClusterRole", "", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]),
+            "metadata": {
+                "name": "rbac-test-unselected",
+                "labels": {label: "false", "rbac-test/tier": "silver"},
+            },
+        },
         _binding("ClusterRoleBinding", "rbac-test-agg", "ClusterRole", "rbac-test-agg", [_user(ALICE.user)]),
     ]
-    with enforcing_server(tmp_path / "state.db") as capa:
-        apply_all(capa, policy)
-        assert capa.send(ALICE, "GET", "/api/v1/nodes/n").status == 404
-        assert capa.send(ALICE, "GET", "/api/v1/namespaces/default/pods/p").status == 403
-        review = capa.send(ADMIN, "POST", SAR, _review(ALICE, _resource("get", "nodes", name="n")))
-        assert review.body["status"] == {
-            "allowed": True,
-            "reason": 'RBAC: allowed by ClusterRoleBinding "rbac-test-agg" of ClusterRole "rbac-test-agg" '
-            f'to User "{ALICE.user}"',
-        }
+    questions = [
+        _resource("get", "nodes", name="n"),
+        _resource("list", "deployments", NS, "apps"),
+        _resource("get", "pods", NS, name="p"),
+        _resource("list", "nodes"),
+    ]
+    answers: dict[str, list[Any]] = {}
+    with (
+        cluster.running(directory=tmp_path / "peer") as own_peer,
+        enforcing_server(tmp_path / "state.db") as capa,
+    ):
+        peer = peer_side(own_peer, tmp_path / "certs")
+        for side in (capa, peer):
+            apply_all(side, policy)
+        aggregated = f"/apis/{RBAC}/clusterroles/rbac-test-agg"
+        deadline = time.monotonic() + 60
+        while len(peer.send(ADMIN, "GET", aggregated).body.get("rules") or []) < 2:
+            assert time.monotonic() < deadline, "the aggregation controller did not fill the role in"
+            time.sleep(0.2)
+        for side in (capa, peer):
+            answers[side.name] = [
+                side.send(ADMIN, "POST", SAR, _review(ALICE, question)).body["status"]
+                for question in questions
+            ]
+    assert answers["capa serve"] == answers["kube-apiserver"]
+    assert [status["allowed"] for status in answers["capa serve"]] == [True, True, False, False]
 
 
 def _canonical(rules: list[dict[str, Any]]) -> list[str]:
