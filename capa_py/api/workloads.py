@@ -15,11 +15,12 @@ inside them, since an ``emptyDir: {}`` volume or ``resources: [""]`` means somet
 from __future__ import annotations
 
 import copy
-from typing import Any, ClassVar
+import json
+from typing import Any, ClassVar, Self
 
 from pydantic import Field, field_validator
 
-from capa_py.api.meta import KubeObject, ObjectMeta, validate_path_segment_name
+from capa_py.api.meta import FieldIssue, KubeObject, ObjectMeta, validate_path_segment_name
 
 
 class AsGiven(KubeObject):
@@ -83,6 +84,16 @@ class ClusterRole(RBACObject):
     aggregation_rule: dict[str, Any] | None = None
 
 
+def _role_ref_issues(new: dict[str, Any], old: dict[str, Any]) -> list[FieldIssue]:
+    """A binding's roleRef never changes (a binding to another role is a new binding): worded as the API
+    server words the refusal, the new reference as Go prints its internal form."""
+    if new == old:
+        return []
+    shown = {"APIGroup": new.get("apiGroup", ""), "Kind": new.get("kind", ""), "Name": new.get("name", "")}
+    value = json.dumps(shown, separators=(",", ":"))
+    return [FieldIssue(path="roleRef", message=f"Invalid value: {value}: cannot change roleRef")]
+
+
 class ClusterRoleBinding(RBACObject):
     API_VERSION: ClassVar[str] = "rbac.authorization.k8s.io/v1"
     KIND: ClassVar[str] = "ClusterRoleBinding"
@@ -93,6 +104,9 @@ class ClusterRoleBinding(RBACObject):
 
     role_ref: dict[str, Any] = Field(default_factory=dict)
     subjects: list[dict[str, Any]] = Field(default_factory=list)
+
+    def immutable_issues(self, old: Self) -> list[FieldIssue]:
+        return _role_ref_issues(self.role_ref, old.role_ref)
 
 
 class Role(RBACObject):
@@ -114,6 +128,9 @@ class RoleBinding(RBACObject):
 
     role_ref: dict[str, Any] = Field(default_factory=dict)
     subjects: list[dict[str, Any]] = Field(default_factory=list)
+
+    def immutable_issues(self, old: Self) -> list[FieldIssue]:
+        return _role_ref_issues(self.role_ref, old.role_ref)
 
 
 class Deployment(AsGiven):

@@ -514,3 +514,23 @@ def test_roles_and_bindings_grant_only_what_their_writer_holds(sides: list[Side]
             seen[side.name].append((answer.status, answer.body if answer.status >= 400 else None))
     assert seen["capa serve"] == seen["kube-apiserver"]
     assert [status for status, _ in seen["capa serve"]].count(403) >= 4
+
+
+def test_a_bindings_role_cannot_change(sides: list[Side]) -> None:
+    """Pointing a binding at another role is refused (422), as kube-apiserver refuses it: without it, a
+    binding could be turned into a grant of anything while keeping its subjects. Stored as written before."""
+    name = f"rbac-test-fixed-{uuid.uuid4().hex[:6]}"
+    bindings = f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings"
+    first = _binding("RoleBinding", name, "Role", "rbac-test-reader", [_user(ALICE.user)], NS)
+    moved = {**first, "roleRef": {**first["roleRef"], "kind": "ClusterRole", "name": "cluster-admin"}}
+    relabelled = {**first, "metadata": {**first["metadata"], "labels": {"team": "a"}}}
+    seen = {}
+    for side in sides:
+        answers = [
+            side.send(ADMIN, "POST", bindings, first),
+            side.send(ADMIN, "PUT", f"{bindings}/{name}", moved),
+            side.send(ADMIN, "PUT", f"{bindings}/{name}", relabelled),
+        ]
+        seen[side.name] = [(a.status, a.body if a.status >= 400 else None) for a in answers]
+    assert seen["capa serve"] == seen["kube-apiserver"]
+    assert [status for status, _ in seen["capa serve"]] == [201, 422, 200]
