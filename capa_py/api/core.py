@@ -87,6 +87,10 @@ class Namespace(KubeObject):
     spec: NamespaceSpec = Field(default_factory=NamespaceSpec)
     status: NamespaceStatus = Field(default_factory=NamespaceStatus)
 
+    @classmethod
+    def check_name(cls, name: str) -> str:
+        return validate_dns_label(name)
+
     def semantic_issues(self) -> list[FieldIssue]:
         """A Namespace's name is an RFC 1123 label (its objects carry it in ``metadata.namespace``)."""
         try:

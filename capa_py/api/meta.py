@@ -66,6 +66,16 @@ def validate_dns_label(value: str) -> str:
     return value
 
 
+def validate_path_segment_name(value: str) -> str:
+    """A name required only to be one path segment, as RBAC objects' are (``system:basic-user``)."""
+    if value in (".", ".."):
+        raise ValueError(f"may not be '{value}'")
+    for forbidden in ("/", "%"):
+        if forbidden in value:
+            raise ValueError(f"may not contain '{forbidden}'")
+    return value
+
+
 def validate_label_key(key: str) -> str:
     prefix, _, name = key.rpartition("/")
     if prefix:
@@ -212,6 +222,11 @@ class KubeObject(KubeModel):
                 f"{type(self).__name__} holds {self.API_VERSION}/{self.KIND}, "
                 f"not {self.api_version}/{self.kind}"
             )
+
+    @classmethod
+    def check_name(cls, name: str) -> str:
+        """``name`` when it is a valid name for this kind (most kinds: a DNS subdomain), else ValueError."""
+        return validate_dns_subdomain(name)
 
     # -- what the API server sets itself ----------------------------------------------------------
     def prepare_for_create(self) -> None:

@@ -36,7 +36,7 @@ PATCH_RETRIES = 5
 # FieldValueTypeInvalid, as a CRD's structural schema reports it.
 _CAUSE_REASONS = {"missing": "FieldValueRequired", "extra_forbidden": "FieldValueNotSupported"}
 _TYPE_ERROR_SUFFIXES = ("_type", "_parsing")
-BUILT_IN_GROUPS = ("", "coordination.k8s.io")
+BUILT_IN_GROUPS = ("", "coordination.k8s.io", "rbac.authorization.k8s.io")
 
 
 @dataclass(frozen=True)

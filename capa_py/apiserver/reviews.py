@@ -1,28 +1,41 @@
 """Who the caller is and what it may do: ``authentication.k8s.io/v1`` SelfSubjectReview (``kubectl auth
-whoami``) and ``authorization.k8s.io/v1`` SelfSubjectAccessReview (``kubectl auth can-i``), create only.
+whoami``) and ``authorization.k8s.io/v1`` SelfSubjectAccessReview (``kubectl auth can-i``),
+SelfSubjectRulesReview (``kubectl auth can-i --list``) and SubjectAccessReview (what may another user do),
+create only, answered as the server's authorizer (:mod:`capa_py.apiserver.rbac`) decides.
 
-``capa serve`` does not authenticate or authorize requests yet. Every caller is therefore
+A caller whose request authentication has not recorded with :func:`authenticated` is
 :data:`UNAUTHENTICATED_CALLER` — ``system:anonymous`` in ``system:unauthenticated``, the identity the API
-server gives a request without credentials — and is allowed everything, as on an API server that admits
-anonymous requests with ``--authorization-mode=AlwaysAllow``: an anonymous admin. :func:`caller` is the one
-place a request's user comes from (authentication will record it with :func:`authenticated`), and
-:func:`authorize` the one place a decision is made.
+server gives a request without credentials. Without an authorizer every caller is allowed everything, as on
+an API server with ``--authorization-mode=AlwaysAllow``. :func:`caller` is the one place a request's user
+comes from, and :func:`authorize` the one place a decision is made: for every request ``capa serve``
+enforces and for every review it answers.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
 from capa_py.api.meta import utcnow
+from capa_py.apiserver.request_info import RequestInfo, from_review
 from capa_py.apiserver.status import ApiError, Cause
+
+if TYPE_CHECKING:
+    from capa_py.apiserver.rbac import Authorizer
 
 AUTHENTICATION = "authentication.k8s.io"
 AUTHORIZATION = "authorization.k8s.io"
 ALLOWED_REASON = "capa serve authorizes every request: it does not authenticate or authorize callers yet"
+ALL_RULES: dict[str, Any] = {
+    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
+    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+    "incomplete": False,
+}
+"""What a SelfSubjectRulesReview answers without an authorizer: everything."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +76,20 @@ def caller(request: web.Request) -> User:
     return user if isinstance(user, User) else UNAUTHENTICATED_CALLER
 
 
-def authorize(user: User, attributes: Mapping[str, Any]) -> tuple[bool, str]:
-    """Whether ``user`` may do what ``attributes`` (resource or non-resource attributes) describe, and why."""
-    return True, ALLOWED_REASON
+def authorize(user: User, info: RequestInfo, authorizer: Authorizer | None = None) -> tuple[bool, str]:
+    """Whether ``user`` may do what ``info`` describes, and why: as ``authorizer`` decides, and always
+    without one."""
+    if authorizer is None:
+        return True, ALLOWED_REASON
+    decision = authorizer.authorize(user, info)
+    return decision.allowed, decision.reason
+
+
+def rules_for(authorizer: Authorizer, user: User, namespace: str) -> dict[str, Any]:
+    """A SelfSubjectRulesReview's status: the rules ``authorizer`` grants ``user`` in ``namespace``."""
+    from capa_py.apiserver.rbac import rules_review
+
+    return rules_review(authorizer, user, namespace)
 
 
 @dataclass(frozen=True)
@@ -92,6 +116,8 @@ class Review:
 REVIEWS = (
     Review(AUTHENTICATION, "v1", "selfsubjectreviews", "SelfSubjectReview"),
     Review(AUTHORIZATION, "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview"),
+    Review(AUTHORIZATION, "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview"),
+    Review(AUTHORIZATION, "v1", "subjectaccessreviews", "SubjectAccessReview"),
 )
 
 
@@ -139,8 +165,26 @@ def _invalid_access_review(field_path: str, value: str, detail: str) -> ApiError
     )
 
 
-def answer(review: Review, body: Any, user: User) -> dict[str, Any]:
-    """The review, answered for ``user`` (what a create returns, 201)."""
+def _reviewed_user(spec: Mapping[str, Any]) -> User:
+    """The user a SubjectAccessReview asks about (``spec.user``, ``groups``, ``uid``, ``extra``)."""
+    if not spec.get("user") and not spec.get("groups"):
+        raise _invalid_access_review("spec.user", '""', "at least one of user or group must be specified")
+    groups = spec.get("groups")
+    extra = spec.get("extra")
+    return User(
+        username=str(spec.get("user") or ""),
+        uid=str(spec.get("uid") or ""),
+        groups=tuple(str(g) for g in groups) if isinstance(groups, list) else (),
+        extra={
+            str(k): tuple(str(v) for v in values)
+            for k, values in (extra.items() if isinstance(extra, dict) else ())
+            if isinstance(values, list)
+        },
+    )
+
+
+def answer(review: Review, body: Any, user: User, authorizer: Authorizer | None = None) -> dict[str, Any]:
+    """The review, answered for ``user`` (what a create returns, 201) as ``authorizer`` decides."""
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
     metadata: dict[str, Any] = body["metadata"] if isinstance(body.get("metadata"), dict) else {}
@@ -150,6 +194,18 @@ def answer(review: Review, body: Any, user: User) -> dict[str, Any]:
         document["status"] = {"userInfo": user.user_info()}
         return document
     spec: dict[str, Any] = body["spec"] if isinstance(body.get("spec"), dict) else {}
+    if review.kind == "SelfSubjectRulesReview":
+        namespace = spec.get("namespace")
+        document["metadata"] = {}  # as the API server answers: a new review holding only its status
+        document["spec"] = {}
+        document["status"] = (
+            copy.deepcopy(ALL_RULES)
+            if authorizer is None
+            else rules_for(authorizer, user, namespace if isinstance(namespace, str) else "")
+        )
+        return document
+    if review.kind == "SubjectAccessReview":
+        user = _reviewed_user(spec)
     resource, non_resource = spec.get("resourceAttributes"), spec.get("nonResourceAttributes")
     if resource is None and non_resource is None:
         raise _invalid_access_review(
@@ -164,7 +220,8 @@ def answer(review: Review, body: Any, user: User) -> dict[str, Any]:
             "cannot be specified in combination with resourceAttributes",
         )
     attributes = resource if resource is not None else non_resource
-    allowed, reason = authorize(user, attributes if isinstance(attributes, dict) else {})
+    info = from_review(attributes if isinstance(attributes, dict) else {}, resource is not None)
+    allowed, reason = authorize(user, info, authorizer)
     document["metadata"] = metadata
     document["spec"] = spec
     document["status"] = {"allowed": allowed, "reason": reason} if reason else {"allowed": allowed}

@@ -14,6 +14,7 @@ from aiohttp import web
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import (
+    authorization,
     discovery,
     fieldmanager,
     openapi,
@@ -23,11 +24,13 @@ from capa_py.apiserver import (
     reviews,
     serverside,
 )
+from capa_py.apiserver.bootstrap_policy import ensure_bootstrap_policy
 from capa_py.apiserver.crd_kinds import CrdKinds
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.namespaces import ensure_system_namespaces
 from capa_py.apiserver.patch import APPLY, check_media_type
+from capa_py.apiserver.rbac import Authorizer
 from capa_py.apiserver.status import ApiError, Cause, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
@@ -86,8 +89,10 @@ class ApiServer:
         registry: KindRegistry = REGISTRY,
         bookmark_interval: float = 5.0,
         max_watches: int = 64,
+        authorizer: Authorizer | None = None,
     ) -> None:
-        self.store = store
+        self.store = authorization.guarded(store, authorizer)
+        self.authorizer = authorizer
         self.registry = registry
         self.bookmark_interval = bookmark_interval
         self.watches = Watches(max_watches)
@@ -114,6 +119,10 @@ class ApiServer:
             return _json(error.status(), error.code)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        if self.authorizer is not None:  # every request, before anything is read or served
+            refused = await authorization.admit(self.authorizer, request)
+            if refused is not None:
+                return _json(refused, 403)
         parts = [p for p in request.path.split("/") if p]
         if request.method != "GET" and (len(parts) < 3 or parts[0] not in ("api", "apis")):
             raise ApiError(405, f"the server does not allow this method on {request.path}")
@@ -185,7 +194,10 @@ class ApiServer:
             body = protobuf.decode_kind(raw, review.api_version, review.kind)
         else:
             body = resources.parse_body(raw)
-        return _json(reviews.answer(review, body, reviews.caller(request)), 201)
+        answered = await asyncio.to_thread(
+            reviews.answer, review, body, reviews.caller(request), self.authorizer
+        )
+        return _json(answered, 201)
 
     def _target(self, group: str, version: str, rest: list[str]) -> resources.Target:
         namespace: str | None = None
@@ -464,10 +476,12 @@ def build_app(
     registry: KindRegistry = REGISTRY,
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
+    authorizer: Authorizer | None = None,
 ) -> web.Application:
     """The application; the caller owns the store (it is not closed here). At most ``max_watches``
-    watches are open at once (each holds a worker thread); one more is answered 429."""
-    server = ApiServer(store, registry, bookmark_interval, max_watches)
+    watches are open at once (each holds a worker thread); one more is answered 429. With an
+    ``authorizer`` every request is authorized first, and refused 403 when it is not allowed."""
+    server = ApiServer(store, registry, bookmark_interval, max_watches, authorizer)
     app = web.Application(middlewares=[_log_requests], client_max_size=MAX_REQUEST_BODY)
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
 
@@ -513,14 +527,19 @@ async def serve(
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
     ssl_context: ssl.SSLContext | None = None,
+    authorizer: Authorizer | None = None,
 ) -> None:
     """Serve until ``stopping`` is set (over HTTPS with ``ssl_context``); ``on_ready`` gets the URL once the
     port is bound. The system Namespaces (``default``...) are created first where missing, and the store's
     identity is published (the ``capa-py-system/capa-py-store`` ConfigMap), so that clients of the
-    served store share the identity of the store itself."""
+    served store share the identity of the store itself. The bootstrap RBAC policy is created where
+    missing (:mod:`capa_py.apiserver.bootstrap_policy`)."""
     await asyncio.to_thread(ensure_system_namespaces, store)
+    await asyncio.to_thread(ensure_bootstrap_policy, store)
     await asyncio.to_thread(publish_identity, store, store.uid)
-    app = build_app(store, bookmark_interval=bookmark_interval, max_watches=max_watches)
+    app = build_app(
+        store, bookmark_interval=bookmark_interval, max_watches=max_watches, authorizer=authorizer
+    )
     runner, url = await _start(app, bind, port, ssl_context)
     _log.info("serving the store over the Kubernetes API", url=url)
     try:
@@ -550,12 +569,20 @@ def start_in_thread(
     port: int = 0,
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
+    authorizer: Authorizer | None = None,
 ) -> RunningServer:
     """Start serving in a background thread and return once the port is bound."""
 
     async def server(stopping: asyncio.Event, ready: Ready) -> None:
         await serve(
-            store, bind, port, stopping, lambda url: ready({"url": url}), bookmark_interval, max_watches
+            store,
+            bind,
+            port,
+            stopping,
+            lambda url: ready({"url": url}),
+            bookmark_interval,
+            max_watches,
+            authorizer=authorizer,
         )
 
     try:

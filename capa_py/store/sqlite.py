@@ -25,7 +25,7 @@ from typing import Any
 
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
-from capa_py.api.meta import KubeObject, utcnow, validate_dns_subdomain
+from capa_py.api.meta import KubeObject, utcnow
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
 from capa_py.store.admission import check_registered, validated_document
@@ -369,7 +369,7 @@ class SQLiteStore:
         if not meta.name:
             raise Invalid("required", "metadata.name")
         try:
-            validate_dns_subdomain(meta.name)
+            kind.check_name(meta.name)
         except ValueError as exc:
             raise Invalid(str(exc), "metadata.name") from exc
         meta.namespace = self._namespace(kind, meta.namespace) or None

@@ -47,7 +47,11 @@ def test_discovery_lists_the_review_groups_as_the_api_server_does(both: list[End
     served = {group: sorted(capa[2][group]) for group in GROUPS}
     assert served == {
         "authentication.k8s.io": ["selfsubjectreviews"],
-        "authorization.k8s.io": ["selfsubjectaccessreviews"],
+        "authorization.k8s.io": [
+            "selfsubjectaccessreviews",
+            "selfsubjectrulesreviews",
+            "subjectaccessreviews",
+        ],
     }
     for group, names in served.items():
         for name in names:
