@@ -443,8 +443,15 @@ class Dispatcher:
                 self._hardware_ids[hw_key] = after
                 for agent_id in after:
                     self._by_agent_id.setdefault(agent_id, set()).add(hw_key)
-            if before == after:
-                return  # the ids it answers to did not change: no agent's binding did
+            same = before == after
+            served = same and self._session_for_locked(hw_key) is not None
+        if same:
+            # The ids it answers to did not change, so no agent's binding did; its credentials may have:
+            # the stream serving it is checked again (and ended if it no longer proves the Hardware).
+            if served:
+                self.evaluate(hw_key)
+            return
+        with self._lock:
             for session in list(self._sessions):
                 if session.key not in before | after and session.hardware != hw_key:
                     continue

@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from capa_py.api.tinkerbell import Hardware
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
 from capa_py.tinkerbell.server import TLSFiles
@@ -114,6 +115,16 @@ def test_a_rotated_token_ends_the_stream_that_presented_the_old_one(world: World
     assert agent.ended().code() == grpc.StatusCode.PERMISSION_DENIED
     again = world.connect("hw1", token=new)
     assert again.started().workflow_id == "default/wf", "Running: sent again to the new token"
+
+
+def test_a_stream_whose_hardware_loses_its_credentials_is_ended(world: World) -> None:
+    world.submit("wf", "hw1")
+    agent = world.connect("hw1")
+    assert agent.started().workflow_id == "default/wf"
+    machine = world.store.get(Hardware, "hw1", "default")
+    machine.spec.agent_credentials_ref = None
+    world.store.update(machine)
+    assert agent.ended().code() == grpc.StatusCode.PERMISSION_DENIED
 
 
 def test_unauthenticated_agents_are_allowed_only_when_asked_and_only_for_hardware_without_credentials(
