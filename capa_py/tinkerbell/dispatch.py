@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import grpc
 
@@ -333,11 +333,11 @@ class Dispatcher:
                 if problem is not None:
                     self._refuse_agent(agent_id, session.hardware, problem)
             if session.hardware is not None and (other := self._session_for_locked(session.hardware)):
-                raise Refused(
-                    grpc.StatusCode.ALREADY_EXISTS,
+                message = (
                     f"hardware {'/'.join(session.hardware)} already has an agent stream "
-                    f"(agent id {other.agent_id!r}); retry once it has ended",
+                    f"(agent id {other.agent_id!r}); retry once it has ended"
                 )
+                self._refuse_agent(agent_id, session.hardware, (grpc.StatusCode.ALREADY_EXISTS, message))
             self._sessions.append(session)
             self.metrics.agents(len(self._sessions))
         _log.info(
@@ -352,7 +352,7 @@ class Dispatcher:
     @staticmethod
     def _refuse_agent(
         agent_id: str, hardware: HardwareKey | None, problem: tuple[grpc.StatusCode, str]
-    ) -> None:
+    ) -> NoReturn:
         _log.warning(
             "agent stream refused",
             agent=agent_id,

@@ -302,7 +302,7 @@ class World:
         namespace, _, name = workflow_id.partition("/")
         try:
             found = self.store.get(Workflow, name, namespace)
-        except Exception:  # an event about a workflow that is gone: no Hardware to speak for
+        except NotFound:  # an event about a workflow that is gone: no Hardware to speak for
             return None
         return self.tokens.get("/".join(hardware_of(found)))
 
