@@ -266,7 +266,11 @@ def test_a_workflow_applied_to_capa_controller_runs_to_succeeded_on_capa_tink_ag
             apply_objects(
                 store, [hardware("hw1", "aa:bb:cc:dd:ee:01"), shell, workflow("wf", "hw1", "shell")]
             )
-        agent = agent_process(tmp_path, f"127.0.0.1:{port}", "--once", agent_id="hw1")
+        tokens = issue_tokens(("--state", str(state)), ["hw1"], tmp_path / "tokens")
+        token_file = str(tokens / "hw1.token")
+        agent = agent_process(
+            tmp_path, f"127.0.0.1:{port}", "--once", "--token-file", token_file, agent_id="hw1"
+        )
         code, stdout = finish(agent)
         assert code == 0, stdout
         assert out.read_text() == "hi\n"
