@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -265,3 +266,25 @@ def test_bearer_metadata_reaches_the_server_on_a_plaintext_channel_too(world: Wo
         assert first.start_workflow.workflow.workflow_id == "default/wf"
     finally:
         call.cancel()
+
+
+def test_a_cluster_file_allows_unauthenticated_agents_only_when_it_says_so() -> None:
+    """The lab example says so; the management cluster's controller Deployment then gets the flag
+    ``capa controller`` takes, and nothing otherwise."""
+    import typer
+    import yaml
+
+    from capa_py.api.clusterconfig import TinkerbellComponentsSpec
+    from capa_py.cli.main import app
+    from capa_py.manifests.components import controller_args
+
+    lab = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "lab.yaml"
+    [config] = [d for d in yaml.safe_load_all(lab.read_text()) if d and d["kind"] == "ClusterConfig"]
+    spec = TinkerbellComponentsSpec.model_validate(config["spec"]["tinkerbell"])
+    assert spec.allow_unauthenticated_agents is True
+    flag = "--tink-server-allow-unauthenticated-agents"
+    assert flag in controller_args(["tinkerbell"], spec)
+    assert flag not in controller_args(["tinkerbell"], TinkerbellComponentsSpec())
+    root: Any = typer.main.get_command(app)
+    controller = root.commands["controller"]
+    assert any(flag in option.opts for option in controller.params), "capa controller takes the flag"
