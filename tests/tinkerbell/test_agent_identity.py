@@ -288,3 +288,47 @@ def test_a_cluster_file_allows_unauthenticated_agents_only_when_it_says_so() -> 
     root: Any = typer.main.get_command(app)
     controller = root.commands["controller"]
     assert any(flag in option.opts for option in controller.params), "capa controller takes the flag"
+
+
+def test_the_agent_proves_its_hardware_with_its_client_certificate(
+    mtls_world: World, pki: CA, tmp_path: Path
+) -> None:
+    """``capa tink agent --tls-ca --tls-cert --tls-key`` as configured: the real agent, real processes."""
+    import threading
+
+    from capa_py.api.meta import ObjectMeta
+    from capa_py.api.tinkerbell import Action, Template, TemplateSpec
+    from capa_py.tinkerbell.agent import Agent as RealAgent
+    from capa_py.tinkerbell.agent import AgentConfig
+    from capa_py.tinkerbell.runtimes import ProcessRuntime
+
+    ran = tmp_path / "ran"
+    mtls_world.apply(
+        Template(
+            metadata=ObjectMeta(name="tpl", namespace="default"),
+            spec=TemplateSpec(
+                actions=[Action(name="a", image="i", command="/bin/sh", args=["-c", f"touch {ran}"])]
+            ),
+        )
+    )
+    mtls_world.submit("wf", "hw1")
+    identity = pki.issue("hw1", "hw1.default")
+    config = AgentConfig(
+        MAC,
+        mtls_world.server.address,
+        tls_ca=pki.cert.read_bytes(),
+        tls_cert=identity.cert_pem,
+        tls_key=identity.key_pem,
+        reconnect_initial=0.05,
+        reconnect_max=0.5,
+        once=True,
+    )
+    agent = RealAgent(config, ProcessRuntime(stop_grace=2.0))
+    thread = threading.Thread(target=agent.run, daemon=True)
+    thread.start()
+    try:
+        assert mtls_world.wait_state("wf", "Succeeded").status.state == "Succeeded"
+        assert ran.exists()
+    finally:
+        agent.shutdown()
+        thread.join(30)
