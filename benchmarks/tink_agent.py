@@ -32,6 +32,7 @@ from capa_py.runtime.events import EventRecorder  # noqa: E402
 from capa_py.runtime.queue import ObjectKey  # noqa: E402
 from capa_py.store import SQLiteStore  # noqa: E402
 from capa_py.tinkerbell.agent import Agent, AgentConfig  # noqa: E402
+from capa_py.tinkerbell.agentauth import issue_token  # noqa: E402
 from capa_py.tinkerbell.runtimes import ProcessRuntime  # noqa: E402
 from capa_py.tinkerbell.server import start_in_thread  # noqa: E402
 from controllers.tinkerbell import WorkflowController  # noqa: E402
@@ -78,9 +79,14 @@ def measure(agents: int, workflows: int) -> dict[str, float]:
             store.create(obj)
             if isinstance(obj, Workflow):
                 controller.reconcile(ObjectKey("Workflow", "default", obj.name))
+        # Each agent proves its Hardware with a token, as agents must.
+        tokens = [
+            issue_token(store, store.get(Hardware, f"machine-{i}", "default"))[1] for i in range(agents)
+        ]
         server = start_in_thread(store, "127.0.0.1", 0)
         running = [
-            Agent(AgentConfig(f"machine-{i}", server.address), ProcessRuntime()) for i in range(agents)
+            Agent(AgentConfig(f"machine-{i}", server.address, token=tokens[i]), ProcessRuntime())
+            for i in range(agents)
         ]
         threads = [threading.Thread(target=agent.run, daemon=True) for agent in running]
         total = agents * workflows

@@ -32,6 +32,7 @@ from capa_py.logging import configure_logging  # noqa: E402
 from capa_py.runtime.events import EventRecorder  # noqa: E402
 from capa_py.runtime.queue import ObjectKey  # noqa: E402
 from capa_py.store import SQLiteStore  # noqa: E402
+from capa_py.tinkerbell.agentauth import issue_token  # noqa: E402
 from capa_py.tinkerbell.proto import workflow_pb2 as pb  # noqa: E402
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc  # noqa: E402
 from capa_py.tinkerbell.server import start_in_thread  # noqa: E402
@@ -79,10 +80,13 @@ def _objects(agents: int, workflows: int) -> list[Any]:
     return objects
 
 
-def _agent(address: str, name: str, workflows: int, latencies: list[float], lock: threading.Lock) -> None:
+def _agent(
+    address: str, name: str, token: str, workflows: int, latencies: list[float], lock: threading.Lock
+) -> None:
+    metadata = (("authorization", f"Bearer {token}"),)
     with grpc.insecure_channel(address) as channel:
         stub = pb_grpc.WorkflowServiceStub(channel)
-        stream = stub.GetWorkflows(pb.GetWorkflowsRequest(agent_id=name))
+        stream = stub.GetWorkflows(pb.GetWorkflowsRequest(agent_id=name), metadata=metadata)
         mine: list[float] = []
         done = 0
         for command in stream:
@@ -101,7 +105,7 @@ def _agent(address: str, name: str, workflows: int, latencies: list[float], lock
                     ),
                 ):
                     started = time.perf_counter()
-                    stub.PublishEvent(pb.PublishEventRequest(event=event))
+                    stub.PublishEvent(pb.PublishEventRequest(event=event), metadata=metadata)
                     mine.append(time.perf_counter() - started)
             done += 1
             if done == workflows:
@@ -129,11 +133,17 @@ def measure(agents: int, workflows: int) -> dict[str, float]:
             f"prepared {agents * workflows} workflows in {time.perf_counter() - prepared_at:.1f}s",
             file=sys.stderr,
         )
+        # Each agent proves its Hardware with a token, as agents must.
+        tokens = [
+            issue_token(store, store.get(Hardware, f"machine-{i}", "default"))[1] for i in range(agents)
+        ]
         server = start_in_thread(store, "127.0.0.1", 0)
         latencies: list[float] = []
         lock = threading.Lock()
         threads = [
-            threading.Thread(target=_agent, args=(server.address, f"machine-{i}", workflows, latencies, lock))
+            threading.Thread(
+                target=_agent, args=(server.address, f"machine-{i}", tokens[i], workflows, latencies, lock)
+            )
             for i in range(agents)
         ]
         started = time.perf_counter()

@@ -45,6 +45,10 @@ class TinkerbellComponentsSpec(KubeModel):
     """The port of the Hegel metadata service."""
     bind: str = "127.0.0.1"
     """The address the bootstrap cluster's workflow service and Hegel listen on."""
+    allow_unauthenticated_agents: bool = False
+    """Let agents that present no credentials claim Hardware without ``spec.agentCredentialsRef`` by its
+    name or MAC (upstream Tinkerbell's behaviour), on the bootstrap cluster's workflow service and the
+    management cluster's (``--tink-server-allow-unauthenticated-agents``). Off: such agents are refused."""
 
 
 class ClusterConfigSpec(KubeModel):

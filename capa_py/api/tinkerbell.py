@@ -9,6 +9,11 @@ design, each because a behaviour the design asks for needs it:
   order; the actions are a map keyed by name, and a map's order does not survive an API server.
 - ``Workflow.status.currentAction``, ``status.lastTransitionTime`` (when ``state`` last changed, which the
   Scheduled timeout counts from) and ``status.conditions`` (``Prepared``).
+- ``Hardware.spec.agentCredentialsRef``: the Secret (in the Hardware's namespace) whose ``token`` key the
+  Hardware's agent presents to the workflow server (:mod:`capa_py.tinkerbell.agentauth`).
+- ``Template.spec.envValueFrom`` and ``spec.actions[].envValueFrom``: env values read from a Secret of the
+  Workflow's namespace when the workflow is sent to its agent; the workflow's status keeps the reference,
+  never the value.
 
 Only the kinds and their fields live here; what is valid beyond the field types is in ``semantic_issues``
 (rules in :mod:`capa_py.api.tinkerbell_checks`) and, for a Workflow, ``immutable_issues``. As for the AWS
@@ -94,6 +99,8 @@ class HardwareSpec(KubeModel):
     instance: Instance | None = None
     storage_devices: list[str] = Field(default_factory=list)
     bmc_ref: LocalObjectReference | None = None
+    agent_credentials_ref: LocalObjectReference | None = None
+    """The Secret (its ``namespace`` must be empty or the Hardware's) holding the agent's ``token``."""
 
     @field_validator("network_interfaces", mode="before")
     @classmethod
@@ -148,12 +155,28 @@ class OSIE(KubeObject):
 
 
 # -- Template ---------------------------------------------------------------------------------------
+class SecretKeySelector(KubeModel):
+    """One key of a Secret in the Workflow's namespace."""
+
+    name: str
+    key: str
+
+
+class EnvVarSource(KubeModel):
+    """Where an env value comes from (as a Pod's ``env[].valueFrom``; only ``secretKeyRef``)."""
+
+    secret_key_ref: SecretKeySelector
+
+
 class Action(KubeModel):
     name: str
     image: str
     command: str | None = None
     args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    env_value_from: dict[str, EnvVarSource] = Field(default_factory=dict)
+    """Env values read from Secrets when the workflow is sent to its agent (a name here wins over
+    ``env``); rendered status keeps these references, never the values."""
     volumes: list[str] = Field(default_factory=list)
     network_namespace: str | None = None
     timeout: int | None = None
@@ -163,6 +186,7 @@ class TemplateSpec(KubeModel):
     actions: list[Action] = Field(default_factory=list)
     volumes: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
+    env_value_from: dict[str, EnvVarSource] = Field(default_factory=dict)
 
 
 class Template(KubeObject):

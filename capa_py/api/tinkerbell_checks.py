@@ -23,6 +23,7 @@ from capa_py.api.meta import FieldIssue, validate_dns_subdomain
 if TYPE_CHECKING:
     from capa_py.api.tinkerbell import (
         DHCP,
+        EnvVarSource,
         HardwareSpec,
         LocalObjectReference,
         OSIESpec,
@@ -327,6 +328,7 @@ def hardware_issues(spec: HardwareSpec) -> list[FieldIssue]:
     if spec.osie is not None:
         issues += reference_issues("spec.osie.osieRef", spec.osie.osie_ref)
     issues += reference_issues("spec.bmcRef", spec.bmc_ref)
+    issues += reference_issues("spec.agentCredentialsRef", spec.agent_credentials_ref)
     devices: dict[str, int] = {}
     for index, device in enumerate(spec.storage_devices):
         path = f"spec.storageDevices[{index}]"
@@ -353,6 +355,25 @@ def _env_issues(path: str, env: dict[str, str]) -> list[FieldIssue]:
         for name in env
         if not is_templated(name) and (problem := env_name_issue(name))
     ]
+
+
+def _env_value_from_issues(path: str, sources: dict[str, EnvVarSource]) -> list[FieldIssue]:
+    issues: list[FieldIssue] = []
+    for name, source in sources.items():
+        at = f"{path}{wire_key(name)}"
+        if problem := env_name_issue(name):
+            issues.append(_issue(at, problem))
+        ref = source.secret_key_ref
+        if not ref.name:
+            issues.append(_issue(f"{at}.secretKeyRef.name", "required"))
+        else:
+            try:
+                validate_dns_subdomain(ref.name)
+            except ValueError as exc:
+                issues.append(_issue(f"{at}.secretKeyRef.name", f"{ref.name!r} {exc}"))
+        if not ref.key:
+            issues.append(_issue(f"{at}.secretKeyRef.key", "required"))
+    return issues
 
 
 def _volume_issues(path: str, volumes: list[str]) -> list[FieldIssue]:
@@ -382,10 +403,12 @@ def template_issues(spec: TemplateSpec) -> list[FieldIssue]:
         if not action.image.strip():
             issues.append(_issue(f"{path}.image", "required"))
         issues += _env_issues(f"{path}.env", action.env)
+        issues += _env_value_from_issues(f"{path}.envValueFrom", action.env_value_from)
         issues += _volume_issues(f"{path}.volumes", action.volumes)
         if action.timeout is not None and not 0 <= action.timeout <= INT32_MAX:
             issues.append(_issue(f"{path}.timeout", f"{action.timeout} is not 0 to {INT32_MAX} seconds"))
     issues += _env_issues("spec.env", spec.env)
+    issues += _env_value_from_issues("spec.envValueFrom", spec.env_value_from)
     issues += _volume_issues("spec.volumes", spec.volumes)
     return issues
 

@@ -21,7 +21,8 @@ from ``--trusted-proxies`` only, whether or not it leads (Hegel only reads), unt
 
 With ``--tink-server-port PORT`` (0, the default, serves none) it also serves the Tinkerbell gRPC workflow
 service (:mod:`capa_py.tinkerbell.server`) on ``--tink-server-bind`` (127.0.0.1), with the
-``--tink-server-tls-cert/-key`` and ``--tink-server-rejection-backoff[-max]`` flags of ``capa tink server``,
+``--tink-server-tls-cert/-key/-client-ca``, ``--tink-server-allow-unauthenticated-agents`` and
+``--tink-server-rejection-backoff[-max]`` flags of ``capa tink server``,
 whether or not it leads (agents may connect to any replica; every status write it makes is optimistic, so
 two replicas never dispatch one workflow twice). It serves the workflows of every namespace, whatever
 ``--namespace`` says. Its metrics are on the metrics endpoint.
@@ -241,11 +242,23 @@ def _tink_server_options(
     tls_key: Path | None,
     backoff: str,
     backoff_max: str,
+    tls_client_ca: Path | None = None,
+    allow_unauthenticated_agents: bool = False,
 ) -> WorkflowServerOptions | None:
     """The workflow server's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
     from capa_py.cli.tink_cmd import checked_server_flags
 
-    options = checked_server_flags("--tink-server-", bind, port, tls_cert, tls_key, backoff, backoff_max)
+    options = checked_server_flags(
+        "--tink-server-",
+        bind,
+        port,
+        tls_cert,
+        tls_key,
+        backoff,
+        backoff_max,
+        tls_client_ca,
+        allow_unauthenticated_agents,
+    )
     return options if port else None
 
 
@@ -271,7 +284,13 @@ def _start_tink_server(
 
     try:
         running = start_tink_server(
-            store, options.bind, options.port, options.tls, options.backoff, registry=metrics.registry
+            store,
+            options.bind,
+            options.port,
+            options.tls,
+            options.backoff,
+            registry=metrics.registry,
+            allow_unauthenticated_agents=options.allow_unauthenticated_agents,
         )
     except OSError as exc:
         fail(f"cannot serve the tink server on {options.bind}:{options.port}: {exc.strerror or exc}")
@@ -442,6 +461,22 @@ def controller(
         str,
         typer.Option("--tink-server-rejection-backoff-max", help="The longest a rejected workflow waits."),
     ] = "5m",
+    tink_server_tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(
+            "--tink-server-tls-client-ca",
+            help="PEM CA agents' client certificates must be signed by (mutual TLS; CN or DNS SAN "
+            "<hardware>.<namespace>).",
+        ),
+    ] = None,
+    tink_server_allow_unauthenticated_agents: Annotated[
+        bool,
+        typer.Option(
+            "--tink-server-allow-unauthenticated-agents",
+            help="Believe the id of agents presenting no credentials (Hardware without "
+            "spec.agentCredentialsRef only). Off by default.",
+        ),
+    ] = False,
 ) -> None:
     """Run every controller against the store until SIGTERM or SIGINT."""
     if core_controllers not in ("auto", "on", "off"):
@@ -486,6 +521,8 @@ def controller(
         tink_server_tls_key,
         tink_server_rejection_backoff,
         tink_server_rejection_backoff_max,
+        tink_server_tls_client_ca,
+        tink_server_allow_unauthenticated_agents,
     )
 
     aws = aws_context(ctx, endpoint, region, profile, traits) if "aws" in chosen else None

@@ -12,10 +12,19 @@ state each ended in, read from the Events the controller recorded (the objects t
 Hegel metadata endpoints (:mod:`capa_py.tinkerbell.hegel`) over the selected store until SIGTERM or SIGINT;
 port 0 picks a free port. It prints ``hegel: URL`` once it serves.
 
-``capa tink server [--bind 127.0.0.1] [--port 42113] [--tls-cert F --tls-key F] [--rejection-backoff 10s]
-[--rejection-backoff-max 5m]`` serves the gRPC workflow service (:mod:`capa_py.tinkerbell.server`) over the
-selected store until SIGTERM or SIGINT; port 0 picks a free port. It prints ``tink server: HOST:PORT`` once
-it serves.
+``capa tink server [--bind 127.0.0.1] [--port 42113] [--tls-cert F --tls-key F [--tls-client-ca F]]
+[--allow-unauthenticated-agents] [--rejection-backoff 10s] [--rejection-backoff-max 5m]`` serves the gRPC
+workflow service (:mod:`capa_py.tinkerbell.server`) over the selected store until SIGTERM or SIGINT; port
+0 picks a free port. It prints ``tink server: HOST:PORT`` once it serves. Agents must prove their Hardware
+(:mod:`capa_py.tinkerbell.agentauth`); ``--allow-unauthenticated-agents`` believes the id of an agent that
+presents nothing, for Hardware without ``spec.agentCredentialsRef`` only.
+
+``capa tink agent-credentials HARDWARE [-n NAMESPACE] [--token-file FILE]`` issues a new agent token for
+a Hardware: it writes it to the Secret ``spec.agentCredentialsRef`` names (creating
+``HARDWARE-agent-credentials`` and setting the reference when there is none; for a Hardware not created
+yet, that Secret, for the Hardware to reference; an older token stops working), then writes the token
+to ``--token-file`` (mode 0600) and prints how to start the agent, or, without ``--token-file``, prints
+the token alone on stdout (the instructions go to stderr).
 
 ``capa tink agent --id AGENT_ID ...`` runs the Tinkerbell agent (:mod:`capa_py.cli.tink_agent_cmd`).
 """
@@ -53,6 +62,14 @@ app = typer.Typer(
 )
 app.command("agent")(agent)
 
+TLS_CLIENT_CA_HELP = (
+    "PEM CA every agent's client certificate must be signed by (mutual TLS; needs --tls-cert). The "
+    "certificate's CN or a DNS SAN <hardware>.<namespace> proves that Hardware."
+)
+ALLOW_UNAUTHENTICATED_HELP = (
+    "Believe the agent id of an agent that presents no credentials (upstream Tinkerbell's behaviour), for "
+    "Hardware without spec.agentCredentialsRef only. Off: such agents are refused UNAUTHENTICATED."
+)
 TRUSTED_PROXIES_HELP = (
     "CIDR[,CIDR...] of proxies whose X-Forwarded-For is believed (the right-most untrusted address is "
     "the caller); from anyone else the header is ignored."
@@ -112,6 +129,7 @@ class WorkflowServerOptions:
     port: int
     tls: TLSFiles | None
     backoff: Backoff
+    allow_unauthenticated_agents: bool = False
 
 
 def checked_server_flags(
@@ -122,6 +140,8 @@ def checked_server_flags(
     tls_key: Path | None,
     backoff: str,
     backoff_max: str,
+    tls_client_ca: Path | None = None,
+    allow_unauthenticated_agents: bool = False,
 ) -> WorkflowServerOptions:
     """The workflow server's settings from its flags (named ``{prefix}port``, ``{prefix}tls-cert``, ...);
     exits 2 naming the flag that is wrong."""
@@ -144,11 +164,15 @@ def checked_server_flags(
     if seconds["rejection-backoff-max"] < seconds["rejection-backoff"]:
         fail(f"{prefix}rejection-backoff-max must not be less than {prefix}rejection-backoff", EXIT_INVALID)
     try:
-        tls = check_tls(tls_cert, tls_key, prefix)
+        tls = check_tls(tls_cert, tls_key, prefix, tls_client_ca)
     except ValueError as exc:
         fail(str(exc), EXIT_INVALID)
     return WorkflowServerOptions(
-        bind, port, tls, Backoff(seconds["rejection-backoff"], seconds["rejection-backoff-max"])
+        bind,
+        port,
+        tls,
+        Backoff(seconds["rejection-backoff"], seconds["rejection-backoff-max"]),
+        allow_unauthenticated_agents,
     )
 
 
@@ -256,6 +280,12 @@ def server(
         Path | None, typer.Option("--tls-cert", help="PEM certificate (with --tls-key); none: plaintext.")
     ] = None,
     tls_key: Annotated[Path | None, typer.Option("--tls-key", help="PEM private key of --tls-cert.")] = None,
+    tls_client_ca: Annotated[
+        Path | None, typer.Option("--tls-client-ca", help=TLS_CLIENT_CA_HELP, metavar="PEM")
+    ] = None,
+    allow_unauthenticated_agents: Annotated[
+        bool, typer.Option("--allow-unauthenticated-agents", help=ALLOW_UNAUTHENTICATED_HELP)
+    ] = False,
     rejection_backoff: Annotated[
         str,
         typer.Option(
@@ -271,13 +301,89 @@ def server(
     from capa_py.tinkerbell.server import start_in_thread
 
     options = checked_server_flags(
-        "--", bind, port, tls_cert, tls_key, rejection_backoff, rejection_backoff_max
+        "--",
+        bind,
+        port,
+        tls_cert,
+        tls_key,
+        rejection_backoff,
+        rejection_backoff_max,
+        tls_client_ca,
+        allow_unauthenticated_agents,
     )
     serve_until_signalled(
         ctx,
-        lambda store: start_in_thread(store, options.bind, options.port, options.tls, options.backoff),
+        lambda store: start_in_thread(
+            store,
+            options.bind,
+            options.port,
+            options.tls,
+            options.backoff,
+            allow_unauthenticated_agents=options.allow_unauthenticated_agents,
+        ),
         f"{options.bind}:{options.port}",
         lambda running: f"tink server: {running.address}",
+    )
+
+
+@app.command("agent-credentials")
+def agent_credentials(
+    ctx: typer.Context,
+    hardware_name: Annotated[str, typer.Argument(metavar="HARDWARE", help="The Hardware's name.")],
+    namespace: Annotated[
+        str, typer.Option("-n", "--namespace", help="The Hardware's namespace.")
+    ] = "default",
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--token-file",
+            help="Write the token to this file (mode 0600) instead of printing it.",
+            metavar="FILE",
+        ),
+    ] = None,
+) -> None:
+    """Issue a new token for a Hardware's agent (an older one stops working) and say how to pass it."""
+    import os
+
+    from capa_py.api.meta import validate_dns_subdomain
+    from capa_py.store.errors import NotFound
+    from capa_py.tinkerbell.agentauth import TOKEN_ENV, TOKEN_KEY, issue_token
+
+    try:
+        validate_dns_subdomain(hardware_name)
+    except ValueError as exc:
+        fail(f"HARDWARE {hardware_name!r}: {exc}", EXIT_INVALID)
+    store = globals_of(ctx).store()
+    try:
+        try:
+            found: Hardware | None = store.get(Hardware, hardware_name, namespace)
+        except NotFound:
+            found = None
+        secret, token = issue_token(store, found, hardware_name, namespace)
+    finally:
+        store.close()
+    where = f"secret {namespace}/{secret.metadata.name} key {TOKEN_KEY!r}"
+    if found is None:
+        sys.stderr.write(
+            f"hardware {namespace}/{hardware_name} does not exist yet: give it "
+            f"spec.agentCredentialsRef: {{name: {secret.metadata.name}}}\n"
+        )
+    if token_file is not None:
+        try:
+            descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(descriptor, "w") as out:
+                out.write(token + "\n")
+            os.chmod(token_file, 0o600)
+        except OSError as exc:
+            fail(f"--token-file {token_file}: {exc.strerror or exc} (the token is in {where})")
+        print(f"agent token of hardware {namespace}/{hardware_name} written to {token_file} ({where})")
+        print(f"start the agent with: capa tink agent --id {hardware_name} --token-file {token_file}")
+        return
+    sys.stdout.write(token + "\n")
+    sys.stderr.write(
+        f"agent token of hardware {namespace}/{hardware_name} ({where}); pass it to the agent in a file "
+        f"(capa tink agent --id {hardware_name} --token-file FILE) or in ${TOKEN_ENV}, never as an "
+        "argument\n"
     )
 
 

@@ -56,6 +56,8 @@ def controller_args(
             f"--hegel-port={spec.hegel_port}",
             "--hegel-bind=0.0.0.0",
         ]
+        if spec.allow_unauthenticated_agents:
+            args.append("--tink-server-allow-unauthenticated-agents")
     return args
 
 

@@ -30,7 +30,14 @@ and dropped, and a workflow whose event was refused is abandoned (its remaining 
 ``FAILED_PRECONDITION`` on a retry is the exception: an earlier attempt whose answer was lost landed (the
 server refuses the repeat as out of order), so the event counts as delivered.
 
-Logs carry workflow ids, action names, images, exit codes and reasons; never env values or arguments.
+Identity (:mod:`capa_py.tinkerbell.agentauth`): every call carries ``authorization: Bearer TOKEN`` when the
+agent has a token (``token``, or ``token_file``, read again for each call so a rotated token is picked
+up), and the channel presents ``tls_cert``/``tls_key`` as its client certificate when given (mutual TLS).
+A stream refused ``UNAUTHENTICATED``, ``PERMISSION_DENIED`` or ``ALREADY_EXISTS`` is retried with the same
+back-off; an event refused ``UNAUTHENTICATED`` or ``PERMISSION_DENIED`` is not (see ``REFUSED``).
+
+Logs carry workflow ids, action names, images, exit codes and reasons; never env values, arguments or the
+token.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 import grpc
@@ -58,9 +66,16 @@ KEEPALIVE_TIMEOUT_MS = 10_000
 PUBLISH_DEADLINE = 10.0
 """Seconds one ``PublishEvent`` attempt may take before it counts as failed (and is retried)."""
 
-REFUSED = (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT)
+REFUSED = (
+    grpc.StatusCode.NOT_FOUND,
+    grpc.StatusCode.FAILED_PRECONDITION,
+    grpc.StatusCode.INVALID_ARGUMENT,
+    grpc.StatusCode.UNAUTHENTICATED,
+    grpc.StatusCode.PERMISSION_DENIED,
+)
 """Answers to ``PublishEvent`` that mean the server decided against the event: never retried (no retry
-could change a NOT_FOUND, FAILED_PRECONDITION or INVALID_ARGUMENT answer)."""
+could change a NOT_FOUND, FAILED_PRECONDITION or INVALID_ARGUMENT answer, nor the server's verdict on
+this agent's credentials)."""
 
 Event = workflow_pb2.Event
 Delivery = Literal["delivered", "refused", "abandoned"]
@@ -73,6 +88,12 @@ class AgentConfig:
     agent_id: str
     server: str = DEFAULT_SERVER
     tls_ca: bytes | None = None
+    tls_cert: bytes | None = None
+    """The client certificate (PEM) presented to a server that requires one, with ``tls_key``."""
+    tls_key: bytes | None = field(default=None, repr=False)
+    token: str | None = field(default=None, repr=False)
+    token_file: Path | None = None
+    """A file holding the token, read for each call (a rotated token is picked up without a restart)."""
     action_timeout: float = DEFAULT_ACTION_TIMEOUT
     reconnect_initial: float = DEFAULT_RECONNECT_INITIAL
     reconnect_max: float = DEFAULT_RECONNECT_MAX
@@ -154,9 +175,26 @@ class Agent:
             ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
         ]
         if self.config.tls_ca is not None:
-            credentials = grpc.ssl_channel_credentials(root_certificates=self.config.tls_ca)
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=self.config.tls_ca,
+                private_key=self.config.tls_key,
+                certificate_chain=self.config.tls_cert,
+            )
             return grpc.secure_channel(self.config.server, credentials, options=options)
         return grpc.insecure_channel(self.config.server, options=options)
+
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call metadata proving this agent's Hardware (none without a token)."""
+        token = self.config.token
+        if self.config.token_file is not None:
+            try:
+                token = self.config.token_file.read_text().strip()
+            except OSError as exc:
+                self._log.warning(
+                    "cannot read the token file", path=str(self.config.token_file), error=str(exc)
+                )
+                token = None
+        return (("authorization", f"Bearer {token}"),) if token else ()
 
     # --- the command stream ---------------------------------------------------------------------
 
@@ -166,7 +204,7 @@ class Agent:
         try:
             while not self._done():
                 request = workflow_pb2.GetWorkflowsRequest(agent_id=self.config.agent_id)
-                call = self._stub.GetWorkflows(request)
+                call = self._stub.GetWorkflows(request, metadata=self._metadata())
                 with self._lock:
                     self._call = call
                 if self._done():  # shut down while opening: the cancel may have missed this call
@@ -390,7 +428,11 @@ class Agent:
         return "delivered"
 
     def _send(self, event: Event) -> None:
-        self._stub.PublishEvent(workflow_pb2.PublishEventRequest(event=event), timeout=PUBLISH_DEADLINE)
+        self._stub.PublishEvent(
+            workflow_pb2.PublishEventRequest(event=event),
+            timeout=PUBLISH_DEADLINE,
+            metadata=self._metadata(),
+        )
 
 
 def _event_fields(event: Event) -> dict[str, str]:

@@ -7,6 +7,17 @@ runs on informer threads, on the timer thread and in the calls the gRPC layer ma
   notation, any case). A connected agent is a :class:`Session`, bound to the Hardware its id matches;
   an id no Hardware matches yet waits, and is bound (and served) when such a Hardware appears. An id two
   Hardware match (in two namespaces, or a name and a MAC of two machines) is refused.
+* **Identity.** The id only says which Hardware a stream claims to be; its credentials
+  (:mod:`capa_py.tinkerbell.agentauth`) must prove it: checked when the stream opens, when it is bound to a
+  Hardware that appears later, and again before anything is sent on it (so a rotated token ends a stream
+  that no longer proves its Hardware, ``PERMISSION_DENIED``). Every event is checked against the
+  Hardware of the workflow it names.
+* **One stream per Hardware.** A second stream for a Hardware that already has one is refused
+  ``ALREADY_EXISTS``; the first keeps its workflow. An agent that lost its connection reconnects once
+  the server has noticed the old stream is gone (at once on a closed connection; by keepalive, within
+  about 80 seconds, on a vanished one): a stream that proves the same Hardware is no reason to believe
+  the old one is dead, and taking over would hand a running workflow (and its secrets) to whoever holds
+  the credentials, with the real agent cut off.
 * **Dispatch.** Per Hardware, one workflow at a time: while one is Scheduled, Running or Cancelling
   nothing new is sent; otherwise the oldest (``creationTimestamp``, then name) Pending workflow with
   ``Prepared=True``, not being deleted and not backing off after a rejection is moved to Scheduled
@@ -31,19 +42,21 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 import grpc
 
 from capa_py.api.conditions import is_true
+from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
-from capa_py.api.tinkerbell import END_STATES, Hardware, Workflow
+from capa_py.api.tinkerbell import END_STATES, Hardware, SecretKeySelector, Workflow
 from capa_py.api.tinkerbell_checks import normalise_mac
 from capa_py.logging import get_logger
-from capa_py.runtime.informer import Informer
+from capa_py.runtime.informer import CachedStore, Informer
 from capa_py.store.errors import Conflict, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from capa_py.tinkerbell import states
+from capa_py.tinkerbell.agentauth import NONE, Authenticator, Credentials
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 
 _log = get_logger("tinkerbell.server")
@@ -153,6 +166,7 @@ class Session:
 
     agent_id: str
     outbox: Outbox
+    credentials: Credentials = NONE
     key: str = ""
     hardware: HardwareKey | None = None
     started: set[WorkflowKey] = field(default_factory=set)
@@ -168,17 +182,50 @@ class Session:
         self.stopped.clear()
 
 
-def start_command(workflow: Workflow) -> pb.GetWorkflowsResponse:
-    """StartWorkflow with the rendered actions in order (action id = the action's name)."""
+class SecretUnavailable(Exception):
+    """An ``envValueFrom`` Secret or key that cannot be read; the message names them, never a value."""
+
+
+SecretReader = Callable[[str, SecretKeySelector], str]
+"""Reads a Secret's key in a namespace (SecretUnavailable when it cannot)."""
+
+
+def _no_secrets(namespace: str, ref: SecretKeySelector) -> str:
+    raise SecretUnavailable(f"secret {namespace}/{ref.name} cannot be read here")
+
+
+def store_secret_reader(store: ObjectStore) -> SecretReader:
+    def read(namespace: str, ref: SecretKeySelector) -> str:
+        try:
+            value = store.get(Secret, ref.name, namespace).value(ref.key)
+        except NotFound:
+            raise SecretUnavailable(f"secret {namespace}/{ref.name} not found") from None
+        except KeyError:
+            raise SecretUnavailable(f"secret {namespace}/{ref.name} has no key {ref.key!r}") from None
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            raise SecretUnavailable(f"secret {namespace}/{ref.name} key {ref.key!r} is not UTF-8") from None
+
+    return read
+
+
+def start_command(workflow: Workflow, read_secret: SecretReader = _no_secrets) -> pb.GetWorkflowsResponse:
+    """StartWorkflow with the rendered actions in order (action id = the action's name), each
+    ``envValueFrom`` read (from the Workflow's namespace) into its env; SecretUnavailable otherwise."""
+    namespace = key_of(workflow)[0]
     actions = []
     for name, status in workflow.ordered_actions():
         rendered = status.rendered
+        env = dict(rendered.env)
+        for var, source in rendered.env_value_from.items():
+            env[var] = read_secret(namespace, source.secret_key_ref)
         action = pb.Workflow.Action(
             id=name,
             name=rendered.name,
             image=rendered.image,
             args=list(rendered.args),
-            env=dict(rendered.env),
+            env=env,
             volumes=list(rendered.volumes),
         )
         if rendered.command is not None:
@@ -210,6 +257,7 @@ class Dispatcher:
         backoff: Backoff | None = None,
         clock: Clock = wall_clock,
         metrics: Metrics | None = None,
+        allow_unauthenticated_agents: bool = False,
     ) -> None:
         self.store = store
         self.backoff = backoff or Backoff()
@@ -227,9 +275,15 @@ class Dispatcher:
         self._timer = threading.Condition()
         self._woken = False
         self._stop = threading.Event()
-        self._informers = [Informer(store, Hardware), Informer(store, Workflow)]
+        self._informers = [Informer(store, Hardware), Informer(store, Workflow), Informer(store, Secret)]
         self._informers[0].add_handler(self._on_hardware)
         self._informers[1].add_handler(self._on_workflow)
+        self._informers[2].add_handler(self._on_secret)
+        # Hardware and Secrets (credentials, envValueFrom) are read from the watches' caches: the
+        # controller's role lists and watches Secrets but never gets one.
+        self.reads = CachedStore(store, [self._informers[0], self._informers[2]])
+        self.auth = Authenticator(self.reads, allow_unauthenticated_agents)
+        self.read_secret = store_secret_reader(self.reads)
         self._timer_thread: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -258,19 +312,32 @@ class Dispatcher:
             self._timer.notify_all()
 
     # -- sessions -----------------------------------------------------------------------------------
-    def connect(self, agent_id: str, outbox: Outbox) -> Session:
-        """A new command stream; Refused when the id is empty or matches two Hardware. An earlier
-        stream of the same agent (same id, or bound to the same Hardware) ends with ABORTED."""
-        session = Session(agent_id, outbox)
+    def connect(self, agent_id: str, outbox: Outbox, credentials: Credentials = NONE) -> Session:
+        """A new command stream; Refused when the id is empty or matches two Hardware, when the
+        credentials do not prove the Hardware (UNAUTHENTICATED or PERMISSION_DENIED), or when that
+        Hardware already has a stream (ALREADY_EXISTS)."""
+        session = Session(agent_id, outbox, credentials)
         if not session.key:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "agent_id: required")
+        if (problem := self.auth.unauthenticated(credentials)) is not None:
+            self._refuse_agent(agent_id, None, problem)
+        with self._lock:
+            claimed = self._resolve(session.key)
+        if claimed is not None and (problem := self.auth.check(credentials, claimed)) is not None:
+            self._refuse_agent(agent_id, claimed, problem)
         with self._lock:
             session.hardware = self._resolve(session.key)
-            for other in list(self._sessions):
-                if other.key == session.key or (
-                    session.hardware is not None and other.hardware == session.hardware
-                ):
-                    self._end(other, grpc.StatusCode.ABORTED, "a newer stream of the same agent took over")
+            if session.hardware is not None and session.hardware != claimed:
+                # The Hardware changed meanwhile: checked at once, before anything is sent.
+                problem = self.auth.check(credentials, session.hardware)
+                if problem is not None:
+                    self._refuse_agent(agent_id, session.hardware, problem)
+            if session.hardware is not None and (other := self._session_for_locked(session.hardware)):
+                message = (
+                    f"hardware {'/'.join(session.hardware)} already has an agent stream "
+                    f"(agent id {other.agent_id!r}); retry once it has ended"
+                )
+                self._refuse_agent(agent_id, session.hardware, (grpc.StatusCode.ALREADY_EXISTS, message))
             self._sessions.append(session)
             self.metrics.agents(len(self._sessions))
         _log.info(
@@ -281,6 +348,19 @@ class Dispatcher:
         if session.hardware is not None:
             self.evaluate(session.hardware)
         return session
+
+    @staticmethod
+    def _refuse_agent(
+        agent_id: str, hardware: HardwareKey | None, problem: tuple[grpc.StatusCode, str]
+    ) -> NoReturn:
+        _log.warning(
+            "agent stream refused",
+            agent=agent_id,
+            hardware="/".join(hardware) if hardware else None,
+            code=problem[0].name,
+            reason=problem[1],
+        )
+        raise Refused(*problem)
 
     def disconnect(self, session: Session) -> None:
         with self._lock:
@@ -307,7 +387,10 @@ class Dispatcher:
 
     def _session_for(self, hardware: HardwareKey) -> Session | None:
         with self._lock:
-            return next((s for s in self._sessions if s.hardware == hardware), None)
+            return self._session_for_locked(hardware)
+
+    def _session_for_locked(self, hardware: HardwareKey) -> Session | None:
+        return next((s for s in self._sessions if s.hardware == hardware), None)
 
     def sessions(self) -> list[Session]:
         with self._lock:
@@ -360,8 +443,15 @@ class Dispatcher:
                 self._hardware_ids[hw_key] = after
                 for agent_id in after:
                     self._by_agent_id.setdefault(agent_id, set()).add(hw_key)
-            if before == after:
-                return  # the ids it answers to did not change: no agent's binding did
+            same = before == after
+            served = same and self._session_for_locked(hw_key) is not None
+        if same:
+            # The ids it answers to did not change, so no agent's binding did; its credentials may have:
+            # the stream serving it is checked again (and ended if it no longer proves the Hardware).
+            if served:
+                self.evaluate(hw_key)
+            return
+        with self._lock:
             for session in list(self._sessions):
                 if session.key not in before | after and session.hardware != hw_key:
                     continue
@@ -372,16 +462,39 @@ class Dispatcher:
                     continue
                 if bound == session.hardware:
                     continue
+                if bound is not None:
+                    problem = self.auth.check(session.credentials, bound)
+                    if problem is not None:
+                        self._end(session, *problem)
+                        continue
+                    if (other := self._session_for_locked(bound)) is not None and other is not session:
+                        self._end(
+                            session,
+                            grpc.StatusCode.ALREADY_EXISTS,
+                            f"hardware {'/'.join(bound)} already has an agent stream",
+                        )
+                        continue
                 session.hardware = bound
                 session.forget()
                 if bound is not None:
-                    for other in list(self._sessions):
-                        if other is not session and other.hardware == bound:
-                            self._end(other, grpc.StatusCode.ABORTED, "another stream serves this hardware")
                     changed.append(bound)
                     _log.info("agent bound to hardware", agent=session.agent_id, hardware="/".join(bound))
         for bound_key in changed:
             self.evaluate(bound_key)
+
+    def _on_secret(self, event: WatchEvent[KubeObject]) -> None:
+        """A Secret changed: a workflow held back for a missing ``envValueFrom`` Secret may go now, and
+        a rotated token must no longer serve the streams that presented the old one."""
+        namespace = event.object.metadata.namespace or "default"
+        with self._lock:
+            bound = {s.hardware for s in self._sessions if s.hardware is not None}
+            waiting = {
+                hardware_of(w)
+                for key, w in self._workflows.items()
+                if key[0] == namespace and w.status.state in ("Pending", *ACTIVE_STATES)
+            }
+        for hardware in sorted(h for h in bound if h[0] == namespace or h in waiting):
+            self.evaluate(hardware)
 
     # -- dispatching --------------------------------------------------------------------------------
     def _hardware_lock(self, hardware: HardwareKey) -> threading.Lock:
@@ -415,6 +528,12 @@ class Dispatcher:
             return sorted((self._workflows[k] for k in keys), key=_order)
 
     def _dispatch(self, session: Session, hardware: HardwareKey) -> None:
+        problem = self.auth.check(session.credentials, hardware)
+        if problem is not None:
+            # Credentials revoked or rotated since the stream opened: nothing more goes to it.
+            with self._lock:
+                self._end(session, *problem)
+            return
         workflows = self._workflows_of(hardware)
         by_key = {key_of(w): w for w in workflows}
         for key in sorted(session.started | session.stopped):
@@ -435,8 +554,13 @@ class Dispatcher:
                     session.started.discard(key)
                     self._send_stop(session, key, "cancelling")
             elif key not in session.started:
+                try:
+                    command = start_command(workflow, self.read_secret)
+                except SecretUnavailable as exc:
+                    _log.warning("workflow not sent again", workflow=workflow_id(key), error=str(exc))
+                    continue
                 session.started.add(key)
-                session.outbox.send(start_command(workflow))
+                session.outbox.send(command)
                 _log.info("workflow sent again", workflow=workflow_id(key), agent=session.agent_id)
         if active:
             return
@@ -444,6 +568,12 @@ class Dispatcher:
         for workflow in workflows:
             key = key_of(workflow)
             if not self._runnable(workflow) or self._backing_off(key, now):
+                continue
+            try:
+                command = start_command(workflow, self.read_secret)
+            except SecretUnavailable as exc:
+                # Held Pending: looked at again on the next change of the hardware's workflows.
+                _log.warning("workflow not dispatched", workflow=workflow_id(key), error=str(exc))
                 continue
             scheduled = workflow.model_copy(deep=True)
             try:
@@ -454,7 +584,7 @@ class Dispatcher:
             written = self._write(scheduled)
             session.started.add(key)
             self.metrics.dispatched()
-            session.outbox.send(start_command(written))
+            session.outbox.send(command)
             _log.info(
                 "workflow dispatched",
                 workflow=workflow_id(key),
@@ -539,11 +669,14 @@ class Dispatcher:
                 self._woken = False
 
     # -- events -------------------------------------------------------------------------------------
-    def publish(self, event: pb.Event) -> None:
-        """Apply an agent's event to its workflow; Refused (nothing changed) when it cannot be."""
+    def publish(self, event: pb.Event, credentials: Credentials = NONE) -> None:
+        """Apply an agent's event to its workflow; Refused (nothing changed) when it cannot be, or when
+        the credentials do not prove the workflow's Hardware."""
         kind = event.WhichOneof("event") or ""
         try:
-            self._publish(event, kind)
+            if (problem := self.auth.unauthenticated(credentials)) is not None:
+                raise Refused(*problem)
+            self._publish(event, kind, credentials)
         except Refused as exc:
             self.metrics.event(kind or "none", exc.code.name.lower())
             _log.info(
@@ -556,7 +689,7 @@ class Dispatcher:
             raise
         self.metrics.event(kind, "ok")
 
-    def _publish(self, event: pb.Event, kind: str) -> None:
+    def _publish(self, event: pb.Event, kind: str, credentials: Credentials) -> None:
         if not event.workflow_id:
             raise Refused(grpc.StatusCode.INVALID_ARGUMENT, "event.workflow_id: required")
         namespace, sep, name = event.workflow_id.partition("/")
@@ -582,6 +715,8 @@ class Dispatcher:
         if current is None:
             raise missing
         hardware = hardware_of(current)
+        if (problem := self.auth.check(credentials, hardware)) is not None:
+            raise Refused(*problem)
         with self._hardware_lock(hardware):
             for _ in range(WRITE_ATTEMPTS):
                 if action and action not in current.status.actions:
@@ -675,6 +810,7 @@ __all__ = [
     "Dispatcher",
     "Outbox",
     "Refused",
+    "SecretUnavailable",
     "Session",
     "normalise_agent_id",
     "start_command",

@@ -16,6 +16,10 @@ before Go's message (``spec.actions[1].args[0]: template: ...``). The rendered a
 the template's env under the action's (the action's value wins), the template's volumes then the action's
 (an action volume mounting the same container directory replaces the template's). Rendered action names
 must be unique and rendered volumes well formed; anything else is a :class:`RenderFailed`.
+
+``envValueFrom`` entries (a Secret's key, read when the workflow is sent to its agent) are not rendered:
+the rendered action keeps the reference, so the Workflow's status never holds a Secret's value. A name
+given both ways at one level takes the Secret's value; the action's level wins over the template's.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.api.tinkerbell import RENDER_FAILED, Action, Hardware, Template
+from capa_py.api.tinkerbell import RENDER_FAILED, Action, EnvVarSource, Hardware, Template
 
 HARDWARE_KEY = "Hardware"
 
@@ -144,6 +148,7 @@ def render_action(
     data: Mapping[str, Any],
     template_env: Mapping[str, str],
     template_volumes: list[tuple[str, Volume]],
+    template_value_from: Mapping[str, EnvVarSource] | None = None,
 ) -> Action:
     """One action rendered and merged with the template-level env and volumes: what the agent runs."""
     field = f"spec.actions[{index}]"
@@ -155,12 +160,19 @@ def render_action(
         raise RenderFailed(f"{field}.image", "renders to an empty image")
     env = {key: _render(value, data, f"{field}.env.{key}") for key, value in action.env.items()}
     volumes = _render_volumes(action.volumes, data, f"{field}.volumes")
+    merged: dict[str, str | EnvVarSource] = {
+        **template_env,
+        **(template_value_from or {}),
+        **env,
+        **action.env_value_from,
+    }
     return Action(
         name=name,
         image=image,
         command=None if action.command is None else _render(action.command, data, f"{field}.command"),
         args=[_render(arg, data, f"{field}.args[{i}]") for i, arg in enumerate(action.args)],
-        env={**template_env, **env},
+        env={key: value for key, value in merged.items() if isinstance(value, str)},
+        env_value_from={key: value for key, value in merged.items() if isinstance(value, EnvVarSource)},
         volumes=merge_volumes(template_volumes, volumes),
         network_namespace=(
             None
@@ -181,7 +193,7 @@ def render_template(template: Template, data: Mapping[str, Any]) -> list[Action]
     rendered: list[Action] = []
     seen: dict[str, int] = {}
     for index, action in enumerate(spec.actions):
-        result = render_action(action, index, data, env, volumes)
+        result = render_action(action, index, data, env, volumes, spec.env_value_from)
         if result.name in seen:
             raise RenderFailed(
                 f"spec.actions[{index}].name",

@@ -8,9 +8,13 @@ addresses, in any case and in colon, dash or dot notation.
 decided by :class:`capa_py.tinkerbell.dispatch.Dispatcher`. Status codes: an empty ``agent_id``, a missing
 event or empty ids are ``INVALID_ARGUMENT``; an unknown workflow or action ``NOT_FOUND``; an event the
 workflow's state does not allow ``FAILED_PRECONDITION``; an agent id matching two Hardware
-``FAILED_PRECONDITION`` (naming both); a stream replaced by a newer stream of the same agent ends with
-``ABORTED``. ``PublishEvent`` carries no agent id, so whether the publisher is the workflow's agent cannot
-be checked: any client may report any workflow's events.
+``FAILED_PRECONDITION`` (naming both); a second stream for a Hardware that has one ``ALREADY_EXISTS``.
+
+Every call must prove which Hardware it comes from (:mod:`capa_py.tinkerbell.agentauth`): a bearer token
+in the ``authorization`` metadata, or, when the server is given a client CA, the client certificate TLS
+requires. No credentials: ``UNAUTHENTICATED`` (unless ``allow_unauthenticated_agents``, and then only for
+Hardware without ``agentCredentialsRef``); credentials of another Hardware: ``PERMISSION_DENIED``, for a
+stream (before anything is sent on it) and for an event (checked against the workflow's Hardware).
 
 Acknowledging a StopWorkflow (as the protobuf's header says): ``ActionFailed`` with reason ``Canceled``
 for the running action, or ``WorkflowRejected`` with reason ``Canceled`` when none runs; either moves the
@@ -19,7 +23,7 @@ the agent did not start).
 
 The server runs on its own asyncio loop in a background thread (:func:`start_in_thread`); the
 ``grpc.health.v1`` service answers SERVING while it runs. TLS is used when a certificate and key are
-given. Env values of actions (they may carry secrets) are never logged.
+given. Env values of actions (they may carry secrets) and tokens are never logged.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from capa_py.logging import get_logger
 from capa_py.runtime.background import Ready, RunningServer, start_loop_thread
 from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
+from capa_py.tinkerbell import agentauth
 from capa_py.tinkerbell.dispatch import Backoff, Clock, Dispatcher, Refused, wall_clock
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
@@ -104,19 +109,38 @@ class ServerMetrics:
 
 @dataclass(frozen=True)
 class TLSFiles:
+    """The server's certificate and key; with ``client_ca``, every client must present a certificate
+    that CA signed (mutual TLS), which then names the client's Hardware."""
+
     cert: Path
     key: Path
+    client_ca: Path | None = None
 
     def credentials(self) -> grpc.ServerCredentials:
-        return grpc.ssl_server_credentials([(self.key.read_bytes(), self.cert.read_bytes())])
+        pairs = [(self.key.read_bytes(), self.cert.read_bytes())]
+        if self.client_ca is None:
+            return grpc.ssl_server_credentials(pairs)
+        return grpc.ssl_server_credentials(
+            pairs, root_certificates=self.client_ca.read_bytes(), require_client_auth=True
+        )
 
 
-def check_tls(cert: Path | None, key: Path | None, prefix: str = "--") -> TLSFiles | None:
-    """The TLS files, checked loadable as a PEM certificate and its private key; ValueError naming the
-    flag (``{prefix}tls-cert``/``{prefix}tls-key``) otherwise. None when neither is given."""
+def check_tls(
+    cert: Path | None, key: Path | None, prefix: str = "--", client_ca: Path | None = None
+) -> TLSFiles | None:
+    """The TLS files, checked loadable as a PEM certificate and its private key (and ``client_ca`` as
+    PEM certificates); ValueError naming the flag (``{prefix}tls-cert``/``{prefix}tls-key``/
+    ``{prefix}tls-client-ca``) otherwise. None when none is given."""
     from cryptography import x509
     from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
+    if client_ca is not None:
+        if cert is None or key is None:
+            raise ValueError(f"{prefix}tls-client-ca needs {prefix}tls-cert and {prefix}tls-key")
+        try:
+            x509.load_pem_x509_certificates(client_ca.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"{prefix}tls-client-ca {client_ca}: not a PEM certificate ({exc})") from exc
     if cert is None and key is None:
         return None
     if cert is None or key is None:
@@ -131,7 +155,7 @@ def check_tls(cert: Path | None, key: Path | None, prefix: str = "--") -> TLSFil
         raise ValueError(f"{prefix}tls-key {key}: not an unencrypted PEM private key ({exc})") from exc
     if _public_der(certificate.public_key()) != _public_der(private.public_key()):
         raise ValueError(f"{prefix}tls-key {key}: does not match the certificate {cert}")
-    return TLSFiles(cert, key)
+    return TLSFiles(cert, key, client_ca)
 
 
 def _public_der(key: Any) -> bytes:
@@ -193,8 +217,9 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the workflow service is stopping")
         # Open before it connects: a stop while the dispatcher registers the session tells this stream too.
         self._open.add(outbox)
+        credentials = _credentials(context)
         try:
-            session = await asyncio.to_thread(self.dispatcher.connect, request.agent_id, outbox)
+            session = await asyncio.to_thread(self.dispatcher.connect, request.agent_id, outbox, credentials)
         except Refused as exc:
             self._open.discard(outbox)
             await context.abort(exc.code, exc.message)
@@ -217,7 +242,7 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
         if not request.HasField("event"):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "event: required")
         try:
-            await asyncio.to_thread(self.dispatcher.publish, request.event)
+            await asyncio.to_thread(self.dispatcher.publish, request.event, _credentials(context))
         except Refused as exc:
             await context.abort(exc.code, exc.message)
         except StoreError as exc:
@@ -226,6 +251,10 @@ class WorkflowService(pb_grpc.WorkflowServiceServicer):
             )
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"the store failed: {exc}")
         return pb.PublishEventResponse()
+
+
+def _credentials(context: grpc.aio.ServicerContext[Any, Any]) -> agentauth.Credentials:
+    return agentauth.from_call(context.invocation_metadata(), context.auth_context())
 
 
 class RunningWorkflowServer(RunningServer):
@@ -266,11 +295,14 @@ def start_in_thread(
     backoff: Backoff | None = None,
     clock: Clock = wall_clock,
     registry: CollectorRegistry | None = None,
+    allow_unauthenticated_agents: bool = False,
 ) -> RunningWorkflowServer:
     """Serve the workflow service in a background thread; returns once it serves (OSError when the
-    address cannot be bound). Metrics go to ``registry`` (a private one when None)."""
+    address cannot be bound). Metrics go to ``registry`` (a private one when None). Agents without
+    credentials are refused unless ``allow_unauthenticated_agents`` (then only for Hardware without
+    ``spec.agentCredentialsRef``)."""
     metrics = ServerMetrics(registry if registry is not None else CollectorRegistry())
-    dispatcher = Dispatcher(store, backoff, clock, metrics)
+    dispatcher = Dispatcher(store, backoff, clock, metrics, allow_unauthenticated_agents)
     try:
         dispatcher.start()
     except BaseException:
@@ -299,7 +331,13 @@ def start_in_thread(
         for name in ("", SERVICE_NAME):
             await checks.set(name, health_pb2.HealthCheckResponse.SERVING)
         served = _address(bind, bound)
-        _log.info("serving the workflow service", address=served, tls=tls is not None)
+        _log.info(
+            "serving the workflow service",
+            address=served,
+            tls=tls is not None,
+            client_certificates=tls is not None and tls.client_ca is not None,
+            unauthenticated_agents=allow_unauthenticated_agents,
+        )
         ready({"address": served, "port": bound})
         try:
             await stopping.wait()

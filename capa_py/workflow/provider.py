@@ -317,7 +317,14 @@ class TinkerbellProvider(ClusterAPIProvider):
             from capa_py.tinkerbell.hegel import start_in_thread as start_hegel
             from capa_py.tinkerbell.server import start_in_thread as start_server
 
-            started: list[Stoppable] = [start_server(store, settings.bind, settings.server_port)]
+            started: list[Stoppable] = [
+                start_server(
+                    store,
+                    settings.bind,
+                    settings.server_port,
+                    allow_unauthenticated_agents=settings.allow_unauthenticated_agents,
+                )
+            ]
             try:
                 started.append(start_hegel(store, settings.bind, settings.hegel_port))
             except BaseException:

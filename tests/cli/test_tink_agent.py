@@ -112,18 +112,48 @@ def agent_process(
         )
 
 
+def issue_tokens(
+    store_flags: Sequence[str], hardware: Sequence[str], directory: Path, namespace: str = "default"
+) -> Path:
+    """``capa STORE_FLAGS tink agent-credentials NAME -n NAMESPACE --token-file DIRECTORY/NAME.token``
+    for each Hardware name (the Hardware may not exist yet); returns ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in hardware:
+        token_file = directory / f"{name}.token"
+        argv = [sys.executable, "-m", "capa_py.cli", *store_flags, "tink", "agent-credentials", name]
+        done = subprocess.run(
+            [*argv, "-n", namespace, "--token-file", str(token_file)],
+            capture_output=True,
+            text=True,
+            env=capa_env(directory / "home"),
+            cwd=directory,
+            timeout=SAFETY_TIMEOUT,
+            check=False,
+        )
+        assert done.returncode == 0, done
+        assert f"--token-file {token_file}" in done.stdout, done
+        assert token_file.read_text().strip() not in done.stdout + done.stderr, "the token is not printed"
+    return directory
+
+
 @contextmanager
 def running_agents(
-    tmp_path: Path, address: str, agent_ids: Sequence[str], *flags: str, logs: Path | None = None
+    tmp_path: Path,
+    address: str,
+    agent_ids: Sequence[str],
+    *flags: str,
+    logs: Path | None = None,
+    tokens: Path | None = None,
 ) -> Iterator[list[subprocess.Popen[str]]]:
     """One ``capa tink agent`` per id, pointed at ``address`` (each one's log in ``logs/<id>.log`` when
-    ``logs`` is given); on a normal exit each is stopped with SIGTERM and must exit 0, and any still running
-    is killed on the way out."""
+    ``logs`` is given, its token read from ``tokens/<id>.token`` when ``tokens`` is given); on a normal
+    exit each is stopped with SIGTERM and must exit 0, and any still running is killed on the way out."""
     agents: list[subprocess.Popen[str]] = []
     try:
         for agent_id in agent_ids:
             log = logs / f"{agent_id}.log" if logs is not None else None
-            agents.append(agent_process(tmp_path, address, *flags, agent_id=agent_id, log=log))
+            token = ("--token-file", str(tokens / f"{agent_id}.token")) if tokens is not None else ()
+            agents.append(agent_process(tmp_path, address, *flags, *token, agent_id=agent_id, log=log))
         yield agents
         for agent in agents:
             agent.send_signal(signal.SIGTERM)
@@ -236,7 +266,11 @@ def test_a_workflow_applied_to_capa_controller_runs_to_succeeded_on_capa_tink_ag
             apply_objects(
                 store, [hardware("hw1", "aa:bb:cc:dd:ee:01"), shell, workflow("wf", "hw1", "shell")]
             )
-        agent = agent_process(tmp_path, f"127.0.0.1:{port}", "--once", agent_id="hw1")
+        tokens = issue_tokens(("--state", str(state)), ["hw1"], tmp_path / "tokens")
+        token_file = str(tokens / "hw1.token")
+        agent = agent_process(
+            tmp_path, f"127.0.0.1:{port}", "--once", "--token-file", token_file, agent_id="hw1"
+        )
         code, stdout = finish(agent)
         assert code == 0, stdout
         assert out.read_text() == "hi\n"

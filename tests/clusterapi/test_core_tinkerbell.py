@@ -19,6 +19,7 @@ every action; Hegel serves the user-data.
 from __future__ import annotations
 
 import json
+import urllib.error
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,7 @@ import pytest
 
 from capa_py.api.tinkerbell_capi import HARDWARE_OWNER_NAME_LABEL, HARDWARE_OWNER_NAMESPACE_LABEL
 from capa_py.manifests.repository import infrastructure_kinds
-from tests.cli.test_tink_agent import running_agents
+from tests.cli.test_tink_agent import issue_tokens, running_agents
 from tests.clusterapi.clusterctl_support import (
     UnderCore,
     apply_cluster,
@@ -154,7 +155,19 @@ def bare_metal(capi_cluster: CapiCore, tmp_path_factory: pytest.TempPathFactory)
             agents, logs = workdir / "agents", workdir / "agent-logs"
             agents.mkdir()
             logs.mkdir()
-            with running_agents(agents, address, HARDWARE, logs=logs):
+            try:
+                cluster.request(
+                    "/api/v1/namespaces",
+                    "POST",
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+                )
+            except urllib.error.HTTPError as exc:
+                if exc.code != 409:  # 409: there already
+                    raise
+            # A token per Hardware, in the Secrets the example's Hardware reference.
+            store_flags = ("--kubeconfig", str(cluster.admin_kubeconfig))
+            tokens = issue_tokens(store_flags, HARDWARE, workdir / "tokens", NAMESPACE)
+            with running_agents(agents, address, HARDWARE, logs=logs, tokens=tokens):
                 yield BareMetal(capi_cluster, workload, kubectl, workdir, controller, hegel_port, logs)
 
 

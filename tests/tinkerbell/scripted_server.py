@@ -63,6 +63,10 @@ def stop(workflow_id: str) -> workflow_pb2.GetWorkflowsResponse:
     )
 
 
+def _authorization(context: Any) -> str:
+    return next((str(v) for k, v in context.invocation_metadata() if k == "authorization"), "")
+
+
 @dataclass
 class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
     """Records what the agent does and sends what the test says."""
@@ -74,6 +78,8 @@ class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
     """Every event accepted, in order."""
     attempts: int = 0
     """PublishEvent calls received, accepted or not."""
+    authorizations: list[tuple[str, str]] = field(default_factory=list)
+    """``(call, authorization metadata or "")`` of every call received, in order."""
     answers: list[grpc.StatusCode] = field(default_factory=list)
     """Error answers for the next PublishEvent calls, first one first."""
     lost_answers: list[grpc.StatusCode] = field(default_factory=list)
@@ -88,6 +94,7 @@ class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
     ) -> Iterator[workflow_pb2.GetWorkflowsResponse]:
         commands: queue.Queue[workflow_pb2.GetWorkflowsResponse | None] = queue.Queue()
         with self.changed:
+            self.authorizations.append(("GetWorkflows", _authorization(context)))
             self.streams.append(request.agent_id)
             self._queues.append(commands)
             self.changed.notify_all()
@@ -106,6 +113,7 @@ class ScriptedService(workflow_pb2_grpc.WorkflowServiceServicer):
         event = request.event
         with self.changed:
             self.attempts += 1
+            self.authorizations.append(("PublishEvent", _authorization(context)))
             self.changed.notify_all()
         for prefix, released in list(self._holds):
             if described(event)[: len(prefix)] == prefix:

@@ -1,9 +1,14 @@
 """A real workflow server on 127.0.0.1:0 over a real SQLite store, workflows prepared by the real workflow
-controller, and agents speaking through the generated client stub."""
+controller, and agents speaking through the generated client stub.
+
+As in normal use, every Hardware the world applies gets agent credentials (a token in a Secret its
+``spec.agentCredentialsRef`` names), and the world's agents and events present the token of the Hardware
+they speak for; ``token=`` overrides that (None: no credentials)."""
 
 from __future__ import annotations
 
 import queue
+import secrets
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -13,6 +18,7 @@ from typing import Any
 import grpc
 from prometheus_client import CollectorRegistry
 
+from capa_py.api.core import Secret
 from capa_py.api.meta import ObjectMeta
 from capa_py.api.tinkerbell import (
     DHCP,
@@ -29,8 +35,10 @@ from capa_py.api.tinkerbell import (
 from capa_py.operations import apply_objects
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
+from capa_py.store.errors import NotFound
 from capa_py.store.sqlite import SQLiteStore
-from capa_py.tinkerbell.dispatch import Backoff
+from capa_py.tinkerbell.agentauth import TOKEN_KEY, Credentials, issue_token
+from capa_py.tinkerbell.dispatch import Backoff, hardware_of, normalise_agent_id
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
 from capa_py.tinkerbell.server import RunningWorkflowServer, TLSFiles, start_in_thread
@@ -96,13 +104,21 @@ def workflow(
     )
 
 
+AUTO: Any = object()
+"""``token=AUTO``: the token of the Hardware the call speaks for."""
+
+
+def bearer(token: str | None) -> tuple[tuple[str, str], ...]:
+    return () if token is None else (("authorization", f"Bearer {token}"),)
+
+
 class Agent:
     """An agent's command stream, read in a thread into a queue."""
 
-    def __init__(self, stub: pb_grpc.WorkflowServiceStub, agent_id: str) -> None:
+    def __init__(self, stub: pb_grpc.WorkflowServiceStub, agent_id: str, token: str | None = None) -> None:
         self.agent_id = agent_id
         self.messages: queue.Queue[pb.GetWorkflowsResponse | grpc.RpcError | None] = queue.Queue()
-        self.call: Any = stub.GetWorkflows(pb.GetWorkflowsRequest(agent_id=agent_id))
+        self.call: Any = stub.GetWorkflows(pb.GetWorkflowsRequest(agent_id=agent_id), metadata=bearer(token))
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -151,7 +167,12 @@ class World:
         backoff: Backoff | None = None,
         tls: TLSFiles | None = None,
         registry: CollectorRegistry | None = None,
+        allow_unauthenticated: bool = False,
+        credentials: bool = True,
     ) -> None:
+        self.issue_credentials = credentials
+        self.tokens: dict[str, str] = {}
+        """Tokens issued, by every id of their Hardware (name, MACs) and by ``namespace/name``."""
         self.store = SQLiteStore(path / "state.db")
         self.clock = FakeClock()
         self.controller = WorkflowController(
@@ -165,6 +186,7 @@ class World:
             backoff=backoff or Backoff(10, 300),
             clock=self.clock,
             registry=registry,
+            allow_unauthenticated_agents=allow_unauthenticated,
         )
         self.channel = self._channel(tls)
         self.stub = pb_grpc.WorkflowServiceStub(self.channel)
@@ -186,6 +208,52 @@ class World:
     # -- objects ------------------------------------------------------------------------------------
     def apply(self, *objects: Any) -> None:
         apply_objects(self.store, list(objects))
+        for obj in objects:
+            if not isinstance(obj, Hardware):
+                continue
+            namespace = obj.metadata.namespace or "default"
+            if obj.spec.agent_credentials_ref is not None:
+                secret = self.store.get(Secret, obj.spec.agent_credentials_ref.name, namespace)
+                self._remember_token(obj, secret.value(TOKEN_KEY).decode())
+            elif self.issue_credentials:
+                self.issue(obj.metadata.name, namespace)
+
+    def credentials_secret(self, name: str, namespace: str = "default") -> tuple[LocalObjectReference, str]:
+        """A credentials Secret made before its Hardware exists: its reference and token."""
+        token = secrets.token_urlsafe(16)
+        self.apply(
+            Secret(
+                metadata=ObjectMeta(name=f"{name}-creds", namespace=namespace),
+                string_data={TOKEN_KEY: token},
+            )
+        )
+        deadline = time.monotonic() + WAIT
+        while True:
+            try:
+                self.server.dispatcher.reads.get(Secret, f"{name}-creds", namespace)
+                break
+            except NotFound:
+                assert time.monotonic() < deadline, "the server never saw the Secret"
+                time.sleep(0.01)
+        return LocalObjectReference(name=f"{name}-creds"), token
+
+    def _remember_token(self, hardware: Hardware, token: str) -> None:
+        for agent_id in (hardware.metadata.name, *hardware.spec.network_interfaces):
+            self.tokens[normalise_agent_id(agent_id)] = token
+        self.tokens[f"{hardware.metadata.namespace or 'default'}/{hardware.metadata.name}"] = token
+
+    def issue(self, name: str, namespace: str = "default") -> str:
+        """A new token for the Hardware (the old one stops working), remembered for its ids."""
+        hardware = self.store.get(Hardware, name, namespace)
+        _, token = issue_token(self.store, hardware)
+        self._remember_token(hardware, token)
+        # The server reads Hardware and Secrets from its watches: wait until they show the new token.
+        auth = self.server.dispatcher.auth
+        deadline = time.monotonic() + WAIT
+        while auth.check(Credentials(token=token), (namespace, name)) is not None:
+            assert time.monotonic() < deadline, f"the server never saw the token of {namespace}/{name}"
+            time.sleep(0.01)
+        return token
 
     def prepare(self, name: str, namespace: str = "default") -> Workflow:
         self.controller.reconcile(ObjectKey("Workflow", namespace, name))
@@ -223,13 +291,27 @@ class World:
             time.sleep(0.02)
 
     # -- agents -------------------------------------------------------------------------------------
-    def connect(self, agent_id: str) -> Agent:
-        agent = Agent(self.stub, agent_id)
+    def connect(self, agent_id: str, token: str | None = AUTO) -> Agent:
+        if token is AUTO:
+            token = self.tokens.get(normalise_agent_id(agent_id))
+        agent = Agent(self.stub, agent_id, token)
         self.agents.append(agent)
         return agent
 
-    def publish(self, event: pb.Event) -> pb.PublishEventResponse:
-        response: pb.PublishEventResponse = self.stub.PublishEvent(pb.PublishEventRequest(event=event))
+    def token_for_workflow(self, workflow_id: str) -> str | None:
+        namespace, _, name = workflow_id.partition("/")
+        try:
+            found = self.store.get(Workflow, name, namespace)
+        except NotFound:  # an event about a workflow that is gone: no Hardware to speak for
+            return None
+        return self.tokens.get("/".join(hardware_of(found)))
+
+    def publish(self, event: pb.Event, token: str | None = AUTO) -> pb.PublishEventResponse:
+        if token is AUTO:
+            token = self.token_for_workflow(event.workflow_id)
+        response: pb.PublishEventResponse = self.stub.PublishEvent(
+            pb.PublishEventRequest(event=event), metadata=bearer(token)
+        )
         return response
 
     def started(self, workflow_name: str, action: str) -> None:

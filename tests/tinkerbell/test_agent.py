@@ -314,7 +314,14 @@ def test_events_that_fail_to_publish_are_retried_until_delivered(
 
 
 @pytest.mark.parametrize(
-    "code", [grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT]
+    "code",
+    [
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.UNAUTHENTICATED,
+        grpc.StatusCode.PERMISSION_DENIED,
+    ],
 )
 def test_an_event_the_server_refuses_is_dropped_and_the_workflow_abandoned(
     server: ScriptedServer, agents: list[RunningAgent], tmp_path: Path, code: grpc.StatusCode
@@ -326,6 +333,33 @@ def test_an_event_the_server_refuses_is_dropped_and_the_workflow_abandoned(
     assert server.service.attempts == 1
     assert server.service.events == []
     assert not (tmp_path / "ran").exists()
+
+
+def test_every_call_carries_the_token_and_a_rotated_token_file_is_read_again(
+    server: ScriptedServer, agents: list[RunningAgent], tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("first-token\n")
+    run_agent(agents, server, token_file=token_file)
+    server.service.send(start(WF, sh("one", "true")))
+    server.service.wait_for_events(2)
+    token_file.write_text("second-token\n")
+    server.service.send(start("default/wf2", sh("two", "true")))
+    server.service.wait_for_events(4)
+    assert server.service.authorizations == [
+        ("GetWorkflows", "Bearer first-token"),
+        ("PublishEvent", "Bearer first-token"),
+        ("PublishEvent", "Bearer first-token"),
+        ("PublishEvent", "Bearer second-token"),
+        ("PublishEvent", "Bearer second-token"),
+    ]
+
+
+def test_without_a_token_no_authorization_is_sent(server: ScriptedServer, agents: list[RunningAgent]) -> None:
+    agent = run_agent(agents, server, once=True)
+    server.service.send(start(WF, sh("one", "true")))
+    agent.wait()
+    assert {value for _, value in server.service.authorizations} == {""}
 
 
 def test_a_finished_workflow_dispatched_again_before_its_last_event_landed_is_not_run_again(

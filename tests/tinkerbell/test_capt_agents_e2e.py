@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from tests.cli.test_controller_cmd import ControllerProcess
-from tests.cli.test_tink_agent import running_agents
+from tests.cli.test_tink_agent import issue_tokens, running_agents
 from tests.cli.test_tink_hegel import _free_port
 from tests.e2e.e2e_support import Capa
 from tests.tinkerbell.capt_world import DEPLOYMENT, machine_deployment_manifests, workers_bootstrap
@@ -48,7 +48,9 @@ def lab(tmp_path: Path) -> Iterator[tuple[Capa, int, list[subprocess.Popen[str]]
         address = controller.line("tink server: ").split(": ", 1)[1]
         assert address == f"127.0.0.1:{server_port}"
         controller.line("controllers running: ")
-        with running_agents(tmp_path, address, HARDWARE) as agents:
+        # The normal path: a token per Hardware (the examples' Hardware reference these Secrets).
+        tokens = issue_tokens(("--state", str(state)), HARDWARE, tmp_path / "tokens")
+        with running_agents(tmp_path, address, HARDWARE, tokens=tokens) as agents:
             yield Capa(state), hegel_port, agents
         controller.proc.send_signal(signal.SIGTERM)
         assert controller.wait() == 0, str(controller)

@@ -19,7 +19,8 @@ from structlog.testing import capture_logs
 from capa_py.api.meta import ObjectMeta
 from capa_py.api.tinkerbell import Action, Template, TemplateSpec, Workflow
 from capa_py.tinkerbell.agent import Agent, AgentConfig
-from capa_py.tinkerbell.dispatch import Backoff
+from capa_py.tinkerbell.agentauth import TOKEN_ENV
+from capa_py.tinkerbell.dispatch import Backoff, normalise_agent_id
 from capa_py.tinkerbell.runtimes import ProcessRuntime
 from capa_py.tinkerbell.server import start_in_thread
 from tests.e2e.e2e_support import capa_env
@@ -54,7 +55,13 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 class AgentThread:
     def __init__(self, world: World, agent_id: str = MAC.upper(), **config: object) -> None:
-        settings: dict[str, object] = {"reconnect_initial": 0.05, "reconnect_max": 0.5, **config}
+        token = world.tokens.get(normalise_agent_id(agent_id))
+        settings: dict[str, object] = {
+            "reconnect_initial": 0.05,
+            "reconnect_max": 0.5,
+            "token": token,
+            **config,
+        }
         self.agent = Agent(
             AgentConfig(agent_id, world.server.address, **settings),  # type: ignore[arg-type]
             ProcessRuntime(stop_grace=2.0),
@@ -212,9 +219,11 @@ def test_capa_tink_agent_runs_a_workflow_and_sigterm_between_workflows_exits_0(
 ) -> None:
     out = tmp_path / "out"
     submit(world, ("only", f'echo "$GREETING from a process" > {out}'))
+    token_file = tmp_path / "hw1.token"
+    token_file.write_text(world.tokens["hw1"] + "\n")
     argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", "hw1"]
     proc = subprocess.Popen(
-        [*argv, "--server", world.server.address, "--reconnect-max", "0.5s"],
+        [*argv, "--server", world.server.address, "--reconnect-max", "0.5s", "--token-file", str(token_file)],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
@@ -248,7 +257,7 @@ def test_the_supervisor_fails_a_workflow_whose_agent_stalls_before_starting_it(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
-        env=capa_env(tmp_path / "home"),
+        env=capa_env(tmp_path / "home", {TOKEN_ENV: world.tokens["hw1"]}),  # the token from the environment
         cwd=tmp_path,
     )
     try:

@@ -79,8 +79,11 @@ def test_an_agent_is_known_by_its_hardware_name_or_any_mac_in_any_notation(
 
 
 def test_an_agent_whose_hardware_does_not_exist_yet_is_served_once_it_appears(world: World) -> None:
-    agent = world.connect("11:22:33:44:55:66")
-    world.apply(hardware("late", "11:22:33:44:55:66"))
+    ref, token = world.credentials_secret("late")
+    agent = world.connect("11:22:33:44:55:66", token=token)
+    late = hardware("late", "11:22:33:44:55:66")
+    late.spec.agent_credentials_ref = ref
+    world.apply(late)
     world.submit("wf", "late")
     assert agent.started().workflow_id == "default/wf"
 
@@ -100,7 +103,7 @@ def test_an_unprepared_workflow_or_another_hardwares_is_not_sent(world: World) -
 
 def test_an_id_matching_hardware_in_two_namespaces_is_refused_naming_both(world: World) -> None:
     world.apply(hardware("hw1", "aa:bb:cc:dd:ee:09", namespace="lab"))
-    error = world.connect("hw1").ended()
+    error = world.connect("hw1", token=world.tokens["default/hw1"]).ended()
     assert error.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "default/hw1" in (error.details() or "")
     assert "lab/hw1" in (error.details() or "")

@@ -71,7 +71,7 @@ def test_a_rejection_puts_the_workflow_back_to_pending_with_the_agents_reason(wo
 def refused(world: World, event: pb.Event) -> grpc.RpcError:
     before = world.get("wf").model_dump()
     with pytest.raises(grpc.RpcError) as raised:
-        world.publish(event)
+        world.publish(event, token=world.tokens["hw1"])  # hw1's agent, whatever the event names
     assert world.get("wf").model_dump() == before, "a refused event changes nothing"
     return raised.value
 
@@ -182,21 +182,23 @@ def test_with_the_wall_clock_a_rejected_workflow_is_offered_again_when_its_back_
     """The production path: no one wakes the timer, the back-off (a twentieth of a second) just ends."""
     from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
     from capa_py.tinkerbell.server import start_in_thread
-    from tests.tinkerbell.server_world import Agent
+    from tests.tinkerbell.server_world import Agent, bearer
 
     world.submit("wf", "hw1")
     server = start_in_thread(world.store, "127.0.0.1", 0, backoff=Backoff(0.05, 0.1))
     channel = grpc.insecure_channel(server.address)
     try:
         stub = pb_grpc.WorkflowServiceStub(channel)
-        agent = Agent(stub, "hw1")
+        token = world.tokens["hw1"]
+        agent = Agent(stub, "hw1", token)
         for _ in range(3):
             assert agent.started().workflow_id == "default/wf"
             world.wait_state("wf", "Scheduled")
             stub.PublishEvent(
                 pb.PublishEventRequest(
                     event=pb.Event(workflow_id="default/wf", workflow_rejected=pb.Event.WorkflowRejected())
-                )
+                ),
+                metadata=bearer(token),
             )
         assert agent.started().workflow_id == "default/wf"
         agent.close()

@@ -136,16 +136,21 @@ def test_a_reconnecting_agent_of_a_cancelling_workflow_is_told_to_stop(world: Wo
 
 
 @pytest.mark.parametrize("second_id", ["hw1", MAC, "AA-BB-CC-DD-EE-01"])
-def test_a_second_stream_for_the_same_agent_takes_over_and_the_first_is_aborted(
+def test_a_second_stream_for_the_same_hardware_is_refused_and_the_first_keeps_its_workflow(
     world: World, second_id: str
 ) -> None:
+    """Even with the Hardware's own credentials (before: the second stream took the workflow over and
+    the first was aborted)."""
     first = dispatched(world)
-    second = world.connect(second_id)
-    assert first.ended().code() == grpc.StatusCode.ABORTED
-    assert second.started().workflow_id == "default/wf", "the newer stream is served"
+    error = world.connect(second_id).ended()
+    assert error.code() == grpc.StatusCode.ALREADY_EXISTS
+    assert "default/hw1 already has an agent stream" in (error.details() or "")
     world.run_to_success("wf")
     world.submit("wf-2", "hw1")
-    assert second.started().workflow_id == "default/wf-2"
+    assert first.started().workflow_id == "default/wf-2", "the first stream is still served"
+    first.close()
+    _gone(world)
+    assert world.connect(second_id).started().workflow_id == "default/wf-2", "served once the first ended"
 
 
 def test_health_is_serving_for_the_server_and_the_workflow_service(world: World) -> None:
@@ -256,7 +261,7 @@ def test_env_values_are_never_logged(world: World, capsys: pytest.CaptureFixture
 
 
 def test_an_agent_whose_hardware_is_deleted_waits_and_is_served_when_it_is_back(world: World) -> None:
-    from capa_py.api.tinkerbell import Hardware
+    from capa_py.api.tinkerbell import Hardware, LocalObjectReference
 
     agent = world.connect("hw1")
     world.store.delete(Hardware, "hw1", "default")
@@ -264,9 +269,20 @@ def test_an_agent_whose_hardware_is_deleted_waits_and_is_served_when_it_is_back(
     while any(s.hardware is not None for s in world.server.dispatcher.sessions()):
         assert time.monotonic() < deadline, "the agent stayed bound to a deleted hardware"
         time.sleep(0.02)
-    world.apply(hardware("hw1", MAC))
+    back = hardware("hw1", MAC)
+    # Back with the same credentials (a new token would rightly end the waiting stream).
+    back.spec.agent_credentials_ref = LocalObjectReference(name="hw1-agent-credentials")
+    world.apply(back)
     world.submit("wf", "hw1")
     assert agent.started().workflow_id == "default/wf"
+
+
+def _gone(w: World) -> None:
+    """Wait until the dispatcher has seen every stream end."""
+    deadline = time.monotonic() + WAIT
+    while w.server.dispatcher.sessions():
+        assert time.monotonic() < deadline, "a closed stream stayed connected"
+        time.sleep(0.02)
 
 
 def _connected(w: World, hardware_name: str) -> Agent:
