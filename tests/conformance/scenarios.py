@@ -651,6 +651,113 @@ def malformed_bodies(ep: Endpoint, ns: str) -> Observation:
     }
 
 
+def refusal(reply: Reply) -> dict[str, Any]:
+    """A reply as a client branches on a refusal: the status, and the Status as :func:`status_view`."""
+    body = reply.body if isinstance(reply.body, dict) and reply.body.get("kind") == "Status" else None
+    return {"status": reply.status, "Status": status_view(body) if body is not None else None}
+
+
+def list_and_watch_parameters(ep: Endpoint, ns: str) -> Observation:
+    """Query parameters of a list or watch that do not parse (400 BadRequest) or do not go together (422
+    Invalid, ListOptions naming the field); capa serve accepted each (timeoutSeconds=1.5 as a number) and
+    ignored resourceVersionMatch and sendInitialEvents. ``watch=no`` is a watch, ``watch=false`` a list, as
+    the API server converts a boolean parameter."""
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("lw"))
+    cases: dict[str, dict[str, str]] = {
+        "list: malformed resourceVersion": {"resourceVersion": "abc"},
+        "list: negative resourceVersion": {"resourceVersion": "-1"},
+        "list: malformed limit": {"limit": "ten"},
+        "watch: malformed timeoutSeconds": {"watch": "1", "timeoutSeconds": "soon"},
+        "watch: fractional timeoutSeconds": {"watch": "1", "timeoutSeconds": "1.5"},
+        "list: resourceVersionMatch without resourceVersion": {"resourceVersionMatch": "NotOlderThan"},
+        "list: unknown resourceVersionMatch": {"resourceVersionMatch": "Newest", "resourceVersion": "1"},
+        "list: Exact at resourceVersion 0": {"resourceVersionMatch": "Exact", "resourceVersion": "0"},
+        "list: sendInitialEvents": {"sendInitialEvents": "true"},
+        "watch: resourceVersionMatch without sendInitialEvents": {
+            "watch": "1",
+            "resourceVersionMatch": "NotOlderThan",
+            "resourceVersion": "1",
+        },
+        "watch: sendInitialEvents without NotOlderThan": {"watch": "1", "sendInitialEvents": "true"},
+        "watch: Exact": {"watch": "1", "resourceVersionMatch": "Exact", "sendInitialEvents": "false"},
+    }
+    seen: Observation = {name: refusal(ep.call("GET", base, query=query)) for name, query in cases.items()}
+    as_list = ep.call("GET", base, query={"watch": "false"})
+    seen["watch=false is a list"] = (as_list.status, (as_list.body or {}).get("kind"))
+    as_watch = ep.call("GET", base, query={"watch": "no", "timeoutSeconds": "1"})
+    seen["watch=no is a watch"] = (
+        as_watch.status,
+        isinstance(as_watch.body, str) and '"ADDED"' in as_watch.body,
+    )
+    initial = ep.call(
+        "GET",
+        base,
+        query={
+            "watch": "1",
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "2",
+        },
+    )
+    events = [
+        (e["type"], e["object"]["metadata"].get("name") or e["object"]["metadata"].get("annotations"))
+        for e in initial.body
+    ]
+    # Up to the bookmark that ends the initial events (later ones come as each server's interval says).
+    ends = [i for i, (kind, _) in enumerate(events) if kind == "BOOKMARK"]
+    seen["watch with sendInitialEvents"] = events[: ends[0] + 1] if ends else events
+    return seen
+
+
+def malformed_resource_version(ep: Endpoint, ns: str) -> Observation:
+    """A resourceVersion that is no number: a list is answered 400 on both servers; kube-apiserver answers
+    a get or a watch 500 InternalError, capa serve 400 BadRequest (it answered the watch 200 and ended it
+    silently, and the get with the object): a known difference, the client's error being no server error."""
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("rv"))
+    return {
+        "list": refusal(ep.call("GET", base, query={"resourceVersion": "abc"})),
+        "get": refusal(ep.call("GET", f"{base}/rv", query={"resourceVersion": "abc"})),
+        "watch": refusal(
+            ep.call("GET", base, query={"watch": "1", "resourceVersion": "abc", "timeoutSeconds": "2"})
+        ),
+    }
+
+
+FUTURE = "999999999"
+
+
+def future_resource_version(ep: Endpoint, ns: str) -> Observation:
+    """A resourceVersion the server has not reached: a get and a list wait for it a moment, then are
+    answered 504 Timeout with the cause ResourceVersionTooLarge; a watch from it stays open and sends
+    nothing, no bookmark either (capa serve answered the get and list with the current state, and the
+    watch with bookmarks at the future version)."""
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("future"))
+    seen: Observation = {}
+    for name, path, query in (
+        ("get", f"{base}/future", {"resourceVersion": FUTURE}),
+        ("list", base, {"resourceVersion": FUTURE}),
+        ("list NotOlderThan", base, {"resourceVersion": FUTURE, "resourceVersionMatch": "NotOlderThan"}),
+    ):
+        reply = ep.call("GET", path, query=query)
+        body = reply.body if isinstance(reply.body, dict) else {}
+        seen[name] = {
+            **refusal(reply),
+            "message": str(body.get("message", "")).split(",")[0],
+            "retryAfterSeconds": (body.get("details") or {}).get("retryAfterSeconds"),
+        }
+    watch = ep.call(
+        "GET",
+        base,
+        query={"watch": "1", "resourceVersion": FUTURE, "allowWatchBookmarks": "true", "timeoutSeconds": "2"},
+    )
+    seen["watch"] = {"status": watch.status, "events": watch.body}
+    return seen
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -663,6 +770,9 @@ SCENARIOS: dict[str, Scenario] = {
     "a body over the request size limit": oversized_body,
     "malformed bodies": malformed_bodies,
     "watch from a resourceVersion": watch_from_resource_version,
+    "list and watch parameters": list_and_watch_parameters,
+    "a malformed resourceVersion": malformed_resource_version,
+    "a resourceVersion from the future": future_resource_version,
     "dryRun": dry_run,
     "finalizers": finalizers,
     "background deletion": background_deletion,

@@ -17,6 +17,12 @@ KNOWN_DIFFERENCES: dict[str, tuple[frozenset[str], str]] = {
         "capa serve selects on any field path (the API server only on metadata.name and metadata.namespace "
         "for most kinds, 400 otherwise): a superset, which capa's own tools use",
     ),
+    "a malformed resourceVersion": (
+        frozenset({"get", "watch"}),
+        "kube-apiserver answers a get or a watch naming a resourceVersion that is no number 500 "
+        "InternalError (a list 400); capa serve answers each 400 BadRequest: the client's error is no "
+        "internal error",
+    ),
 }
 
 
