@@ -758,12 +758,73 @@ def future_resource_version(ep: Endpoint, ns: str) -> Observation:
     return seen
 
 
+APPLY = "application/apply-patch+yaml"
+MALFORMED_PATCHES: dict[str, tuple[str, bytes]] = {
+    "json: unknown op": (JSON_PATCH, b'[{"op":"bogus","path":"/data/a"}]'),
+    "json: remove a missing key": (JSON_PATCH, b'[{"op":"remove","path":"/data/zzz"}]'),
+    "json: op without a path": (JSON_PATCH, b'[{"op":"add"}]'),
+    "json: move from a missing path": (JSON_PATCH, b'[{"op":"move","from":"/nope","path":"/data/b"}]'),
+    "json: through a string": (JSON_PATCH, b'[{"op":"replace","path":"/data/a/b/c","value":1}]'),
+    "json: an object, not an array": (JSON_PATCH, b'{"op":"add"}'),
+    "json: operations that are numbers": (JSON_PATCH, b"[1,2]"),
+    "json: not JSON": (JSON_PATCH, b"not json"),
+    "merge: an array": (MERGE, b"[1]"),
+    "merge: a string": (MERGE, b'"str"'),
+    "merge: null": (MERGE, b"null"),
+    "merge: not JSON": (MERGE, b"not json"),
+    "strategic: retainKeys not a list": (STRATEGIC, b'{"$retainKeys":5}'),
+    "strategic: an array": (STRATEGIC, b"[1]"),
+    "apply: a YAML list": (APPLY, b"- a"),
+    "apply: a YAML scalar": (APPLY, b'"scalar"'),
+    "apply: broken YAML": (APPLY, b"a: [b"),
+    "apply: empty": (APPLY, b""),
+}
+"""Patches that cannot apply, with the code kube-apiserver answers each (4xx, as capa serve)."""
+
+SERVER_ERROR_PATCHES: dict[str, tuple[str, bytes]] = {
+    "strategic: unknown $patch": (STRATEGIC, b'{"$patch":"bogus"}'),
+    "strategic: $setElementOrder not a list": (STRATEGIC, b'{"metadata":{"$setElementOrder/finalizers":5}}'),
+    "apply: a field of the wrong type": (
+        APPLY,
+        b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pp"},"data":{"a":5}}',
+    ),
+}
+"""Patches kube-apiserver answers 500 InternalError, capa serve 400 or 422."""
+
+
+def _patched(ep: Endpoint, ns: str, patches: dict[str, tuple[str, bytes]]) -> Observation:
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("pp", data={"a": "1"}))
+    seen: Observation = {
+        name: refusal(ep.call("PATCH", f"{base}/pp", body, media, query={"fieldManager": "conformance"}))
+        for name, (media, body) in patches.items()
+    }
+    seen["stored afterwards"] = step(ep.call("GET", f"{base}/pp"))
+    return seen
+
+
+def malformed_patches(ep: Endpoint, ns: str) -> Observation:
+    """JSON patches with bad operations or paths, merge patches that are no object, strategic merge patches
+    with a malformed directive, apply patches whose YAML is no object: each a 4xx Status, nothing written
+    (capa serve answered operations that are numbers 422, not 400, and applied ``$retainKeys: 5``)."""
+    return _patched(ep, ns, MALFORMED_PATCHES)
+
+
+def patches_answered_500_by_kube_apiserver(ep: Endpoint, ns: str) -> Observation:
+    """Patches kube-apiserver answers 500 InternalError: capa serve answers 400 BadRequest (a malformed
+    strategic merge directive) or 422 Invalid (an apply patch with a field of the wrong type), the client's
+    error being no server error; nothing is written on either."""
+    return _patched(ep, ns, SERVER_ERROR_PATCHES)
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
     "status subresource and generation": status_subresource,
     "patch types on a built-in kind": patch_types,
     "patch types on a custom kind": custom_patch_types,
+    "malformed patches": malformed_patches,
+    "patches kube-apiserver answers 500": patches_answered_500_by_kube_apiserver,
     "label selectors": label_selectors,
     "field selectors": field_selectors,
     "paging with limit and continue": paging,

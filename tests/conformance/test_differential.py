@@ -23,6 +23,18 @@ KNOWN_DIFFERENCES: dict[str, tuple[frozenset[str], str]] = {
         "InternalError (a list 400); capa serve answers each 400 BadRequest: the client's error is no "
         "internal error",
     ),
+    "patches kube-apiserver answers 500": (
+        frozenset(
+            {
+                "strategic: unknown $patch",
+                "strategic: $setElementOrder not a list",
+                "apply: a field of the wrong type",
+            }
+        ),
+        "kube-apiserver answers a strategic merge directive of the wrong shape and an apply patch with a "
+        "field of the wrong type 500 InternalError; capa serve answers 400 BadRequest and 422 Invalid, the "
+        "client's error being no internal error",
+    ),
 }
 
 
