@@ -19,7 +19,7 @@ from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.api.templates import InfrastructureTemplate
-from capa_py.apiserver import fieldmanager, foreground
+from capa_py.apiserver import fieldmanager, foreground, limits
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.fieldvalidation import FieldValidation, decode_json
 from capa_py.apiserver.patch import apply_patch
@@ -161,6 +161,10 @@ def admit(
         raise ApiError(400, "the request body must be a JSON object")
     check_metadata_numbers(target.model.KIND, doc)
     name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
+    over = limits.causes(target.model.KIND, doc)
+    if over:
+        raise target.invalid(name, over)
+    limits.check_stored_size(doc)
     # As the API server decodes a body: a missing apiVersion or kind is the path's.
     doc = {**doc, "apiVersion": doc.get("apiVersion") or target.api_version}
     doc["kind"] = doc.get("kind") or target.model.KIND

@@ -68,10 +68,16 @@ def names(reply: Reply) -> list[str]:
     return [item["metadata"]["name"] for item in (reply.body or {}).get("items", [])]
 
 
-def configmap(name: str, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+def configmap(
+    name: str,
+    labels: dict[str, str] | None = None,
+    metadata_extra: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     doc: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
     if labels:
         doc["metadata"]["labels"] = labels
+    doc["metadata"].update(metadata_extra or {})
     doc.update(extra)
     return doc
 
@@ -817,6 +823,72 @@ def patches_answered_500_by_kube_apiserver(ep: Endpoint, ns: str) -> Observation
     return _patched(ep, ns, SERVER_ERROR_PATCHES)
 
 
+def _outcome(reply: Reply) -> dict[str, Any]:
+    """A write as a client branches on it: the status, and a refusal's Status as :func:`status_view`."""
+    return refusal(reply) if reply.status >= 400 else {"status": reply.status}
+
+
+def object_size_limits(ep: Endpoint, ns: str) -> Observation:
+    """The limits a client observes on a write, 422 Invalid naming the field: annotations over 256 KiB in
+    all, a label value or key name over 63 characters, an annotation key that is no qualified name, a name
+    over 253 characters, a ConfigMap's data or a Secret's data over 1 MiB (kube-apiserver names the whole
+    ConfigMap, ``[]``). capa serve stored the annotations, the ConfigMaps and the Secret."""
+    base = configmaps(ns)
+    secrets = f"/api/v1/namespaces/{ns}/secrets"
+    mib = 1024 * 1024
+    cases: dict[str, tuple[str, dict[str, Any]]] = {
+        "annotations at 256 KiB": (
+            base,
+            configmap("ann-at", metadata_extra={"annotations": {"a": "x" * (262144 - 1)}}),
+        ),
+        "annotations over 256 KiB": (
+            base,
+            configmap("ann-over", metadata_extra={"annotations": {"a": "x" * 262144}}),
+        ),
+        "annotation key not a qualified name": (
+            base,
+            configmap("ann-key", metadata_extra={"annotations": {"a b": "x"}}),
+        ),
+        "label value of 64": (base, configmap("lab-value", {"a": "x" * 64})),
+        "label key name of 64": (base, configmap("lab-key", {"x" * 64: "a"})),
+        "name of 253": (base, configmap("a" * 253)),
+        "name of 254": (base, configmap("a" * 254)),
+        "ConfigMap data at 1 MiB": (base, configmap("data-at", data={"a": "x" * mib})),
+        "ConfigMap data over 1 MiB": (base, configmap("data-over", data={"a": "x" * (mib + 1)})),
+        "ConfigMap of 2 MiB": (base, configmap("data-2mib", data={"a": "x" * mib, "b": "y" * mib})),
+        "ConfigMap data and binaryData over 1 MiB": (
+            base,
+            configmap("data-binary", data={"a": "x" * (mib // 2)}, binaryData={"b": "eXl5" * (mib // 6 + 1)}),
+        ),
+        "Secret data over 1 MiB": (
+            secrets,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "big"},
+                "stringData": {"a": "x" * (mib + 1)},
+            },
+        ),
+    }
+    return {name: _outcome(ep.call("POST", path, body)) for name, (path, body) in cases.items()}
+
+
+def object_over_the_storage_limit(ep: Endpoint, ns: str) -> Observation:
+    """An object within every field's limit but larger than etcd stores (1.5 MiB): a ConfigMap of 1 MB of
+    data, 256 KiB of annotations and 4,000 labels. kube-apiserver answers etcd's refusal 500; capa serve
+    (which stored it) answers 413 RequestEntityTooLarge with the same message: a known difference."""
+    labels = {f"l{i:05d}": "v" * 63 for i in range(4000)}
+    doc = configmap("huge", labels, data={"a": "x" * 1_040_000})
+    doc["metadata"]["annotations"] = {"a": "y" * 262_000}
+    reply = ep.call("POST", configmaps(ns), doc)
+    body = reply.body if isinstance(reply.body, dict) else {}
+    return {
+        "create": _outcome(reply),
+        "message": body.get("message"),
+        "stored": ep.call("GET", f"{configmaps(ns)}/huge").status,
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
@@ -830,6 +902,8 @@ SCENARIOS: dict[str, Scenario] = {
     "paging with limit and continue": paging,
     "a body over the request size limit": oversized_body,
     "malformed bodies": malformed_bodies,
+    "object size limits": object_size_limits,
+    "an object over the storage limit": object_over_the_storage_limit,
     "watch from a resourceVersion": watch_from_resource_version,
     "list and watch parameters": list_and_watch_parameters,
     "a malformed resourceVersion": malformed_resource_version,

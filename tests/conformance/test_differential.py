@@ -35,6 +35,12 @@ KNOWN_DIFFERENCES: dict[str, tuple[frozenset[str], str]] = {
         "field of the wrong type 500 InternalError; capa serve answers 400 BadRequest and 422 Invalid, the "
         "client's error being no internal error",
     ),
+    "an object over the storage limit": (
+        frozenset({"create"}),
+        "kube-apiserver answers etcd's refusal of an object over its request limit (1.5 MiB) 500 "
+        "InternalError; capa serve answers 413 RequestEntityTooLarge with the same message and stores "
+        "nothing",
+    ),
 }
 
 

@@ -1,0 +1,80 @@
+"""The size limits a client of the API server observes on a write, checked before an object is admitted.
+
+* ``metadata.annotations``: keys and values together at most 256 KiB (422, ``FieldValueTooLong``), each key a
+  qualified name (422, ``FieldValueInvalid``);
+* a ConfigMap's ``data`` and ``binaryData`` together, a Secret's ``data`` (with ``stringData``): at most
+  1 MiB (422, ``FieldValueTooLong``; the API server names the whole ConfigMap, ``[]``, and a Secret's
+  ``data``);
+* any object: at most etcd's request limit (1.5 MiB) as stored. kube-apiserver passes a larger custom object
+  on to etcd and answers its refusal, ``etcdserver: request is too large``, 500; capa serve answers it 413
+  RequestEntityTooLarge with the same message, the client's object being the problem, not the server.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from capa_py.api.meta import validate_label_key
+from capa_py.apiserver.status import ApiError, Cause
+
+MAX_ANNOTATIONS_BYTES = 256 * 1024
+MAX_DATA_BYTES = 1024 * 1024
+MAX_OBJECT_BYTES = 1536 * 1024
+"""etcd's default ``--max-request-bytes``, the largest object the API server can store."""
+
+
+def _decoded_length(value: Any) -> int:
+    if not isinstance(value, str):
+        return 0
+    try:
+        return len(base64.b64decode(value, validate=True))
+    except (binascii.Error, ValueError):
+        return len(value)  # not base64: the model's validation names it
+
+
+def _text_length(value: Any) -> int:
+    return len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def too_long(path: str, limit: int) -> Cause:
+    return Cause(path, f"Too long: may not be more than {limit} bytes", "FieldValueTooLong")
+
+
+def causes(kind: str, doc: dict[str, Any]) -> list[Cause]:
+    """What in ``doc`` (a ``kind`` object as sent) is over a limit, or is no valid annotation key."""
+    found: list[Cause] = []
+    annotations = _mapping(_mapping(doc.get("metadata")).get("annotations"))
+    size = sum(_text_length(k) + _text_length(v) for k, v in annotations.items())
+    if size > MAX_ANNOTATIONS_BYTES:
+        found.append(too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES))
+    for key in annotations:
+        try:
+            validate_label_key(str(key))
+        except ValueError:
+            found.append(
+                Cause("metadata.annotations", f"Invalid value: {json.dumps(key)}: invalid annotation key")
+            )
+    if kind == "ConfigMap":
+        data = sum(_text_length(v) for v in _mapping(doc.get("data")).values())
+        binary = sum(_decoded_length(v) for v in _mapping(doc.get("binaryData")).values())
+        if data + binary > MAX_DATA_BYTES:
+            found.append(too_long("[]", MAX_DATA_BYTES))
+    elif kind == "Secret":
+        sizes = {k: _decoded_length(v) for k, v in _mapping(doc.get("data")).items()}
+        sizes.update({k: _text_length(v) for k, v in _mapping(doc.get("stringData")).items()})
+        if sum(sizes.values()) > MAX_DATA_BYTES:
+            found.append(too_long("data", MAX_DATA_BYTES))
+    return found
+
+
+def check_stored_size(doc: dict[str, Any]) -> None:
+    """413 RequestEntityTooLarge for an object too large to store (see the module's note)."""
+    if len(json.dumps(doc, separators=(",", ":"))) > MAX_OBJECT_BYTES:
+        raise ApiError(413, "etcdserver: request is too large", "RequestEntityTooLarge")
