@@ -462,7 +462,7 @@ def build_app(
     watches are open at once (each holds a worker thread); one more is answered 429."""
     server = ApiServer(store, registry, bookmark_interval, max_watches)
     app = web.Application(middlewares=[_log_requests], client_max_size=MAX_REQUEST_BODY)
-    app.router.add_route("*", "/{tail:.*}", server.dispatch)
+    app.router.add_route("*", r"/{tail:[\s\S]*}", server.dispatch)  # every path, a newline in it too
 
     async def start_collector(_: web.Application) -> None:
         server.collector.start()
