@@ -36,7 +36,21 @@ def _decoded_length(value: Any) -> int:
 
 
 def _text_length(value: Any) -> int:
-    return len(value.encode("utf-8", "surrogatepass")) if isinstance(value, str) else 0
+    """A string's length in UTF-8 bytes, without encoding an ASCII one (no copy of a large value)."""
+    if not isinstance(value, str):
+        return 0
+    return len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+
+
+def stored_size(value: Any) -> int:
+    """About how many bytes ``value`` takes as compact JSON, counted without writing it out."""
+    if isinstance(value, dict):
+        return 2 + sum(stored_size(k) + 1 + stored_size(v) + 1 for k, v in value.items())
+    if isinstance(value, list):
+        return 2 + sum(stored_size(v) + 1 for v in value)
+    if isinstance(value, str):
+        return _text_length(value) + 2
+    return len(json.dumps(value))
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -76,5 +90,5 @@ def causes(kind: str, doc: dict[str, Any]) -> list[Cause]:
 
 def check_stored_size(doc: dict[str, Any]) -> None:
     """413 RequestEntityTooLarge for an object too large to store (see the module's note)."""
-    if len(json.dumps(doc, separators=(",", ":"))) > MAX_OBJECT_BYTES:
+    if stored_size(doc) > MAX_OBJECT_BYTES:
         raise ApiError(413, "etcdserver: request is too large", "RequestEntityTooLarge")

@@ -16,6 +16,7 @@ from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.apiserver import (
     discovery,
     fieldmanager,
+    inflight,
     openapi,
     openapi_v2,
     protobuf,
@@ -461,7 +462,9 @@ def build_app(
     """The application; the caller owns the store (it is not closed here). At most ``max_watches``
     watches are open at once (each holds a worker thread); one more is answered 429."""
     server = ApiServer(store, registry, bookmark_interval, max_watches)
-    app = web.Application(middlewares=[_log_requests], client_max_size=MAX_REQUEST_BODY)
+    app = web.Application(
+        middlewares=[_log_requests, inflight.large_bodies()], client_max_size=MAX_REQUEST_BODY
+    )
     app.router.add_route("*", r"/{tail:[\s\S]*}", server.dispatch)  # every path, a newline in it too
 
     async def start_collector(_: web.Application) -> None:

@@ -1,12 +1,13 @@
 """Fuzzing capa serve's API: random paths, methods, query parameters and bodies sent to a running
 in-process server. The server never answers 500 (a bug) and every refusal is a ``Status`` (a 504 Timeout
 is an answer too: a resourceVersion from the future). Bounded (``max_examples``, the future's wait
-shortened) so the suite stays fast."""
+shortened) so the suite stays fast; ``CAPA_FUZZ_EXAMPLES=2000`` runs a longer search."""
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from capa_py.apiserver import listoptions, start_in_thread
 from capa_py.store import SQLiteStore
 
 FUZZ = settings(
-    max_examples=60,
+    max_examples=int(os.environ.get("CAPA_FUZZ_EXAMPLES", "60")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
@@ -115,7 +116,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]
         running = start_in_thread(store)
         try:
             parsed = urllib.parse.urlsplit(running.url)
-            assert parsed.hostname is not None and parsed.port is not None
+            assert parsed.hostname is not None
+            assert parsed.port is not None
             yield parsed.hostname, parsed.port
         finally:
             running.stop()
