@@ -1,12 +1,13 @@
 """Fuzzing the manifest loader: arbitrary YAML and JSON documents, and mutations of the examples, each end
 in loaded objects or the loader's own ``ManifestError`` (never another exception), and every problem it
 reports names where it is. Bounded (``max_examples``, no deadline on a loaded machine) so the suite stays
-fast."""
+fast; ``CAPA_FUZZ_EXAMPLES=2000`` runs a longer search."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,11 @@ EXAMPLES = sorted(p for p in (ROOT / "examples").rglob("*.yaml"))
 EXAMPLE_DOCS: list[dict[str, Any]] = [
     doc for path in EXAMPLES for doc in yaml.safe_load_all(path.read_text()) if isinstance(doc, dict)
 ]
-FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=int(os.environ.get("CAPA_FUZZ_EXAMPLES", "100")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 scalars = st.one_of(
     st.none(),
@@ -121,3 +126,14 @@ def test_the_examples_load() -> None:
     """The mutations start from documents that load."""
     for path in EXAMPLES:
         load_manifest_text(path.read_text(), str(path))
+
+
+def test_a_namespace_of_the_wrong_type_is_a_manifest_problem() -> None:
+    """Found by the fuzzer: a list as ``metadata.namespace`` raised TypeError while naming the document."""
+    doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": ["a"]}}
+    problems = []
+    try:
+        load_manifest_text(json.dumps(doc), "fuzz.json")
+    except ManifestError as exc:
+        problems = exc.problems
+    assert [p.path for p in problems] == ["metadata.namespace"]
