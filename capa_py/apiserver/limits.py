@@ -5,6 +5,8 @@
 * a ConfigMap's ``data`` and ``binaryData`` together, a Secret's ``data`` (with ``stringData``): at most
   1 MiB (422, ``FieldValueTooLong``; the API server names the whole ConfigMap, ``[]``, and a Secret's
   ``data``);
+* a Namespace's and a Service's name: a DNS label (no dots, at most 63 characters; 422 naming
+  ``metadata.name``);
 * any object: at most etcd's request limit (1.5 MiB) as stored. kube-apiserver passes a larger custom object
   on to etcd and answers its refusal, ``etcdserver: request is too large``, 500; capa serve answers it 413
   RequestEntityTooLarge with the same message, the client's object being the problem, not the server.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 from capa_py.api.meta import validate_label_key
@@ -61,10 +64,38 @@ def too_long(path: str, limit: int) -> Cause:
     return Cause(path, f"Too long: may not be more than {limit} bytes", "FieldValueTooLong")
 
 
+LABEL_NAMED = frozenset({"Namespace", "Service"})
+"""Kinds whose names are DNS labels (at most 63 characters, no dots) rather than DNS subdomains."""
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _name_causes(kind: str, name: Any) -> list[Cause]:
+    """A Namespace's or Service's name that is a DNS subdomain but no DNS label (a name that is not even a
+    subdomain is the model's to report)."""
+    if kind not in LABEL_NAMED or not isinstance(name, str) or len(name) > 253:
+        return []
+    if not _DNS_SUBDOMAIN.fullmatch(name):
+        return []
+    if "." in name:
+        return [Cause("metadata.name", f"Invalid value: {json.dumps(name)}: must not contain dots")]
+    if len(name) > 63:
+        too_long_name = [
+            Cause("metadata.name", f"Invalid value: {json.dumps(name)}: must be no more than 63 characters")
+        ]
+        if kind == "Namespace":  # labelled with its name before it is validated, as the API server does
+            too_long_name.append(
+                Cause("metadata.labels", f"Invalid value: {json.dumps(name)}: must be no more than 63 bytes")
+            )
+        return too_long_name
+    return []
+
+
 def causes(kind: str, doc: dict[str, Any]) -> list[Cause]:
-    """What in ``doc`` (a ``kind`` object as sent) is over a limit, or is no valid annotation key."""
-    found: list[Cause] = []
-    annotations = _mapping(_mapping(doc.get("metadata")).get("annotations"))
+    """What in ``doc`` (a ``kind`` object as sent) is over a limit, or is no valid annotation key, or (a
+    Namespace, a Service) a name that is no DNS label."""
+    metadata = _mapping(doc.get("metadata"))
+    found = _name_causes(kind, metadata.get("name"))
+    annotations = _mapping(metadata.get("annotations"))
     size = sum(_text_length(k) + _text_length(v) for k, v in annotations.items())
     if size > MAX_ANNOTATIONS_BYTES:
         found.append(too_long("metadata.annotations", MAX_ANNOTATIONS_BYTES))

@@ -82,3 +82,17 @@ def test_an_object_over_the_storage_limit_is_too_large(server: Server) -> None:
         "etcdserver: request is too large",
     )
     assert server.http("GET", f"{BASE}/configmaps/huge")[0] == 404
+
+
+def test_a_namespace_or_service_name_is_a_dns_label(server: Server) -> None:
+    """No dots, at most 63 characters (a dotted Namespace and Service were stored; a Namespace name of 64
+    was refused for its label only)."""
+    service = {"apiVersion": "v1", "kind": "Service", "spec": {"ports": [{"port": 80}]}}
+    for path, doc, fields in (
+        ("/api/v1/namespaces", {"metadata": {"name": "a.b"}}, ["metadata.name"]),
+        ("/api/v1/namespaces", {"metadata": {"name": "n" * 64}}, ["metadata.name", "metadata.labels"]),
+        (f"{BASE}/services", {**service, "metadata": {"name": "a.b"}}, ["metadata.name"]),
+    ):
+        code, status = server.http("POST", path, doc)
+        assert code == 422, doc
+        assert [c["field"] for c in status["details"]["causes"]] == fields

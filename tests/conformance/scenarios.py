@@ -831,8 +831,9 @@ def _outcome(reply: Reply) -> dict[str, Any]:
 def object_size_limits(ep: Endpoint, ns: str) -> Observation:
     """The limits a client observes on a write, 422 Invalid naming the field: annotations over 256 KiB in
     all, a label value or key name over 63 characters, an annotation key that is no qualified name, a name
-    over 253 characters, a ConfigMap's data or a Secret's data over 1 MiB (kube-apiserver names the whole
-    ConfigMap, ``[]``). capa serve stored the annotations, the ConfigMaps and the Secret."""
+    over 253 characters (a Namespace's or a Service's: a DNS label, no dots, at most 63), a ConfigMap's data
+    or a Secret's data over 1 MiB (kube-apiserver names the whole ConfigMap, ``[]``). capa serve stored the
+    annotations, the ConfigMaps, the Secret, the dotted Namespace and Service."""
     base = configmaps(ns)
     secrets = f"/api/v1/namespaces/{ns}/secrets"
     mib = 1024 * 1024
@@ -870,6 +871,13 @@ def object_size_limits(ep: Endpoint, ns: str) -> Observation:
             },
         ),
     }
+    service = {"apiVersion": "v1", "kind": "Service", "spec": {"ports": [{"port": 80}]}}
+    cases["Namespace name with a dot"] = ("/api/v1/namespaces", {"metadata": {"name": f"{ns}.dotted"}})
+    cases["Namespace name of 64"] = ("/api/v1/namespaces", {"metadata": {"name": "n" * 64}})
+    cases["Service name with a dot"] = (
+        f"/api/v1/namespaces/{ns}/services",
+        {**service, "metadata": {"name": "a.b"}},
+    )
     return {name: _outcome(ep.call("POST", path, body)) for name, (path, body) in cases.items()}
 
 
