@@ -46,6 +46,7 @@ bench: setup
 	$(BIN)/python benchmarks/hegel.py
 	$(BIN)/python benchmarks/tink_server.py
 	$(BIN)/python benchmarks/tink_agent.py
+	$(BIN)/python benchmarks/large_bodies.py
 
 # Regenerates the checked-in gRPC code of the workflow service, and the messages capa serve reads and writes
 # (OpenAPI v2, Kubernetes' protobuf bodies), from their protobufs (tests/tinkerbell/test_proto.py and

@@ -77,7 +77,8 @@ def _subject(doc: dict[str, Any]) -> str:
     name = meta.get("name", "") if isinstance(meta, dict) else ""
     namespace = meta.get("namespace", "") if isinstance(meta, dict) else ""
     if kind and name:
-        return f"{kind} {namespace + '/' if namespace else ''}{name}"
+        # Any of them may be of the wrong type (a list, a number): the model's validation names that.
+        return f"{kind} {f'{namespace}/' if namespace else ''}{name}"
     return str(kind)
 
 

@@ -22,6 +22,7 @@ without it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
@@ -211,5 +212,14 @@ class FieldValidation:
         return ApiError(400, f'{kind} in version "{version}" cannot be handled as a {kind}: {decoding}')
 
     def headers(self) -> list[tuple[str, str]]:
-        """The ``Warning`` response headers, one per warning."""
-        return [("Warning", f"299 - {_quoted(text)}") for text in self.warnings]
+        """The ``Warning`` response headers, one per warning; a control character (a field name may hold
+        one) is escaped, since a header cannot carry it (the response was never sent: the connection
+        was dropped)."""
+        return [("Warning", f"299 - {_CONTROL.sub(_escaped, _quoted(text))}") for text in self.warnings]
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"

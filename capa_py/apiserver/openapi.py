@@ -3,7 +3,8 @@
 ``/openapi/v3`` lists one document per group-version; each holds the JSON schemas of its kinds, derived from
 the pydantic models (camelCase names, descriptions, enums), with the ``x-kubernetes-group-version-kind``
 extension kubectl finds a kind's schema by. Optional fields become ``nullable`` (OpenAPI 3.0 has no null
-type). The documents declare no paths, so kubectl validates on the client side.
+type). Each path declares its parameters, each operation its query parameters and request body (what a
+client generated from the document needs; tests/fuzz runs schemathesis over one kind's operations).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.api.registry import KindRegistry
 from capa_py.apiserver.discovery import by_group
 from capa_py.apiserver.openapi_crd import OBJECT_META, crd_schema, served_by_crd
+from capa_py.manifests.crds import is_builtin_group
 
 
 def _path_key(group: str, version: str) -> str:
@@ -69,18 +71,80 @@ def _clean(node: Any, prefix: str) -> Any:
 
 
 _WRITE_PARAMETERS = ("dryRun", "fieldManager", "fieldValidation")
+_PARAMETER_TYPES = {
+    "limit": "integer",
+    "timeoutSeconds": "integer",
+    "gracePeriodSeconds": "integer",
+    "watch": "boolean",
+    "allowWatchBookmarks": "boolean",
+    "sendInitialEvents": "boolean",
+    "force": "boolean",
+}
+_LIST_PARAMETERS = (
+    "labelSelector",
+    "fieldSelector",
+    "limit",
+    "continue",
+    "resourceVersion",
+    "resourceVersionMatch",
+    "watch",
+    "allowWatchBookmarks",
+    "sendInitialEvents",
+    "timeoutSeconds",
+)
+_PATCH_MEDIA_TYPES = {
+    "application/json-patch+json": {"type": "array", "items": {"type": "object"}},
+    "application/merge-patch+json": {"type": "object"},
+    "application/strategic-merge-patch+json": {"type": "object"},
+    "application/apply-patch+yaml": {"type": "object"},
+}
+
+
+def _parameter(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "query", "schema": {"type": _PARAMETER_TYPES.get(name, "string")}}
 
 
 def _operation(
-    gvk: dict[str, str], action: str, ref: str, parameters: tuple[str, ...] = ()
+    gvk: dict[str, str],
+    action: str,
+    ref: str,
+    parameters: tuple[str, ...] = (),
+    body: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     schema = {"$ref": ref}
-    return {
+    responses: dict[str, Any] = {
+        "200": {"description": "OK", "content": {"application/json": {"schema": schema}}}
+    }
+    if action == "post":
+        responses["201"] = {"description": "Created", "content": {"application/json": {"schema": schema}}}
+    operation: dict[str, Any] = {
         "x-kubernetes-action": action,
         "x-kubernetes-group-version-kind": gvk,
-        "parameters": [{"name": p, "in": "query", "schema": {"type": "string"}} for p in parameters],
-        "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": schema}}}},
+        "parameters": [_parameter(p) for p in parameters],
+        "responses": responses,
     }
+    if body is not None:
+        operation["requestBody"] = body
+    return operation
+
+
+def _body(ref: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
+
+
+def _patch_body(group: str) -> dict[str, Any]:
+    """What a PATCH takes; strategic merge only on Kubernetes' own kinds (a custom kind refuses it, 415)."""
+    builtin = is_builtin_group(group)
+    content = {
+        media: {"schema": schema}
+        for media, schema in _PATCH_MEDIA_TYPES.items()
+        if builtin or media != "application/strategic-merge-patch+json"
+    }
+    return {"required": True, "content": content}
+
+
+def _path_parameters(*names: str) -> list[dict[str, Any]]:
+    return [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]
 
 
 def _paths(
@@ -92,9 +156,12 @@ def _paths(
     keyed: dict[Any, Any],
 ) -> dict[str, Any]:
     """The operations kubectl inspects: which GVK a path serves and which query parameters its
-    writes take (``fieldValidation`` on PATCH makes kubectl validate on the server)."""
+    writes take (``fieldValidation`` on PATCH makes kubectl validate on the server); each path's
+    parameters, each operation's query parameters and request body, as a client generated from the
+    document needs them."""
     base = f"/apis/{group}/{version}" if group else f"/api/{version}"
     paths: dict[str, Any] = {}
+    delete_options = {"content": {"application/json": {"schema": {"type": "object"}}}}
     for model in models:
         ref = (
             "#/components/schemas/"
@@ -104,21 +171,27 @@ def _paths(
         )
         gvk = {"group": group, "version": version, "kind": model.KIND}
         scope = f"{base}/namespaces/{{namespace}}" if model.NAMESPACED else base
+        scoped = ("namespace",) if model.NAMESPACED else ()
         paths[f"{scope}/{model.PLURAL}"] = {
-            "get": _operation(gvk, "list", ref),
-            "post": _operation(gvk, "post", ref, _WRITE_PARAMETERS),
+            "parameters": _path_parameters(*scoped),
+            "get": _operation(gvk, "list", ref, _LIST_PARAMETERS),
+            "post": _operation(gvk, "post", ref, _WRITE_PARAMETERS, _body(ref)),
         }
         paths[f"{scope}/{model.PLURAL}/{{name}}"] = {
-            "get": _operation(gvk, "get", ref),
-            "put": _operation(gvk, "put", ref, _WRITE_PARAMETERS),
-            "patch": _operation(gvk, "patch", ref, (*_WRITE_PARAMETERS, "force")),
-            "delete": _operation(gvk, "delete", ref, ("dryRun", "propagationPolicy")),
+            "parameters": _path_parameters(*scoped, "name"),
+            "get": _operation(gvk, "get", ref, ("resourceVersion",)),
+            "put": _operation(gvk, "put", ref, _WRITE_PARAMETERS, _body(ref)),
+            "patch": _operation(gvk, "patch", ref, (*_WRITE_PARAMETERS, "force"), _patch_body(group)),
+            "delete": _operation(
+                gvk, "delete", ref, ("dryRun", "propagationPolicy", "gracePeriodSeconds"), delete_options
+            ),
         }
         if model.HAS_STATUS:
             paths[f"{scope}/{model.PLURAL}/{{name}}/status"] = {
-                "get": _operation(gvk, "get", ref),
-                "put": _operation(gvk, "put", ref, _WRITE_PARAMETERS),
-                "patch": _operation(gvk, "patch", ref, (*_WRITE_PARAMETERS, "force")),
+                "parameters": _path_parameters(*scoped, "name"),
+                "get": _operation(gvk, "get", ref, ("resourceVersion",)),
+                "put": _operation(gvk, "put", ref, _WRITE_PARAMETERS, _body(ref)),
+                "patch": _operation(gvk, "patch", ref, (*_WRITE_PARAMETERS, "force"), _patch_body(group)),
             }
     return paths
 

@@ -90,8 +90,8 @@ def _schema(node: Any) -> Any:
     return out
 
 
-def _query(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "type": "string", "uniqueItems": True}
+def _query(name: str, kind: str = "string") -> dict[str, Any]:
+    return {"name": name, "in": "query", "type": kind, "uniqueItems": True}
 
 
 def _path_parameter(name: str) -> dict[str, Any]:
@@ -104,7 +104,7 @@ def _operation(v3: dict[str, Any], method: str) -> dict[str, Any]:
     parameters: list[dict[str, Any]] = []
     if method in ("put", "post", "patch"):
         parameters.append({"name": "body", "in": "body", "required": True, "schema": ref})
-    parameters += [_query(p["name"]) for p in v3.get("parameters", [])]
+    parameters += [_query(p["name"], p["schema"]["type"]) for p in v3.get("parameters", [])]
     consumes = [JSON]
     if method == "patch":
         consumes = ["application/json-patch+json", "application/merge-patch+json"]
@@ -123,7 +123,9 @@ def _operation(v3: dict[str, Any], method: str) -> dict[str, Any]:
 
 
 def _path_item(path: str, v3: dict[str, Any]) -> dict[str, Any]:
-    item: dict[str, Any] = {method: _operation(op, method) for method, op in v3.items()}
+    item: dict[str, Any] = {
+        method: _operation(op, method) for method, op in v3.items() if method != "parameters"
+    }
     names = [segment[1:-1] for segment in path.split("/") if segment.startswith("{")]
     item["parameters"] = [_path_parameter(name) for name in names]
     return item

@@ -15,7 +15,7 @@ from typing import Any
 import jsonpatch
 
 from capa_py.apiserver.status import ApiError
-from capa_py.apiserver.strategic import strategic_merge
+from capa_py.apiserver.strategic import check_directives, strategic_merge
 from capa_py.manifests.crds import is_builtin_group
 
 MERGE = "application/merge-patch+json"
@@ -25,6 +25,8 @@ APPLY = "application/apply-patch+yaml"
 SUPPORTED = (MERGE, JSON_PATCH, STRATEGIC)
 CUSTOM_LISTED = (JSON_PATCH, MERGE, APPLY)
 """The media types the API server names when it refuses a patch of a custom resource, in its order."""
+
+_JSON_TYPES: dict[type, str] = {int: "number", float: "number", bool: "bool", str: "string", list: "array"}
 
 
 def check_media_type(content_type: str, group: str) -> None:
@@ -65,6 +67,7 @@ def apply_patch(content_type: str, document: dict[str, Any], patch: Any) -> dict
             raise ApiError(400, "a merge patch must be a JSON object")
         # check_media_type lets a strategic merge patch through only for Kubernetes' own kinds.
         if content_type == STRATEGIC:
+            check_directives(patch)
             patched = strategic_merge(document, patch)
         else:
             patched = merge_patch(document, patch)
@@ -73,6 +76,11 @@ def apply_patch(content_type: str, document: dict[str, Any], patch: Any) -> dict
     if content_type == JSON_PATCH:
         if not isinstance(patch, list):
             raise ApiError(400, "a JSON patch must be a JSON array of operations")
+        for operation in patch:
+            if not isinstance(operation, dict):
+                # As the API server decodes the body: each operation must be an object (400, not 422).
+                given = _JSON_TYPES.get(type(operation), "value")
+                raise ApiError(400, f"error decoding patch: json: cannot unmarshal {given} into an operation")
         try:
             result = jsonpatch.JsonPatch(patch).apply(document)
         except jsonpatch.JsonPatchTestFailed as exc:

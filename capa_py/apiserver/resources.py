@@ -19,7 +19,7 @@ from capa_py.api.core import Secret
 from capa_py.api.loader import _clean_message, format_loc
 from capa_py.api.meta import KubeObject
 from capa_py.api.templates import InfrastructureTemplate
-from capa_py.apiserver import fieldmanager, foreground
+from capa_py.apiserver import fieldmanager, foreground, limits
 from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.fieldvalidation import FieldValidation, decode_json
 from capa_py.apiserver.patch import apply_patch
@@ -161,6 +161,10 @@ def admit(
         raise ApiError(400, "the request body must be a JSON object")
     check_metadata_numbers(target.model.KIND, doc)
     name = str((doc.get("metadata") or {}).get("name", "")) if isinstance(doc.get("metadata"), dict) else ""
+    # Reported with the model's own causes (metadata.name first, as the API server lists them).
+    over = limits.causes(target.model.KIND, doc)
+    if not over:
+        limits.check_stored_size(doc)
     # As the API server decodes a body: a missing apiVersion or kind is the path's.
     doc = {**doc, "apiVersion": doc.get("apiVersion") or target.api_version}
     doc["kind"] = doc.get("kind") or target.model.KIND
@@ -174,8 +178,8 @@ def admit(
         doc, pruned, failing = target.served.admit(doc, current, target.subresource == "status")
         if validation is not None:  # a strict decoding error comes before the schema's verdict
             validation.report(target.model, doc, pruned)
-        if failing:
-            raise target.invalid(name, [Cause(i.field, i.message, i.reason) for i in failing])
+        if failing or over:
+            raise target.invalid(name, over + [Cause(i.field, i.message, i.reason) for i in failing])
     elif validation is not None:
         doc = validation.check(target.model, doc)
     try:
@@ -187,7 +191,9 @@ def admit(
             if error["type"].endswith(_TYPE_ERROR_SUFFIXES):
                 reason = "FieldValueTypeInvalid"
             causes.append(Cause(format_loc(error["loc"]), _clean_message(error["msg"]), reason))
-        raise target.invalid(name, causes) from exc
+        raise target.invalid(name, over + causes) from exc
+    if over:
+        raise target.invalid(name, over)
     issues = obj.semantic_issues()
     if old is not None and not (isinstance(obj, InfrastructureTemplate) and obj.skips_immutability(dry_run)):
         issues += obj.immutable_issues(old)

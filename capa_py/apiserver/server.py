@@ -17,6 +17,7 @@ from capa_py.apiserver import (
     authorization,
     discovery,
     fieldmanager,
+    inflight,
     openapi,
     openapi_v2,
     protobuf,
@@ -28,6 +29,7 @@ from capa_py.apiserver.bootstrap_policy import ensure_bootstrap_policy
 from capa_py.apiserver.crd_kinds import CrdKinds
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
+from capa_py.apiserver.listoptions import ListOptions, query_bool, wait_for_resource_version
 from capa_py.apiserver.namespaces import ensure_system_namespaces
 from capa_py.apiserver.patch import APPLY, check_media_type
 from capa_py.apiserver.rbac import Authorizer
@@ -50,10 +52,6 @@ def _json(document: Any, status: int = 200) -> web.Response:
         status=status,
         content_type="application/json",
     )
-
-
-def _truthy(value: str | None) -> bool:
-    return value is not None and value.lower() in ("1", "true", "yes")
 
 
 _OPTIONS_KIND = {
@@ -230,7 +228,7 @@ class ApiServer:
         manager = fieldmanager.manager_name(query, request.headers.get("User-Agent", ""))
         if target.name is None:
             if method == "GET":
-                if _truthy(query.get("watch")):
+                if query_bool(query.get("watch")):
                     return await self._watch(request, target)
                 return await self._list(request, target)
             if method == "POST":
@@ -257,6 +255,8 @@ class ApiServer:
                 return self._respond(request, target, created, 201, validation)
             raise ApiError(405, f"{method} is not supported on a collection of {target.resource}")
         if method == "GET":
+            wanted = query.get("resourceVersion")
+            await asyncio.to_thread(wait_for_resource_version, store, target.model, wanted)
             obj = await asyncio.to_thread(resources.get, store, target)
             return self._respond(request, target, target.render(obj))
         if method == "PUT":
@@ -360,18 +360,14 @@ class ApiServer:
 
     async def _list(self, request: web.Request, target: resources.Target) -> web.Response:
         query = request.query
-        limit_text = query.get("limit")
-        try:
-            limit = int(limit_text) if limit_text else None
-        except ValueError as exc:
-            raise ApiError(400, f"limit must be an integer, not {limit_text!r}") from exc
-        if limit is not None and limit <= 0:
-            limit = None  # as the API server takes it: no limit
+        options = ListOptions.from_query(query)
+        limit = options.limit
         try:
             LabelSelector.parse(query.get("labelSelector"))
             FieldSelector.parse(query.get("fieldSelector"))
         except StoreError as exc:  # a selector that does not parse is a bad request, not an invalid object
             raise ApiError(400, str(exc)) from exc
+        await asyncio.to_thread(wait_for_resource_version, self.store, target.model, options.resource_version)
         items, metadata = await asyncio.to_thread(
             resources.list_page,
             self.store,
@@ -394,24 +390,22 @@ class ApiServer:
 
     async def _watch(self, request: web.Request, target: resources.Target) -> web.StreamResponse:
         query = request.query
-        timeout_text = query.get("timeoutSeconds")
+        options = ListOptions.from_query(query)
         try:
-            timeout = float(timeout_text) if timeout_text else None
             fields = FieldSelector.parse(query.get("fieldSelector"))
             LabelSelector.parse(query.get("labelSelector"))
-        except ValueError as exc:
-            raise ApiError(400, f"timeoutSeconds must be a number, not {timeout_text!r}") from exc
         except StoreError as exc:
             raise ApiError(400, str(exc)) from exc
         watch = WatchRequest(
             model=target.model,
             namespace=target.namespace,
-            resource_version=query.get("resourceVersion"),
+            resource_version=options.resource_version,
             label_selector=query.get("labelSelector"),
             field_selector=fields,
-            bookmarks=_truthy(query.get("allowWatchBookmarks")),
-            timeout=timeout,
+            bookmarks=options.allow_bookmarks,
+            timeout=options.timeout,
             render=target.render,
+            initial_events=options.send_initial_events,
         )
         as_table = wants_table(request.headers.get("Accept", ""))
         queue: asyncio.Queue[Item] = asyncio.Queue()
@@ -440,7 +434,7 @@ class ApiServer:
                     obj = {
                         "kind": target.model.KIND,
                         "apiVersion": target.api_version,
-                        "metadata": {"resourceVersion": rv},
+                        "metadata": {"resourceVersion": rv, **(doc or {})},
                     }
                 elif as_table:
                     obj = self._table(request, target, [doc], {"resourceVersion": rv})
@@ -482,8 +476,10 @@ def build_app(
     watches are open at once (each holds a worker thread); one more is answered 429. With an
     ``authorizer`` every request is authorized first, and refused 403 when it is not allowed."""
     server = ApiServer(store, registry, bookmark_interval, max_watches, authorizer)
-    app = web.Application(middlewares=[_log_requests], client_max_size=MAX_REQUEST_BODY)
-    app.router.add_route("*", "/{tail:.*}", server.dispatch)
+    app = web.Application(
+        middlewares=[_log_requests, inflight.large_bodies()], client_max_size=MAX_REQUEST_BODY
+    )
+    app.router.add_route("*", r"/{tail:[\s\S]*}", server.dispatch)  # every path, a newline in it too
 
     async def start_collector(_: web.Application) -> None:
         server.collector.start()

@@ -20,6 +20,7 @@ REASONS = {
     429: "TooManyRequests",
     500: "InternalError",
     503: "ServiceUnavailable",
+    504: "Timeout",
 }
 
 
@@ -30,7 +31,10 @@ class Cause:
     reason: str = "FieldValueInvalid"
 
     def to_dict(self) -> dict[str, str]:
-        return {"field": self.field, "message": self.message, "reason": self.reason}
+        document = {"message": self.message, "reason": self.reason}
+        if self.field:  # as the API server omits an empty one
+            document["field"] = self.field
+        return document
 
 
 @dataclass
@@ -44,6 +48,7 @@ class ApiError(Exception):
     kind: str = ""
     group: str = ""
     causes: Sequence[Cause] = field(default_factory=tuple)
+    retry_after_seconds: int = 0
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -60,6 +65,8 @@ class ApiError(Exception):
             details["kind"] = self.kind
         if self.causes:
             details["causes"] = [c.to_dict() for c in self.causes]
+        if self.retry_after_seconds:
+            details["retryAfterSeconds"] = self.retry_after_seconds
         document: dict[str, Any] = {
             "kind": "Status",
             "apiVersion": "v1",

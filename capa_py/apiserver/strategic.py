@@ -19,6 +19,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from capa_py.apiserver.status import ApiError
+
 MERGE_KEYS: dict[str, str] = {
     "containers": "name",
     "initContainers": "name",
@@ -48,6 +50,30 @@ def merge_key(field: str, items: list[Any]) -> str | None:
         # A container's ports are keyed by containerPort, a Service's by port.
         return "containerPort" if any(isinstance(i, dict) and "containerPort" in i for i in items) else "port"
     return MERGE_KEYS.get(field)
+
+
+PATCH_DIRECTIVES = ("replace", "merge", "delete")
+
+
+def check_directives(patch: Any) -> None:
+    """400 BadRequest for a directive of the wrong shape anywhere in the patch: a ``$patch`` that is not
+    ``replace``, ``merge`` or ``delete``, a ``$retainKeys`` or ``$setElementOrder/<list>`` that is not a
+    list (kube-apiserver answers the first two 500, the third 400; capa serve applied each as if absent)."""
+    if isinstance(patch, list):
+        for item in patch:
+            check_directives(item)
+        return
+    if not isinstance(patch, dict):
+        return
+    directive = patch.get("$patch")
+    if directive is not None and directive not in PATCH_DIRECTIVES:
+        raise ApiError(400, f"unknown patch type: {directive} in a strategic merge patch")
+    if "$retainKeys" in patch and not isinstance(patch["$retainKeys"], list):
+        raise ApiError(400, "invalid patch format of retainKeys")
+    for key, value in patch.items():
+        if key.startswith(_ORDER) and not isinstance(value, list):
+            raise ApiError(400, f"invalid patch format of {key}: a list is expected")
+        check_directives(value)
 
 
 def _strip(value: Any) -> Any:

@@ -37,10 +37,15 @@ class WatchRequest:
     timeout: float | None
     render: Callable[[KubeObject], dict[str, Any]] = KubeObject.to_dict
     """The object as the watched path serves it (a CRD-defined kind: in the path's version)."""
+    initial_events: bool | None = None
+    """``sendInitialEvents``: the current objects first (as ADDED events), then the changes; None leaves it
+    to the resourceVersion (none or ``0``: initial events, else only the changes after it)."""
 
 
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 Item = tuple[str, Any, str]
-"""``(type, document, resourceVersion)``: ADDED/MODIFIED/DELETED/BOOKMARK with the object's document,
+"""``(type, document, resourceVersion)``: ADDED/MODIFIED/DELETED with the object's document, BOOKMARK with
+the bookmark's extra metadata (its annotations),
 ERROR with a store error, END when the watch is over."""
 
 
@@ -82,16 +87,25 @@ def pump(
     view = FieldView(request.field_selector)
     try:
         since = request.resource_version
-        if not since or since == "0":
+        initial = request.initial_events
+        if initial is None:
+            initial = not since or since == "0"
+        if initial or not since or since == "0":
             current = store.list(request.model, request.namespace, request.label_selector)
-            for obj in current:
+            for obj in current if initial else ():
                 doc = request.render(obj)
                 if view.event("ADDED", doc):
                     emit(("ADDED", doc, obj.metadata.resource_version or current.resource_version))
-            since = current.resource_version
+            if not since or since == "0" or int(current.resource_version) > int(since):
+                since = current.resource_version
+        # A bookmark after the initial events of a watch that asked for them says where they end.
+        end_mark: dict[str, Any] = (
+            {"annotations": {INITIAL_EVENTS_END: "true"}} if request.initial_events else {}
+        )
 
         def follow(segment: float, since: str) -> str:
             """Emit the events of one segment, then a bookmark; the resourceVersion reached."""
+            nonlocal end_mark
             head = _head(store)
             for event in store.watch(
                 request.model, request.namespace, since, request.label_selector, timeout=segment, stop=stop
@@ -105,8 +119,11 @@ def pump(
                 return since
             if head is not None and int(head) > int(since):
                 since = head
-            if request.bookmarks:
-                emit(("BOOKMARK", {}, since))
+            # A watch from a resourceVersion the store has not reached yet sends nothing (no bookmark
+            # either) until the store gets there, as the API server's watch does.
+            if request.bookmarks and (head is None or int(head) >= int(since)):
+                emit(("BOOKMARK", end_mark, since))
+                end_mark = {}
             return since
 
         if request.bookmarks:

@@ -166,7 +166,7 @@ def test_a_field_selector_watch_reports_objects_entering_and_leaving_it(
 ) -> None:
     custom.create_namespaced_custom_object(GROUP, VERSION, "default", PLURAL, aws_cluster())
     ready = "fieldSelector=status.ready%3Dtrue"
-    start = raw_events(server, f"timeoutSeconds=0.5&{ready}")
+    start = raw_events(server, f"timeoutSeconds=1&{ready}")
     assert start == []
     rv = server.store.current_resource_version()
     for value in (True, False):

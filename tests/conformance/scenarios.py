@@ -68,10 +68,16 @@ def names(reply: Reply) -> list[str]:
     return [item["metadata"]["name"] for item in (reply.body or {}).get("items", [])]
 
 
-def configmap(name: str, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+def configmap(
+    name: str,
+    labels: dict[str, str] | None = None,
+    metadata_extra: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     doc: dict[str, Any] = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}
     if labels:
         doc["metadata"]["labels"] = labels
+    doc["metadata"].update(metadata_extra or {})
     doc.update(extra)
     return doc
 
@@ -651,18 +657,265 @@ def malformed_bodies(ep: Endpoint, ns: str) -> Observation:
     }
 
 
+def refusal(reply: Reply) -> dict[str, Any]:
+    """A reply as a client branches on a refusal: the status, and the Status as :func:`status_view`."""
+    body = reply.body if isinstance(reply.body, dict) and reply.body.get("kind") == "Status" else None
+    return {"status": reply.status, "Status": status_view(body) if body is not None else None}
+
+
+def list_and_watch_parameters(ep: Endpoint, ns: str) -> Observation:
+    """Query parameters of a list or watch that do not parse (400 BadRequest) or do not go together (422
+    Invalid, ListOptions naming the field); capa serve accepted each (timeoutSeconds=1.5 as a number) and
+    ignored resourceVersionMatch and sendInitialEvents. ``watch=no`` is a watch, ``watch=false`` a list, as
+    the API server converts a boolean parameter."""
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("lw"))
+    cases: dict[str, dict[str, str]] = {
+        "list: malformed resourceVersion": {"resourceVersion": "abc"},
+        "list: negative resourceVersion": {"resourceVersion": "-1"},
+        "list: malformed limit": {"limit": "ten"},
+        "watch: malformed timeoutSeconds": {"watch": "1", "timeoutSeconds": "soon"},
+        "watch: fractional timeoutSeconds": {"watch": "1", "timeoutSeconds": "1.5"},
+        "list: resourceVersionMatch without resourceVersion": {"resourceVersionMatch": "NotOlderThan"},
+        "list: unknown resourceVersionMatch": {"resourceVersionMatch": "Newest", "resourceVersion": "1"},
+        "list: Exact at resourceVersion 0": {"resourceVersionMatch": "Exact", "resourceVersion": "0"},
+        "list: sendInitialEvents": {"sendInitialEvents": "true"},
+        "watch: resourceVersionMatch without sendInitialEvents": {
+            "watch": "1",
+            "resourceVersionMatch": "NotOlderThan",
+            "resourceVersion": "1",
+        },
+        "watch: sendInitialEvents without NotOlderThan": {"watch": "1", "sendInitialEvents": "true"},
+        "watch: Exact": {"watch": "1", "resourceVersionMatch": "Exact", "sendInitialEvents": "false"},
+    }
+    seen: Observation = {name: refusal(ep.call("GET", base, query=query)) for name, query in cases.items()}
+    as_list = ep.call("GET", base, query={"watch": "false"})
+    seen["watch=false is a list"] = (as_list.status, (as_list.body or {}).get("kind"))
+    as_watch = ep.call("GET", base, query={"watch": "no", "timeoutSeconds": "1"})
+    seen["watch=no is a watch"] = (
+        as_watch.status,
+        isinstance(as_watch.body, str) and '"ADDED"' in as_watch.body,
+    )
+    initial = ep.call(
+        "GET",
+        base,
+        query={
+            "watch": "1",
+            "sendInitialEvents": "true",
+            "resourceVersionMatch": "NotOlderThan",
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": "2",
+        },
+    )
+    events = [
+        (e["type"], e["object"]["metadata"].get("name") or e["object"]["metadata"].get("annotations"))
+        for e in initial.body
+    ]
+    # Up to the bookmark that ends the initial events (later ones come as each server's interval says).
+    ends = [i for i, (kind, _) in enumerate(events) if kind == "BOOKMARK"]
+    seen["watch with sendInitialEvents"] = events[: ends[0] + 1] if ends else events
+    return seen
+
+
+def malformed_resource_version(ep: Endpoint, ns: str) -> Observation:
+    """A resourceVersion that is no number: a list is answered 400 on both servers; kube-apiserver answers
+    a get or a watch 500 InternalError, capa serve 400 BadRequest (it answered the watch 200 and ended it
+    silently, and the get with the object): a known difference, the client's error being no server error."""
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("rv"))
+    return {
+        "list": refusal(ep.call("GET", base, query={"resourceVersion": "abc"})),
+        "get": refusal(ep.call("GET", f"{base}/rv", query={"resourceVersion": "abc"})),
+        "watch": refusal(
+            ep.call("GET", base, query={"watch": "1", "resourceVersion": "abc", "timeoutSeconds": "2"})
+        ),
+    }
+
+
+FUTURE = "999999999"
+
+
+def future_resource_version(ep: Endpoint, ns: str) -> Observation:
+    """A resourceVersion the server has not reached: a get and a list wait for it a moment, then are
+    answered 504 Timeout with the cause ResourceVersionTooLarge; a watch from it stays open and sends
+    nothing, no bookmark either (capa serve answered the get and list with the current state, and the
+    watch with bookmarks at the future version)."""
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("future"))
+    seen: Observation = {}
+    for name, path, query in (
+        ("get", f"{base}/future", {"resourceVersion": FUTURE}),
+        ("list", base, {"resourceVersion": FUTURE}),
+        ("list NotOlderThan", base, {"resourceVersion": FUTURE, "resourceVersionMatch": "NotOlderThan"}),
+    ):
+        reply = ep.call("GET", path, query=query)
+        body = reply.body if isinstance(reply.body, dict) else {}
+        seen[name] = {
+            **refusal(reply),
+            "message": str(body.get("message", "")).split(",")[0],
+            "retryAfterSeconds": (body.get("details") or {}).get("retryAfterSeconds"),
+        }
+    watch = ep.call(
+        "GET",
+        base,
+        query={"watch": "1", "resourceVersion": FUTURE, "allowWatchBookmarks": "true", "timeoutSeconds": "2"},
+    )
+    seen["watch"] = {"status": watch.status, "events": watch.body}
+    return seen
+
+
+APPLY = "application/apply-patch+yaml"
+MALFORMED_PATCHES: dict[str, tuple[str, bytes]] = {
+    "json: unknown op": (JSON_PATCH, b'[{"op":"bogus","path":"/data/a"}]'),
+    "json: remove a missing key": (JSON_PATCH, b'[{"op":"remove","path":"/data/zzz"}]'),
+    "json: op without a path": (JSON_PATCH, b'[{"op":"add"}]'),
+    "json: move from a missing path": (JSON_PATCH, b'[{"op":"move","from":"/nope","path":"/data/b"}]'),
+    "json: through a string": (JSON_PATCH, b'[{"op":"replace","path":"/data/a/b/c","value":1}]'),
+    "json: an object, not an array": (JSON_PATCH, b'{"op":"add"}'),
+    "json: operations that are numbers": (JSON_PATCH, b"[1,2]"),
+    "json: not JSON": (JSON_PATCH, b"not json"),
+    "merge: an array": (MERGE, b"[1]"),
+    "merge: a string": (MERGE, b'"str"'),
+    "merge: null": (MERGE, b"null"),
+    "merge: not JSON": (MERGE, b"not json"),
+    "strategic: retainKeys not a list": (STRATEGIC, b'{"$retainKeys":5}'),
+    "strategic: an array": (STRATEGIC, b"[1]"),
+    "apply: a YAML list": (APPLY, b"- a"),
+    "apply: a YAML scalar": (APPLY, b'"scalar"'),
+    "apply: broken YAML": (APPLY, b"a: [b"),
+    "apply: empty": (APPLY, b""),
+}
+"""Patches that cannot apply, with the code kube-apiserver answers each (4xx, as capa serve)."""
+
+SERVER_ERROR_PATCHES: dict[str, tuple[str, bytes]] = {
+    "strategic: unknown $patch": (STRATEGIC, b'{"$patch":"bogus"}'),
+    "strategic: $setElementOrder not a list": (STRATEGIC, b'{"metadata":{"$setElementOrder/finalizers":5}}'),
+    "apply: a field of the wrong type": (
+        APPLY,
+        b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"pp"},"data":{"a":5}}',
+    ),
+}
+"""Patches kube-apiserver answers 500 InternalError, capa serve 400 or 422."""
+
+
+def _patched(ep: Endpoint, ns: str, patches: dict[str, tuple[str, bytes]]) -> Observation:
+    base = configmaps(ns)
+    ep.call("POST", base, configmap("pp", data={"a": "1"}))
+    seen: Observation = {
+        name: refusal(ep.call("PATCH", f"{base}/pp", body, media, query={"fieldManager": "conformance"}))
+        for name, (media, body) in patches.items()
+    }
+    seen["stored afterwards"] = step(ep.call("GET", f"{base}/pp"))
+    return seen
+
+
+def malformed_patches(ep: Endpoint, ns: str) -> Observation:
+    """JSON patches with bad operations or paths, merge patches that are no object, strategic merge patches
+    with a malformed directive, apply patches whose YAML is no object: each a 4xx Status, nothing written
+    (capa serve answered operations that are numbers 422, not 400, and applied ``$retainKeys: 5``)."""
+    return _patched(ep, ns, MALFORMED_PATCHES)
+
+
+def patches_answered_500_by_kube_apiserver(ep: Endpoint, ns: str) -> Observation:
+    """Patches kube-apiserver answers 500 InternalError: capa serve answers 400 BadRequest (a malformed
+    strategic merge directive) or 422 Invalid (an apply patch with a field of the wrong type), the client's
+    error being no server error; nothing is written on either."""
+    return _patched(ep, ns, SERVER_ERROR_PATCHES)
+
+
+def _outcome(reply: Reply) -> dict[str, Any]:
+    """A write as a client branches on it: the status, and a refusal's Status as :func:`status_view`."""
+    return refusal(reply) if reply.status >= 400 else {"status": reply.status}
+
+
+def object_size_limits(ep: Endpoint, ns: str) -> Observation:
+    """The limits a client observes on a write, 422 Invalid naming the field: annotations over 256 KiB in
+    all, a label value or key name over 63 characters, an annotation key that is no qualified name, a name
+    over 253 characters (a Namespace's or a Service's: a DNS label, no dots, at most 63), a ConfigMap's data
+    or a Secret's data over 1 MiB (kube-apiserver names the whole ConfigMap, ``[]``). capa serve stored the
+    annotations, the ConfigMaps, the Secret, the dotted Namespace and Service."""
+    base = configmaps(ns)
+    secrets = f"/api/v1/namespaces/{ns}/secrets"
+    mib = 1024 * 1024
+    cases: dict[str, tuple[str, dict[str, Any]]] = {
+        "annotations at 256 KiB": (
+            base,
+            configmap("ann-at", metadata_extra={"annotations": {"a": "x" * (262144 - 1)}}),
+        ),
+        "annotations over 256 KiB": (
+            base,
+            configmap("ann-over", metadata_extra={"annotations": {"a": "x" * 262144}}),
+        ),
+        "annotation key not a qualified name": (
+            base,
+            configmap("ann-key", metadata_extra={"annotations": {"a b": "x"}}),
+        ),
+        "label value of 64": (base, configmap("lab-value", {"a": "x" * 64})),
+        "label key name of 64": (base, configmap("lab-key", {"x" * 64: "a"})),
+        "name of 253": (base, configmap("a" * 253)),
+        "name of 254": (base, configmap("a" * 254)),
+        "ConfigMap data at 1 MiB": (base, configmap("data-at", data={"a": "x" * mib})),
+        "ConfigMap data over 1 MiB": (base, configmap("data-over", data={"a": "x" * (mib + 1)})),
+        "ConfigMap of 2 MiB": (base, configmap("data-2mib", data={"a": "x" * mib, "b": "y" * mib})),
+        "ConfigMap data and binaryData over 1 MiB": (
+            base,
+            configmap("data-binary", data={"a": "x" * (mib // 2)}, binaryData={"b": "eXl5" * (mib // 6 + 1)}),
+        ),
+        "Secret data over 1 MiB": (
+            secrets,
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "big"},
+                "stringData": {"a": "x" * (mib + 1)},
+            },
+        ),
+    }
+    service = {"apiVersion": "v1", "kind": "Service", "spec": {"ports": [{"port": 80}]}}
+    cases["Namespace name with a dot"] = ("/api/v1/namespaces", {"metadata": {"name": f"{ns}.dotted"}})
+    cases["Namespace name of 64"] = ("/api/v1/namespaces", {"metadata": {"name": "n" * 64}})
+    cases["Service name with a dot"] = (
+        f"/api/v1/namespaces/{ns}/services",
+        {**service, "metadata": {"name": "a.b"}},
+    )
+    return {name: _outcome(ep.call("POST", path, body)) for name, (path, body) in cases.items()}
+
+
+def object_over_the_storage_limit(ep: Endpoint, ns: str) -> Observation:
+    """An object within every field's limit but larger than etcd stores (1.5 MiB): a ConfigMap of 1 MB of
+    data, 256 KiB of annotations and 4,000 labels. kube-apiserver answers etcd's refusal 500; capa serve
+    (which stored it) answers 413 RequestEntityTooLarge with the same message: a known difference."""
+    labels = {f"l{i:05d}": "v" * 63 for i in range(4000)}
+    doc = configmap("huge", labels, data={"a": "x" * 1_040_000})
+    doc["metadata"]["annotations"] = {"a": "y" * 262_000}
+    reply = ep.call("POST", configmaps(ns), doc)
+    body = reply.body if isinstance(reply.body, dict) else {}
+    return {
+        "create": _outcome(reply),
+        "message": body.get("message"),
+        "stored": ep.call("GET", f"{configmaps(ns)}/huge").status,
+    }
+
+
 SCENARIOS: dict[str, Scenario] = {
     "CRUD of a built-in kind (ConfigMap)": crud_builtin,
     "CRUD of a custom kind (AWSCluster)": crud_custom,
     "status subresource and generation": status_subresource,
     "patch types on a built-in kind": patch_types,
     "patch types on a custom kind": custom_patch_types,
+    "malformed patches": malformed_patches,
+    "patches kube-apiserver answers 500": patches_answered_500_by_kube_apiserver,
     "label selectors": label_selectors,
     "field selectors": field_selectors,
     "paging with limit and continue": paging,
     "a body over the request size limit": oversized_body,
     "malformed bodies": malformed_bodies,
+    "object size limits": object_size_limits,
+    "an object over the storage limit": object_over_the_storage_limit,
     "watch from a resourceVersion": watch_from_resource_version,
+    "list and watch parameters": list_and_watch_parameters,
+    "a malformed resourceVersion": malformed_resource_version,
+    "a resourceVersion from the future": future_resource_version,
     "dryRun": dry_run,
     "finalizers": finalizers,
     "background deletion": background_deletion,

@@ -17,6 +17,30 @@ KNOWN_DIFFERENCES: dict[str, tuple[frozenset[str], str]] = {
         "capa serve selects on any field path (the API server only on metadata.name and metadata.namespace "
         "for most kinds, 400 otherwise): a superset, which capa's own tools use",
     ),
+    "a malformed resourceVersion": (
+        frozenset({"get", "watch"}),
+        "kube-apiserver answers a get or a watch naming a resourceVersion that is no number 500 "
+        "InternalError (a list 400); capa serve answers each 400 BadRequest: the client's error is no "
+        "internal error",
+    ),
+    "patches kube-apiserver answers 500": (
+        frozenset(
+            {
+                "strategic: unknown $patch",
+                "strategic: $setElementOrder not a list",
+                "apply: a field of the wrong type",
+            }
+        ),
+        "kube-apiserver answers a strategic merge directive of the wrong shape and an apply patch with a "
+        "field of the wrong type 500 InternalError; capa serve answers 400 BadRequest and 422 Invalid, the "
+        "client's error being no internal error",
+    ),
+    "an object over the storage limit": (
+        frozenset({"create"}),
+        "kube-apiserver answers etcd's refusal of an object over its request limit (1.5 MiB) 500 "
+        "InternalError; capa serve answers 413 RequestEntityTooLarge with the same message and stores "
+        "nothing",
+    ),
 }
 
 
