@@ -20,6 +20,7 @@ from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.aws import local
 from capa_py.aws.accounting import CallCounter
+from capa_py.aws.deadline import Deadline, aws_deadline
 from capa_py.aws.errors import AWSError
 from capa_py.cli.common import (
     EXIT_FAILED,
@@ -68,7 +69,9 @@ def _label(obj: KubeObject) -> str:
     return f"{obj.KIND.lower()}/{obj.name}"
 
 
-def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> None:
+def _report_unfinished(
+    result: ConvergeResult, timed_out: str, goal: str, deadline: Deadline | None = None
+) -> None:
     """Say on stderr why a wait ended before every target was done."""
     if result.failed:
         for obj in result.objects:
@@ -85,7 +88,17 @@ def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> Non
             highlight=False,
         )
     else:
-        stderr.print(f"error: {timed_out}", highlight=False)
+        stderr.print(f"error: {timed_out}", markup=False, highlight=False)
+        _report_in_progress(result, deadline)
+
+
+def _report_in_progress(result: ConvergeResult, deadline: Deadline | None) -> None:
+    """What the timeout left unfinished: each object not done, and each reconcile it cut short."""
+    left = [f"{ref} ({state})" for ref, state in result.states.items() if state not in ("ready", "gone")]
+    if left:
+        stderr.print(f"still in progress: {', '.join(left)}", markup=False, highlight=False)
+    for stopped in deadline.stopped if deadline is not None else []:
+        stderr.print(f"stopped at the deadline: {stopped}", markup=False, highlight=False)
 
 
 RunControllersOption = Annotated[
@@ -143,7 +156,8 @@ def register(app: typer.Typer) -> None:
         deadline = time.monotonic() + seconds
         # Against an API server the controllers running there do the work: wait for them.
         elsewhere = wait and globals_of(ctx).remote and not in_process
-        with globals_of(ctx).store() as store:
+        # --timeout bounds the whole command: no AWS call starts after the deadline.
+        with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
             clashes = name_clashes(store, objects)
             if clashes:
                 for clash in clashes:
@@ -207,7 +221,7 @@ def register(app: typer.Typer) -> None:
                         )
                 gone = run_controllers(deleting, "gone")
                 if not gone.converged:
-                    _report_unfinished(gone, f"not deleted after {timeout}", "deleted")
+                    _report_unfinished(gone, f"not deleted after {timeout} (--timeout)", "deleted", limit)
                     raise typer.Exit(EXIT_FAILED)
                 deleting = being_deleted(store, objects)
             try:
@@ -245,7 +259,7 @@ def register(app: typer.Typer) -> None:
             if not elsewhere:
                 _print_calls(result.calls)
         if not result.converged:
-            _report_unfinished(result, f"not ready after {timeout}", "ready")
+            _report_unfinished(result, f"not ready after {timeout} (--timeout)", "ready", limit)
             raise typer.Exit(EXIT_FAILED)
 
     @app.command()
@@ -290,10 +304,12 @@ def register(app: typer.Typer) -> None:
             objects = [reference]
         else:
             raise typer.BadParameter("give -f FILE or KIND NAME")
+        deadline = time.monotonic() + seconds
         elsewhere = wait and globals_of(ctx).remote and not in_process
         from controllers import embedded_controllers, needs_aws
 
-        with globals_of(ctx).store() as store:
+        # --timeout bounds the whole command: no AWS call starts after the deadline.
+        with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
             aws = None
             if wait and not elsewhere and needs_aws(objects, store):
                 aws = aws_context(
@@ -316,17 +332,16 @@ def register(app: typer.Typer) -> None:
                 return
             targets = [last for _, last in results if last is not None]
             if elsewhere:
-                result = _observe(store, targets, "gone", seconds, True)
+                result = _observe(store, targets, "gone", limit.left(), True)
                 if not result.converged:
-                    left = ", ".join(r for r, s in result.states.items() if s != "gone")
-                    stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
+                    _report_unfinished(result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
                     raise typer.Exit(EXIT_FAILED)
                 report_workflow_outcomes(store, targets)
                 return
             from controllers.run import converge
 
             with (
-                store_lease(store, "capa delete", not no_wait_for_lock, seconds) as lease,
+                store_lease(store, "capa delete", not no_wait_for_lock, limit.left()) as lease,
                 ProgressView(stderr, targets, enabled=True) as view,
             ):
                 result = converge(
@@ -334,18 +349,14 @@ def register(app: typer.Typer) -> None:
                     embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
                     targets,
                     goal="gone",
-                    timeout=seconds,
+                    timeout=limit.left(),
                     on_tick=lease.guard(view.update),
                 )
                 view.show_blocked(result.blocked)
             report_workflow_outcomes(store, targets)
         _print_calls(result.calls)
         if not result.converged:
-            left = ", ".join(r for r, s in result.states.items() if s != "gone")
-            if result.blocked:
-                _report_unfinished(result, "", "deleted")
-            else:
-                stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
+            _report_unfinished(result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
             raise typer.Exit(EXIT_FAILED)
 
     @app.command()
