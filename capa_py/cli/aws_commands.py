@@ -46,7 +46,7 @@ from capa_py.cli.common import (
 from capa_py.cli.durations import parse_duration
 from capa_py.cli.lease import NoWaitForLockOption, store_lease
 from capa_py.cli.output import format_table, render_json
-from capa_py.cli.progress import ProgressView
+from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.cli.tink_cmd import report_workflow_outcomes
 from capa_py.cluster_names import name_clashes
 from capa_py.operations import apply_objects, being_deleted, delete_objects
@@ -101,6 +101,17 @@ def _report_in_progress(result: ConvergeResult, deadline: Deadline | None) -> No
         stderr.print(f"stopped at the deadline: {stopped}", markup=False, highlight=False)
 
 
+def _stored_copies(store: ObjectStore, references: list[KubeObject]) -> list[KubeObject]:
+    """The stored objects that ``references`` (kind, namespace and name only) name."""
+    found: list[KubeObject] = []
+    for ref in references:
+        try:
+            found.append(store.get(type(ref), ref.metadata.name, ref.metadata.namespace))
+        except NotFound:
+            continue
+    return found
+
+
 RunControllersOption = Annotated[
     bool,
     typer.Option(
@@ -118,7 +129,10 @@ def _observe(
     from controllers.observe import observe
 
     with ProgressView(stderr, targets, enabled=show) as view:
-        return observe(store, targets, goal=goal, timeout=seconds, on_tick=view.update)
+        notices = DeletionNotices(stderr, store, targets)
+        return observe(
+            store, targets, goal=goal, timeout=seconds, on_tick=ticker(view.update, notices.update)
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -195,13 +209,14 @@ def register(app: typer.Typer) -> None:
                     store_lease(store, "capa apply", not no_wait_for_lock, left) as lease,
                     ProgressView(stderr, targets, enabled=output == "table") as view,
                 ):
+                    notices = DeletionNotices(stderr, store, targets)
                     result = converge(
                         store,
                         embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
                         targets,
                         goal=goal,
                         timeout=max(deadline - time.monotonic(), 0.0),
-                        on_tick=lease.guard(view.update),
+                        on_tick=lease.guard(ticker(view.update, notices.update)),
                     )
                     view.show_blocked(result.blocked)
                     return result
@@ -312,8 +327,10 @@ def register(app: typer.Typer) -> None:
         with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
             aws = None
             if wait and not elsewhere and needs_aws(objects, store):
+                # An object named by KIND NAME is a bare reference: its region is its stored copy's.
+                known = objects if filename else _stored_copies(store, objects)
                 aws = aws_context(
-                    ctx, aws_endpoint, region or region_of(objects, store), profile, endpoint_profile
+                    ctx, aws_endpoint, region or region_of(known, store), profile, endpoint_profile
                 )
             try:
                 # A manifest re-deleted after a delete that did not finish: what is gone already is done.
@@ -350,7 +367,7 @@ def register(app: typer.Typer) -> None:
                     targets,
                     goal="gone",
                     timeout=limit.left(),
-                    on_tick=lease.guard(view.update),
+                    on_tick=lease.guard(ticker(view.update, DeletionNotices(stderr, store, targets).update)),
                 )
                 view.show_blocked(result.blocked)
             report_workflow_outcomes(store, targets)
