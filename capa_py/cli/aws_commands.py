@@ -429,18 +429,18 @@ def register(app: typer.Typer) -> None:
         sys.stdout.write(format_table(headers, [row.as_row() for row in rows]))
 
     local_app = typer.Typer(
-        help="The embedded AWS endpoint (a moto server on 127.0.0.1).", no_args_is_help=True
+        help="The embedded AWS endpoint (a moto server on 127.0.0.1), one per user.", no_args_is_help=True
     )
 
     @local_app.command("status")
-    def local_status(
-        ctx: typer.Context, output: Annotated[str, typer.Option("-o", "--output")] = "table"
-    ) -> None:
-        """Show whether the local AWS endpoint is running, and where."""
-        endpoint = local.read_endpoint(globals_of(ctx).state.parent)
+    def local_status(output: Annotated[str, typer.Option("-o", "--output")] = "table") -> None:
+        """Show whether this user's local AWS endpoint is running, and where (exit 3 when not)."""
+        record = local.endpoint_dir() / local.STATE_FILE
+        endpoint = local.read_endpoint()
         if output == "json":
             document = {
                 "running": endpoint is not None,
+                "record": str(record),
                 **({"url": endpoint.url, "pid": endpoint.pid} if endpoint else {}),
             }
             sys.stdout.write(json.dumps(document) + "\n")
@@ -448,26 +448,34 @@ def register(app: typer.Typer) -> None:
             stdout.print("local AWS endpoint: not running", highlight=False)
         else:
             stdout.print(
-                f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid})", highlight=False
+                f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid}; record {record})",
+                markup=False,
+                highlight=False,
             )
         if endpoint is None:
             raise typer.Exit(3)
 
     @local_app.command("start")
-    def local_start(ctx: typer.Context) -> None:
+    def local_start() -> None:
         """Start the local AWS endpoint (commands with --aws-endpoint local also start it on demand)."""
         try:
-            endpoint = local.ensure_endpoint(globals_of(ctx).state.parent)
+            endpoint = local.ensure_endpoint()
         except local.LocalEndpointError as exc:
             fail(str(exc))
         stdout.print(f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid})", highlight=False)
 
     @local_app.command("stop")
-    def local_stop(ctx: typer.Context) -> None:
-        """Stop the local AWS endpoint (everything it held is forgotten)."""
-        stopped = local.stop_endpoint(globals_of(ctx).state.parent)
+    def local_stop() -> None:
+        """Stop this user's local AWS endpoint, from any directory (everything it held is gone)."""
+        try:
+            stopped = local.stop_endpoint()
+        except local.LocalEndpointError as exc:
+            fail(str(exc))
+        if stopped is None:
+            stdout.print("local AWS endpoint: was not running", highlight=False)
+            return
         stdout.print(
-            "local AWS endpoint: stopped" if stopped else "local AWS endpoint: was not running",
+            f"local AWS endpoint: stopped (was {stopped.url}, pid {stopped.pid}); everything it held is gone",
             highlight=False,
         )
 

@@ -34,7 +34,7 @@ def build_aws_context(
     """
     url = endpoint
     if endpoint == LOCAL:
-        url = ensure_endpoint(state_path.parent).url
+        url = ensure_endpoint().url
     settings = AWSSettings(region=region or "us-east-1", profile=profile, endpoint_url=url, observe=True)
     traits_profile = profile_for_endpoint(settings.effective_endpoint, endpoint_profile)
     pool = ClientPool(settings)
