@@ -54,6 +54,7 @@ from capa_py.store.errors import Invalid, NotFound, StoreError
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
+    from capa_py.cli.aws_context import AWSContext
     from controllers.run import ConvergeResult
 
 
@@ -99,6 +100,18 @@ def _report_in_progress(result: ConvergeResult, deadline: Deadline | None) -> No
         stderr.print(f"still in progress: {', '.join(left)}", markup=False, highlight=False)
     for stopped in deadline.stopped if deadline is not None else []:
         stderr.print(f"stopped at the deadline: {stopped}", markup=False, highlight=False)
+
+
+def _refuse_stale_local_store(ctx: typer.Context, store: ObjectStore, aws: AWSContext | None) -> None:
+    """Exit 1, before anything changes, when the store's AWS resources lived on a local endpoint that has
+    been stopped (see :mod:`capa_py.cli.local_binding`)."""
+    if aws is None or aws.local is None:
+        return
+    from capa_py.cli.local_binding import stale_store
+
+    problem = stale_store(globals_of(ctx).state, store, aws.local)
+    if problem is not None:
+        fail(problem)
 
 
 def _stored_copies(store: ObjectStore, references: list[KubeObject]) -> list[KubeObject]:
@@ -195,6 +208,7 @@ def register(app: typer.Typer) -> None:
                 if wait and not elsewhere and needs_aws(objects)
                 else None
             )
+            _refuse_stale_local_store(ctx, store, aws)
 
             def run_controllers(targets: list[KubeObject], goal: Literal["ready", "gone"]) -> ConvergeResult:
                 """The controllers run in-process until ``targets`` reach ``goal``, or are blocked."""
@@ -332,6 +346,7 @@ def register(app: typer.Typer) -> None:
                 aws = aws_context(
                     ctx, aws_endpoint, region or region_of(known, store), profile, endpoint_profile
                 )
+                _refuse_stale_local_store(ctx, store, aws)
             try:
                 # A manifest re-deleted after a delete that did not finish: what is gone already is done.
                 results = delete_objects(store, objects, ignore_not_found, partial_ok=bool(filename))
