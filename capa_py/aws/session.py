@@ -37,6 +37,7 @@ from tenacity import (
 )
 
 from capa_py import __version__
+from capa_py.aws import deadline
 from capa_py.aws.accounting import record_call
 from capa_py.aws.errors import AWSError, MissingCredentials, NotFound, Throttled, Transient, classify
 from capa_py.aws.observations import Observations
@@ -270,7 +271,10 @@ class AWSClients:
         limiter = self.limiter
 
         def before_call(model: Any, **_: Any) -> None:
+            # No call starts after the command's deadline (a wait for the rate limiter included).
+            deadline.check(service, model.name)
             limiter.acquire(service, model.name)
+            deadline.check(service, model.name)
 
         def after_call(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
             outcome = _outcome(parsed, http_response.status_code)

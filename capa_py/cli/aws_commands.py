@@ -20,6 +20,7 @@ from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.aws import local
 from capa_py.aws.accounting import CallCounter
+from capa_py.aws.deadline import Deadline, aws_deadline
 from capa_py.aws.errors import AWSError
 from capa_py.cli.common import (
     EXIT_FAILED,
@@ -45,7 +46,7 @@ from capa_py.cli.common import (
 from capa_py.cli.durations import parse_duration
 from capa_py.cli.lease import NoWaitForLockOption, store_lease
 from capa_py.cli.output import format_table, render_json
-from capa_py.cli.progress import ProgressView
+from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.cli.tink_cmd import report_workflow_outcomes
 from capa_py.cluster_names import name_clashes
 from capa_py.operations import apply_objects, being_deleted, delete_objects
@@ -54,6 +55,7 @@ from capa_py.store.protocol import ObjectStore
 from capa_py.tag_budget import tag_budget_issues
 
 if TYPE_CHECKING:
+    from capa_py.cli.aws_context import AWSContext
     from controllers.run import ConvergeResult
 
 
@@ -69,7 +71,9 @@ def _label(obj: KubeObject) -> str:
     return f"{obj.KIND.lower()}/{obj.name}"
 
 
-def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> None:
+def _report_unfinished(
+    result: ConvergeResult, timed_out: str, goal: str, deadline: Deadline | None = None
+) -> None:
     """Say on stderr why a wait ended before every target was done."""
     if result.failed:
         for obj in result.objects:
@@ -86,7 +90,40 @@ def _report_unfinished(result: ConvergeResult, timed_out: str, goal: str) -> Non
             highlight=False,
         )
     else:
-        stderr.print(f"error: {timed_out}", highlight=False)
+        stderr.print(f"error: {timed_out}", markup=False, highlight=False)
+        _report_in_progress(result, deadline)
+
+
+def _report_in_progress(result: ConvergeResult, deadline: Deadline | None) -> None:
+    """What the timeout left unfinished: each object not done, and each reconcile it cut short."""
+    left = [f"{ref} ({state})" for ref, state in result.states.items() if state not in ("ready", "gone")]
+    if left:
+        stderr.print(f"still in progress: {', '.join(left)}", markup=False, highlight=False)
+    for stopped in deadline.stopped if deadline is not None else []:
+        stderr.print(f"stopped at the deadline: {stopped}", markup=False, highlight=False)
+
+
+def _refuse_stale_local_store(ctx: typer.Context, store: ObjectStore, aws: AWSContext | None) -> None:
+    """Exit 1, before anything changes, when the store's AWS resources lived on a local endpoint that has
+    been stopped (see :mod:`capa_py.cli.local_binding`)."""
+    if aws is None or aws.local is None:
+        return
+    from capa_py.cli.local_binding import stale_store
+
+    problem = stale_store(globals_of(ctx).state, store, aws.local)
+    if problem is not None:
+        fail(problem)
+
+
+def _stored_copies(store: ObjectStore, references: list[KubeObject]) -> list[KubeObject]:
+    """The stored objects that ``references`` (kind, namespace and name only) name."""
+    found: list[KubeObject] = []
+    for ref in references:
+        try:
+            found.append(store.get(type(ref), ref.metadata.name, ref.metadata.namespace))
+        except NotFound:
+            continue
+    return found
 
 
 RunControllersOption = Annotated[
@@ -106,7 +143,10 @@ def _observe(
     from controllers.observe import observe
 
     with ProgressView(stderr, targets, enabled=show) as view:
-        return observe(store, targets, goal=goal, timeout=seconds, on_tick=view.update)
+        notices = DeletionNotices(stderr, store, targets)
+        return observe(
+            store, targets, goal=goal, timeout=seconds, on_tick=ticker(view.update, notices.update)
+        )
 
 
 def register(app: typer.Typer) -> None:
@@ -144,7 +184,8 @@ def register(app: typer.Typer) -> None:
         deadline = time.monotonic() + seconds
         # Against an API server the controllers running there do the work: wait for them.
         elsewhere = wait and globals_of(ctx).remote and not in_process
-        with globals_of(ctx).store() as store:
+        # --timeout bounds the whole command: no AWS call starts after the deadline.
+        with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
             clashes = [*name_clashes(store, objects), *tag_budget_issues(store, objects)]
             if clashes:
                 for clash in clashes:
@@ -168,6 +209,7 @@ def register(app: typer.Typer) -> None:
                 if wait and not elsewhere and needs_aws(objects)
                 else None
             )
+            _refuse_stale_local_store(ctx, store, aws)
 
             def run_controllers(targets: list[KubeObject], goal: Literal["ready", "gone"]) -> ConvergeResult:
                 """The controllers run in-process until ``targets`` reach ``goal``, or are blocked."""
@@ -182,13 +224,14 @@ def register(app: typer.Typer) -> None:
                     store_lease(store, "capa apply", not no_wait_for_lock, left) as lease,
                     ProgressView(stderr, targets, enabled=output == "table") as view,
                 ):
+                    notices = DeletionNotices(stderr, store, targets)
                     result = converge(
                         store,
                         embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
                         targets,
                         goal=goal,
                         timeout=max(deadline - time.monotonic(), 0.0),
-                        on_tick=lease.guard(view.update),
+                        on_tick=lease.guard(ticker(view.update, notices.update)),
                     )
                     view.show_blocked(result.blocked)
                     return result
@@ -208,7 +251,7 @@ def register(app: typer.Typer) -> None:
                         )
                 gone = run_controllers(deleting, "gone")
                 if not gone.converged:
-                    _report_unfinished(gone, f"not deleted after {timeout}", "deleted")
+                    _report_unfinished(gone, f"not deleted after {timeout} (--timeout)", "deleted", limit)
                     raise typer.Exit(EXIT_FAILED)
                 deleting = being_deleted(store, objects)
             try:
@@ -246,7 +289,7 @@ def register(app: typer.Typer) -> None:
             if not elsewhere:
                 _print_calls(result.calls)
         if not result.converged:
-            _report_unfinished(result, f"not ready after {timeout}", "ready")
+            _report_unfinished(result, f"not ready after {timeout} (--timeout)", "ready", limit)
             raise typer.Exit(EXIT_FAILED)
 
     @app.command()
@@ -291,15 +334,20 @@ def register(app: typer.Typer) -> None:
             objects = [reference]
         else:
             raise typer.BadParameter("give -f FILE or KIND NAME")
+        deadline = time.monotonic() + seconds
         elsewhere = wait and globals_of(ctx).remote and not in_process
         from controllers import embedded_controllers, needs_aws
 
-        with globals_of(ctx).store() as store:
+        # --timeout bounds the whole command: no AWS call starts after the deadline.
+        with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
             aws = None
             if wait and not elsewhere and needs_aws(objects, store):
+                # An object named by KIND NAME is a bare reference: its region is its stored copy's.
+                known = objects if filename else _stored_copies(store, objects)
                 aws = aws_context(
-                    ctx, aws_endpoint, region or region_of(objects, store), profile, endpoint_profile
+                    ctx, aws_endpoint, region or region_of(known, store), profile, endpoint_profile
                 )
+                _refuse_stale_local_store(ctx, store, aws)
             try:
                 # A manifest re-deleted after a delete that did not finish: what is gone already is done.
                 results = delete_objects(store, objects, ignore_not_found, partial_ok=bool(filename))
@@ -317,17 +365,16 @@ def register(app: typer.Typer) -> None:
                 return
             targets = [last for _, last in results if last is not None]
             if elsewhere:
-                result = _observe(store, targets, "gone", seconds, True)
+                result = _observe(store, targets, "gone", limit.left(), True)
                 if not result.converged:
-                    left = ", ".join(r for r, s in result.states.items() if s != "gone")
-                    stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
+                    _report_unfinished(result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
                     raise typer.Exit(EXIT_FAILED)
                 report_workflow_outcomes(store, targets)
                 return
             from controllers.run import converge
 
             with (
-                store_lease(store, "capa delete", not no_wait_for_lock, seconds) as lease,
+                store_lease(store, "capa delete", not no_wait_for_lock, limit.left()) as lease,
                 ProgressView(stderr, targets, enabled=True) as view,
             ):
                 result = converge(
@@ -335,18 +382,14 @@ def register(app: typer.Typer) -> None:
                     embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
                     targets,
                     goal="gone",
-                    timeout=seconds,
-                    on_tick=lease.guard(view.update),
+                    timeout=limit.left(),
+                    on_tick=lease.guard(ticker(view.update, DeletionNotices(stderr, store, targets).update)),
                 )
                 view.show_blocked(result.blocked)
             report_workflow_outcomes(store, targets)
         _print_calls(result.calls)
         if not result.converged:
-            left = ", ".join(r for r, s in result.states.items() if s != "gone")
-            if result.blocked:
-                _report_unfinished(result, "", "deleted")
-            else:
-                stderr.print(f"error: not deleted after {timeout}: {left}", highlight=False)
+            _report_unfinished(result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
             raise typer.Exit(EXIT_FAILED)
 
     @app.command()
@@ -402,18 +445,18 @@ def register(app: typer.Typer) -> None:
         sys.stdout.write(format_table(headers, [row.as_row() for row in rows]))
 
     local_app = typer.Typer(
-        help="The embedded AWS endpoint (a moto server on 127.0.0.1).", no_args_is_help=True
+        help="The embedded AWS endpoint (a moto server on 127.0.0.1), one per user.", no_args_is_help=True
     )
 
     @local_app.command("status")
-    def local_status(
-        ctx: typer.Context, output: Annotated[str, typer.Option("-o", "--output")] = "table"
-    ) -> None:
-        """Show whether the local AWS endpoint is running, and where."""
-        endpoint = local.read_endpoint(globals_of(ctx).state.parent)
+    def local_status(output: Annotated[str, typer.Option("-o", "--output")] = "table") -> None:
+        """Show whether this user's local AWS endpoint is running, and where (exit 3 when not)."""
+        record = local.endpoint_dir() / local.STATE_FILE
+        endpoint = local.read_endpoint()
         if output == "json":
             document = {
                 "running": endpoint is not None,
+                "record": str(record),
                 **({"url": endpoint.url, "pid": endpoint.pid} if endpoint else {}),
             }
             sys.stdout.write(json.dumps(document) + "\n")
@@ -421,26 +464,34 @@ def register(app: typer.Typer) -> None:
             stdout.print("local AWS endpoint: not running", highlight=False)
         else:
             stdout.print(
-                f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid})", highlight=False
+                f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid}; record {record})",
+                markup=False,
+                highlight=False,
             )
         if endpoint is None:
             raise typer.Exit(3)
 
     @local_app.command("start")
-    def local_start(ctx: typer.Context) -> None:
+    def local_start() -> None:
         """Start the local AWS endpoint (commands with --aws-endpoint local also start it on demand)."""
         try:
-            endpoint = local.ensure_endpoint(globals_of(ctx).state.parent)
+            endpoint = local.ensure_endpoint()
         except local.LocalEndpointError as exc:
             fail(str(exc))
         stdout.print(f"local AWS endpoint: running at {endpoint.url} (pid {endpoint.pid})", highlight=False)
 
     @local_app.command("stop")
-    def local_stop(ctx: typer.Context) -> None:
-        """Stop the local AWS endpoint (everything it held is forgotten)."""
-        stopped = local.stop_endpoint(globals_of(ctx).state.parent)
+    def local_stop() -> None:
+        """Stop this user's local AWS endpoint, from any directory (everything it held is gone)."""
+        try:
+            stopped = local.stop_endpoint()
+        except local.LocalEndpointError as exc:
+            fail(str(exc))
+        if stopped is None:
+            stdout.print("local AWS endpoint: was not running", highlight=False)
+            return
         stdout.print(
-            "local AWS endpoint: stopped" if stopped else "local AWS endpoint: was not running",
+            f"local AWS endpoint: stopped (was {stopped.url}, pid {stopped.pid}); everything it held is gone",
             highlight=False,
         )
 

@@ -1,8 +1,12 @@
-"""The live progress view of ``capa apply``/``delete``: each object's readiness and conditions."""
+"""What ``capa apply``/``delete`` show while they wait: the live progress view (each object's readiness and
+conditions, on a terminal) and, on any stderr, why an object being deleted cannot go yet
+(:class:`DeletionNotices`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.console import Console
@@ -10,6 +14,15 @@ from rich.live import Live
 from rich.table import Table
 
 from capa_py.api.meta import KubeObject
+from capa_py.runtime.events import events_for
+from capa_py.store.errors import StoreError
+from capa_py.store.protocol import ObjectStore
+
+DELETION_BLOCKED = "DeletionBlocked"
+"""The reason of the event a controller records while a deletion waits on something (and why)."""
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+NOTICE_INTERVAL = 1.0
+"""Seconds between two reads of the targets' events."""
 
 _SYMBOL = {"True": "[green]✓[/]", "False": "[red]✗[/]", "Unknown": "[yellow]…[/]"}
 
@@ -99,3 +112,53 @@ class ProgressView:
     def __exit__(self, *exc: object) -> None:
         if self._live is not None:
             self._live.__exit__(None, None, None)
+
+
+class DeletionNotices:
+    """Print, as soon as it is recorded and once, why a target being deleted cannot go yet: the message of
+    its latest ``DeletionBlocked`` event (``awscluster/demo: deletion blocked: waiting for 3 AWSMachine(s)
+    to be deleted: ...``). A controller records that event again on every retry; a new message (fewer
+    machines left) is printed once too. The store is read at most every :data:`NOTICE_INTERVAL` seconds,
+    and only for targets being deleted."""
+
+    def __init__(self, console: Console, store: ObjectStore, targets: Sequence[KubeObject]) -> None:
+        self.console = console
+        self.store = store
+        self.targets = list(targets)
+        self._said: set[tuple[str, str]] = set()
+        self._next = 0.0
+
+    def update(self, current: Sequence[KubeObject | None]) -> None:
+        if len(current) != len(self.targets) or time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + NOTICE_INTERVAL
+        for target, obj in zip(self.targets, current, strict=True):
+            if obj is None or not obj.being_deleted:
+                continue
+            try:
+                blocked = [e for e in events_for(self.store, obj) if e.reason == DELETION_BLOCKED]
+            except StoreError:
+                continue  # a notice is never worth failing the wait over
+            if not blocked:
+                continue
+            # The one recorded last (of two in the same second, the one made last: names follow creation).
+            latest = max(reversed(blocked), key=lambda e: e.last_timestamp or e.first_timestamp or _EPOCH)
+            message = latest.message or ""
+            if (target.ref(), message) in self._said:
+                continue
+            self._said.add((target.ref(), message))
+            self.console.print(
+                f"{target.KIND.lower()}/{target.name}: deletion blocked: {message}",
+                markup=False,
+                highlight=False,
+            )
+
+
+def ticker(*views: Callable[[list[KubeObject | None]], None]) -> Callable[[list[KubeObject | None]], None]:
+    """One tick callback that calls each of ``views`` in turn."""
+
+    def tick(current: list[KubeObject | None]) -> None:
+        for view in views:
+            view(current)
+
+    return tick

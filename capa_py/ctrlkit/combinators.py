@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -109,7 +110,8 @@ class ParallelJoin(_Group):
             return Result()
         workers = self.max_workers or len(self.actions)
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ctrlkit-join") as pool:
-            futures = [pool.submit(child.run, ctx) for child in self.actions]
+            # Each child runs in a copy of this context: call accounting and the command's deadline follow it.
+            futures = [pool.submit(contextvars.copy_context().run, child.run, ctx) for child in self.actions]
             return join(*(future.result() for future in futures))
 
 

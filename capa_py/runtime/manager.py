@@ -23,6 +23,8 @@ from typing import Protocol
 
 from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import CallCounter, call_scope
+from capa_py.aws.deadline import DeadlinePassed
+from capa_py.aws.deadline import current as current_deadline
 from capa_py.ctrlkit.result import Result
 from capa_py.logging import get_logger
 from capa_py.runtime.context import current_controller
@@ -281,6 +283,14 @@ class Manager:
             with call_scope(counter), call_scope() as this_reconcile:
                 try:
                     result = controller.reconcile(key)
+                except DeadlinePassed as exc:
+                    # The command's time is up: the reconcile stopped where it was, before its next AWS
+                    # call, as if the process had stopped there. Its next run carries on from there.
+                    stopped = current_deadline()
+                    if stopped is not None:
+                        stopped.note(f"{key.kind.lower()}/{key.name} before {exc.call}")
+                    _log.info("deadline passed; reconcile stopped", key=str(key), before=exc.call)
+                    result = Result(requeue=True)
                 except Conflict as exc:
                     # Someone wrote the object after this reconcile read it: expected with concurrent
                     # writers, not a fault. Retried with back-off like any error; no traceback.

@@ -3,7 +3,7 @@
 * ``cli``: runs ``capa --state <tmp>/state.db ARGS`` in-process with :class:`typer.testing.CliRunner` on
   :data:`capa_py.cli.main.app` (for commands that never reach AWS); the logging configuration each
   invocation binds to the runner's streams is put back afterwards, so no later test logs into a closed
-  stream;
+  stream; the local AWS endpoint's record (``CAPA_LOCAL_AWS_DIR``) is the test's own;
 * ``closed_endpoint``: an endpoint URL on a loopback port nothing listens on — any AWS call would fail
   there, slowly, after retries;
 * ``cli_moto``: a moto server (with its default AMIs) for the few CLI tests that need controllers to run.
@@ -40,6 +40,8 @@ def state(tmp_path: Path) -> Path:
 def cli(state: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cli]:
     for name in ("CAPA_STATE", "AWS_ENDPOINT_URL", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
+    # The local AWS endpoint's record: this test's, never the user's.
+    monkeypatch.setenv("CAPA_LOCAL_AWS_DIR", str(state.parent / "local-aws"))
     saved_structlog = structlog.get_config()
     root = logging.getLogger()
     saved_handlers, saved_level = list(root.handlers), root.level

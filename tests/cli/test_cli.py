@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -93,7 +94,8 @@ def test_apply_no_wait_stores_the_objects_and_reaches_no_aws(
         assert not status.get("ready"), f"nothing was reconciled, yet {item['metadata']['name']} is ready"
         assert not status.get("resources"), f"AWS resources recorded without reconciling: {status}"
         assert not item["metadata"].get("finalizers"), "a controller ran: finalizers were added"
-    assert not (state.parent / "local-aws.json").exists(), "apply --no-wait started the local endpoint"
+    record = state.parent / "local-aws" / "local-aws.json"
+    assert not record.exists(), "apply --no-wait started the local endpoint"
 
     again = cli("apply", "-f", str(EXAMPLE), "--no-wait")
     assert again.exit_code == 0, str(again)
@@ -287,7 +289,8 @@ def local_capa(tmp_path: Path) -> Iterator[Capa]:
     capa = Capa(state=tmp_path / "local" / "state.db")
     capa.state.parent.mkdir()
     yield capa
-    record = capa.state.parent / "local-aws.json"
+    assert capa.home is not None
+    record = capa.home / "local-aws" / "local-aws.json"
     pid = json.loads(record.read_text())["pid"] if record.exists() else None
     capa.run("local", "stop", timeout=60)
     if pid is not None and _alive(pid):  # only the server this test started
@@ -321,13 +324,58 @@ def test_local_start_status_stop_round_trip(local_capa: Capa) -> None:
     assert f"(pid {endpoint['pid']})" in again.stdout, f"a second start should reuse the endpoint:\n{again}"
 
     stopped = local_capa.ok("local", "stop", timeout=60)
-    assert "local AWS endpoint: stopped" in stopped.stdout, str(stopped)
+    assert f"local AWS endpoint: stopped (was {endpoint['url']}, pid {endpoint['pid']})" in stopped.stdout, (
+        str(stopped)
+    )
     assert wait_for(lambda: not _alive(endpoint["pid"]), timeout=15), "the endpoint process is still alive"
 
     after = local_capa.run("local", "status")
     assert after.returncode == 3, str(after)
     assert "not running" in after.stdout, str(after)
     assert "was not running" in local_capa.ok("local", "stop").stdout
+
+
+def test_local_stop_from_another_directory_stops_the_users_one_endpoint(
+    local_capa: Capa, tmp_path: Path
+) -> None:
+    """One endpoint per user, whatever the state file: before, the record lived next to the state, and a
+    stop run with another --state said "was not running" and left the endpoint running."""
+    local_capa.ok("local", "start", timeout=90)
+    elsewhere = Capa(state=tmp_path / "elsewhere" / "state.db", home=local_capa.home)
+    elsewhere.state.parent.mkdir()
+    status = elsewhere.run("local", "status", "-o", "json")
+    assert status.returncode == 0, f"another directory does not see the user's endpoint:\n{status}"
+    endpoint = status.json()
+    stopped = elsewhere.ok("local", "stop", timeout=60)
+    assert f"local AWS endpoint: stopped (was {endpoint['url']}, pid {endpoint['pid']})" in stopped.stdout, (
+        str(stopped)
+    )
+    assert wait_for(lambda: not _alive(endpoint["pid"]), timeout=15), "the endpoint process is still alive"
+    after = local_capa.run("local", "status")
+    assert after.returncode == 3, f"the endpoint still shows as running where it was started:\n{after}"
+
+
+def test_local_stop_never_stops_a_process_it_did_not_start(tmp_path: Path) -> None:
+    """A record whose pid is now another process (not a moto server): stop leaves it alone and does not
+    say "stopped"; status says "not running". Before, stop sent that process SIGTERM."""
+    capa = Capa(state=tmp_path / "state.db")
+    assert capa.home is not None
+    record = capa.home / "local-aws" / "local-aws.json"
+    record.parent.mkdir(parents=True)
+    with subprocess.Popen(["sleep", "300"]) as other:
+        try:
+            stale = {"url": "http://127.0.0.1:9", "port": 9, "pid": other.pid, "startedAt": 0, "id": "x"}
+            record.write_text(json.dumps(stale))
+            # Where an older capa kept the record (next to the state), so that one is tested too.
+            (capa.state.parent / "local-aws.json").write_text(json.dumps(stale))
+            stopped = capa.ok("local", "stop")
+            assert "local AWS endpoint: was not running" in stopped.stdout, str(stopped)
+            assert other.poll() is None, f"stop signalled a process that is not the endpoint:\n{stopped}"
+            status = capa.run("local", "status")
+            assert status.returncode == 3, str(status)
+        finally:
+            other.kill()
+            other.wait()
 
 
 # -- apply semantics -------------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Running the real ``capa`` CLI as a subprocess, and counting what it left in a moto server.
 
 * :func:`capa_env` — an environment with no AWS credential, config or endpoint of the developer's and
-  instance metadata off, so a test never reaches real AWS and never shares the user's local endpoint;
+  instance metadata off, so a test never reaches real AWS and never shares the user's local endpoint
+  (its record lives under the test's HOME);
 * :class:`Capa` — ``capa --state … ARGS`` for one test (one store), optionally through
   ``tests/harness/crashing_capa.py`` with fault variables;
 * :class:`Inventory` — what the moto server holds, per resource type, tagged with the cluster and in
@@ -71,6 +72,8 @@ def capa_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, st
             "COLUMNS": "250",
             # The capa under test is this checkout's, whatever else the interpreter has installed.
             "PYTHONPATH": str(ROOT),
+            # The local AWS endpoint (``--aws-endpoint local``) of this test's HOME, not the user's.
+            "CAPA_LOCAL_AWS_DIR": str(home / "local-aws"),
         }
     )
     env.update(extra or {})
