@@ -1,12 +1,10 @@
 """Who the caller is and what it may do: ``authentication.k8s.io/v1`` SelfSubjectReview (``kubectl auth
 whoami``) and ``authorization.k8s.io/v1`` SelfSubjectAccessReview (``kubectl auth can-i``), create only.
 
-``capa serve`` does not authenticate or authorize requests yet. Every caller is therefore
-:data:`UNAUTHENTICATED_CALLER` — ``system:anonymous`` in ``system:unauthenticated``, the identity the API
-server gives a request without credentials — and is allowed everything, as on an API server that admits
-anonymous requests with ``--authorization-mode=AlwaysAllow``: an anonymous admin. :func:`caller` is the one
-place a request's user comes from (authentication will record it with :func:`authenticated`), and
-:func:`authorize` the one place a decision is made.
+``capa serve`` authenticates every request (:mod:`capa_py.apiserver.authentication` records the user with
+:func:`authenticated`; :func:`caller` reads it back, :data:`UNAUTHENTICATED_CALLER` where nothing was
+recorded) but does not authorize yet: every authenticated user is allowed everything, as with
+``--authorization-mode=AlwaysAllow``. :func:`authorize` is the one place a decision is made.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from capa_py.apiserver.status import ApiError, Cause
 
 AUTHENTICATION = "authentication.k8s.io"
 AUTHORIZATION = "authorization.k8s.io"
-ALLOWED_REASON = "capa serve authorizes every request: it does not authenticate or authorize callers yet"
+ALLOWED_REASON = "capa serve allows every authenticated request: it does not authorize callers yet"
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ _USER_KEY: Any = web.RequestKey("capa.user", User) if hasattr(web, "RequestKey")
 """Where the user a request was made by is kept on it (a typed key where aiohttp has them, from 3.14)."""
 
 UNAUTHENTICATED_CALLER = User("system:anonymous", groups=("system:unauthenticated",))
-"""Every caller today: capa serve has no authentication (and allows this user everything)."""
+"""A request without credentials (admitted to the public information endpoints only)."""
 
 
 def authenticated(request: web.Request, user: User) -> None:

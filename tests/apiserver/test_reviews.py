@@ -28,7 +28,7 @@ SSR = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
-    return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
+    return [capa_endpoint(server, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 
 def test_discovery_lists_the_review_groups_as_the_api_server_does(both: list[Endpoint]) -> None:
@@ -152,7 +152,7 @@ def test_an_access_review_says_why_it_is_allowed(server: Server, tmp_path: Path)
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": {"verb": "delete", "resource": "secrets", "namespace": "x"}},
     }
-    reply = capa_endpoint(server.url, tmp_path).send("POST", SSAR, review)
+    reply = capa_endpoint(server, tmp_path).send("POST", SSAR, review)
     assert reply.status == 201
     answered = reply.json()
     assert answered["spec"] == review["spec"]
