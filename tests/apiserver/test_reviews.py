@@ -87,7 +87,9 @@ def test_kubectl_auth_can_i(version: str, both: list[Endpoint], tmp_path: Path) 
     assert answers["capa serve"] == answers["kube-apiserver"] == ["yes\n"] * len(questions)
 
 
-def test_kubectl_auth_whoami_names_the_anonymous_caller(both: list[Endpoint], tmp_path: Path) -> None:
+def test_kubectl_auth_whoami_names_the_authenticated_caller(both: list[Endpoint], tmp_path: Path) -> None:
+    """Both kubeconfigs carry an admin client certificate in system:masters (capa serve answered
+    system:anonymous when it authenticated no one)."""
     binary = kubectl_binary("1.33") or shutil.which("kubectl")
     if binary is None:
         pytest.skip("no kubectl")
@@ -111,10 +113,10 @@ def test_kubectl_auth_whoami_names_the_anonymous_caller(both: list[Endpoint], tm
     capa, real = reviews["capa serve"], reviews["kube-apiserver"]
     assert (capa["kind"], capa["apiVersion"]) == (real["kind"], real["apiVersion"])
     assert set(capa["metadata"]) == set(real["metadata"]) == {"creationTimestamp"}
-    assert capa["status"]["userInfo"] == {
-        "username": "system:anonymous",
-        "groups": ["system:unauthenticated"],
-    }
+    assert capa["status"]["userInfo"]["username"] == "capa-serve-admin"
+    assert capa["status"]["userInfo"]["groups"] == real["status"]["userInfo"]["groups"]
+    assert capa["status"]["userInfo"]["groups"] == ["system:masters", "system:authenticated"]
+    assert set(capa["status"]["userInfo"]["extra"]) == set(real["status"]["userInfo"]["extra"])
 
 
 @pytest.mark.parametrize(
