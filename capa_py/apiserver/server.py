@@ -99,6 +99,7 @@ class ApiServer:
         self.watches = Watches(max_watches)
         self.crds = CrdKinds(store, registry)
         self.collector = ForegroundCollector(store, self.crds.registry)
+        self.token_request: tokenrequest.TokenHandler | None = None
 
     # -- routing --------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -155,6 +156,9 @@ class ApiServer:
             return _json(listing)
         if reviews.served(group, version):
             return await self._review(request, group, version, rest)
+        account = tokenrequest.requested(request.method, group, version, rest)
+        if account is not None and self.token_request is not None:
+            return await self.token_request(request, *account)
         target = self._target(group, version, rest)
         return await self._resource(request, target)
 
@@ -481,7 +485,7 @@ def build_app(
         middlewares=[_log_requests, middleware(authenticator)], client_max_size=MAX_REQUEST_BODY
     )
     if authenticator.service_accounts is not None:
-        app.router.add_post(tokenrequest.PATH, tokenrequest.handler(store, authenticator.service_accounts))
+        server.token_request = tokenrequest.handler(store, authenticator.service_accounts)
     app.router.add_route("*", "/{tail:.*}", server.dispatch)
 
     async def start_collector(_: web.Application) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
@@ -16,7 +17,7 @@ from capa_py.apiserver.status import ApiError, Cause
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
 
-PATH = "/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
+TokenHandler = Callable[[web.Request, str, str], Awaitable[web.Response]]
 DEFAULT_SECONDS = 3600
 MIN_SECONDS = 600
 MAX_SECONDS = 1 << 32
@@ -65,12 +66,21 @@ def _spec(body: Any, name: str, default_audiences: tuple[str, ...]) -> tuple[tup
     return tuple(audiences), seconds
 
 
-def handler(store: ObjectStore, tokens: ServiceAccountTokens) -> Any:
-    """The aiohttp handler of ``POST .../serviceaccounts/NAME/token`` (201 with the TokenRequest)."""
+def requested(method: str, group: str, version: str, rest: list[str]) -> tuple[str, str] | None:
+    """The namespace and name of the ServiceAccount a ``POST`` of its ``token`` subresource is for
+    (``rest``: the path after ``/api/v1``), else ``None``."""
+    if method != "POST" or (group, version) != ("", "v1") or len(rest) != 5:
+        return None
+    if rest[0] != "namespaces" or rest[2] != "serviceaccounts" or rest[4] != "token":
+        return None
+    return rest[1], rest[3]
+
+
+def handler(store: ObjectStore, tokens: ServiceAccountTokens) -> TokenHandler:
+    """What answers ``POST .../namespaces/NS/serviceaccounts/NAME/token`` (201 with the TokenRequest)."""
     from capa_py.api.workloads import ServiceAccount
 
-    async def create_token(request: web.Request) -> web.Response:
-        namespace, name = request.match_info["namespace"], request.match_info["name"]
+    async def create_token(request: web.Request, namespace: str, name: str) -> web.Response:
         try:
             try:
                 body = json.loads(await request.read() or b"{}")
