@@ -259,8 +259,8 @@ class Authenticator:
         if scheme.lower() != "bearer":
             return None
         token = token.strip()
-        if not token:
-            raise Unauthorized()
+        if not token:  # no token at all: anonymous, as the API server takes it
+            return None
         if token in self.tokens:
             return _with_authenticated(self.tokens[token])
         if self.service_accounts is not None:

@@ -9,6 +9,7 @@ server reads them) and the key that signs ServiceAccount tokens.
 from __future__ import annotations
 
 import datetime
+import fcntl
 import ipaddress
 import os
 import ssl
@@ -199,6 +200,15 @@ def ensure_serving_files(directory: Path, hosts: tuple[str, ...]) -> ServingFile
     The directory is made mode 0700 and every key file 0600."""
     directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     directory.chmod(0o700)
+    descriptor = os.open(directory / ".lock", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # two servers starting at once make one authority
+        return _ensure(directory, hosts)
+    finally:
+        os.close(descriptor)
+
+
+def _ensure(directory: Path, hosts: tuple[str, ...]) -> ServingFiles:
     files = ServingFiles(directory)
     if not (directory / CA_CERT).is_file() or not (directory / CA_KEY).is_file():
         authority = Authority.create()

@@ -199,6 +199,11 @@ def test_a_bad_token_is_401_even_where_anonymous_requests_are_admitted(sides: li
     assert [status for status, _ in replies["capa serve"]] == [401, 401]
 
 
+def test_an_empty_bearer_token_is_no_credential(sides: list[Side]) -> None:
+    replies = {side.name: [side.ask("GET", p, token="")[0] for p in ("/version", "/api")] for side in sides}
+    assert replies["capa serve"] == replies["kube-apiserver"] == [200, 401]
+
+
 def test_the_token_file_authenticates_its_users_as_kube_apiserver_reads_it(sides: list[Side]) -> None:
     review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
     seen = {}

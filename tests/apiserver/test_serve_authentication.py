@@ -106,7 +106,14 @@ def test_serve_makes_its_authority_once_and_the_kubeconfig_is_the_admins(tmp_pat
         assert (status, body["reason"]) == (401, "Unauthorized")
     directory = tmp_path / "state.db.serve"
     assert _mode(directory) == 0o700
-    assert sorted(p.name for p in directory.iterdir()) == ["ca.crt", "ca.key", "sa.key", "tls.crt", "tls.key"]
+    assert sorted(p.name for p in directory.iterdir()) == [
+        ".lock",
+        "ca.crt",
+        "ca.key",
+        "sa.key",
+        "tls.crt",
+        "tls.key",
+    ]
     assert all(_mode(p) == 0o600 for p in directory.iterdir())
     # Served again: the same authority, so the first kubeconfig's certificate still authenticates.
     with serving(tmp_path) as url:
