@@ -345,6 +345,6 @@ class GuardedStore:
         self.store.close()
 
 
-def guarded(store: ObjectStore, authorizer: Authorizer | None) -> ObjectStore:
-    """``store`` as the server writes to it: checked for escalation when there is an authorizer."""
-    return store if authorizer is None else GuardedStore(store, authorizer)
+def guarded(store: ObjectStore, authorizer: Authorizer) -> ObjectStore:
+    """``store`` as the server writes to it: roles and bindings checked for escalation."""
+    return GuardedStore(store, authorizer)

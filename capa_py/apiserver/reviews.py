@@ -3,17 +3,14 @@ whoami``) and ``authorization.k8s.io/v1`` SelfSubjectAccessReview (``kubectl aut
 SelfSubjectRulesReview (``kubectl auth can-i --list``) and SubjectAccessReview (what may another user do),
 create only, answered as the server's authorizer (:mod:`capa_py.apiserver.rbac`) decides.
 
-A caller whose request authentication has not recorded with :func:`authenticated` is
-:data:`UNAUTHENTICATED_CALLER` — ``system:anonymous`` in ``system:unauthenticated``, the identity the API
-server gives a request without credentials. Without an authorizer every caller is allowed everything, as on
-an API server with ``--authorization-mode=AlwaysAllow``. :func:`caller` is the one place a request's user
-comes from, and :func:`authorize` the one place a decision is made: for every request ``capa serve``
-enforces and for every review it answers.
+``capa serve`` authenticates every request (:mod:`capa_py.apiserver.authentication` records the user with
+:func:`authenticated`; :func:`caller` reads it back, :data:`UNAUTHENTICATED_CALLER` where nothing was
+recorded) and authorizes it (:mod:`capa_py.apiserver.rbac`). :func:`authorize` is the one place a decision
+is made: for every request ``capa serve`` enforces and for every review it answers.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -29,13 +26,6 @@ if TYPE_CHECKING:
 
 AUTHENTICATION = "authentication.k8s.io"
 AUTHORIZATION = "authorization.k8s.io"
-ALLOWED_REASON = "capa serve authorizes every request: it does not authenticate or authorize callers yet"
-ALL_RULES: dict[str, Any] = {
-    "resourceRules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}],
-    "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-    "incomplete": False,
-}
-"""What a SelfSubjectRulesReview answers without an authorizer: everything."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +52,7 @@ _USER_KEY: Any = web.RequestKey("capa.user", User) if hasattr(web, "RequestKey")
 """Where the user a request was made by is kept on it (a typed key where aiohttp has them, from 3.14)."""
 
 UNAUTHENTICATED_CALLER = User("system:anonymous", groups=("system:unauthenticated",))
-"""Every caller today: capa serve has no authentication (and allows this user everything)."""
+"""A request without credentials (admitted to the public information endpoints only)."""
 
 
 def authenticated(request: web.Request, user: User) -> None:
@@ -76,11 +66,8 @@ def caller(request: web.Request) -> User:
     return user if isinstance(user, User) else UNAUTHENTICATED_CALLER
 
 
-def authorize(user: User, info: RequestInfo, authorizer: Authorizer | None = None) -> tuple[bool, str]:
-    """Whether ``user`` may do what ``info`` describes, and why: as ``authorizer`` decides, and always
-    without one."""
-    if authorizer is None:
-        return True, ALLOWED_REASON
+def authorize(user: User, info: RequestInfo, authorizer: Authorizer) -> tuple[bool, str]:
+    """Whether ``user`` may do what ``info`` describes, and why, as ``authorizer`` decides."""
     decision = authorizer.authorize(user, info)
     return decision.allowed, decision.reason
 
@@ -183,7 +170,7 @@ def _reviewed_user(spec: Mapping[str, Any]) -> User:
     )
 
 
-def answer(review: Review, body: Any, user: User, authorizer: Authorizer | None = None) -> dict[str, Any]:
+def answer(review: Review, body: Any, user: User, authorizer: Authorizer) -> dict[str, Any]:
     """The review, answered for ``user`` (what a create returns, 201) as ``authorizer`` decides."""
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object")
@@ -198,11 +185,7 @@ def answer(review: Review, body: Any, user: User, authorizer: Authorizer | None 
         namespace = spec.get("namespace")
         document["metadata"] = {}  # as the API server answers: a new review holding only its status
         document["spec"] = {}
-        document["status"] = (
-            copy.deepcopy(ALL_RULES)
-            if authorizer is None
-            else rules_for(authorizer, user, namespace if isinstance(namespace, str) else "")
-        )
+        document["status"] = rules_for(authorizer, user, namespace if isinstance(namespace, str) else "")
         return document
     if review.kind == "SubjectAccessReview":
         user = _reviewed_user(spec)

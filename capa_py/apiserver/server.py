@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import ssl
-from collections.abc import Awaitable, Callable
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -24,15 +27,18 @@ from capa_py.apiserver import (
     resources,
     reviews,
     serverside,
+    tokenrequest,
 )
+from capa_py.apiserver.authentication import ADMIN, Authenticator, ServiceAccountTokens, middleware
 from capa_py.apiserver.bootstrap_policy import ensure_bootstrap_policy
+from capa_py.apiserver.certificates import ServingFiles, ephemeral_serving_files, serving_hosts
 from capa_py.apiserver.crd_kinds import CrdKinds
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
 from capa_py.apiserver.listoptions import ListOptions, query_bool, wait_for_resource_version
 from capa_py.apiserver.namespaces import ensure_system_namespaces
 from capa_py.apiserver.patch import APPLY, check_media_type
-from capa_py.apiserver.rbac import Authorizer
+from capa_py.apiserver.rbac import Authorizer, default_authorizer
 from capa_py.apiserver.status import ApiError, Cause, from_store_error
 from capa_py.apiserver.tables import table, wants_table
 from capa_py.apiserver.watch import Item, Watches, WatchRequest
@@ -87,7 +93,8 @@ class ApiServer:
         registry: KindRegistry = REGISTRY,
         bookmark_interval: float = 5.0,
         max_watches: int = 64,
-        authorizer: Authorizer | None = None,
+        *,
+        authorizer: Authorizer,
     ) -> None:
         self.store = authorization.guarded(store, authorizer)
         self.authorizer = authorizer
@@ -96,6 +103,7 @@ class ApiServer:
         self.watches = Watches(max_watches)
         self.crds = CrdKinds(store, registry)
         self.collector = ForegroundCollector(store, self.crds.registry)
+        self.token_request: tokenrequest.TokenHandler | None = None
 
     # -- routing --------------------------------------------------------------------------------------
     async def dispatch(self, request: web.Request) -> web.StreamResponse:
@@ -117,10 +125,9 @@ class ApiServer:
             return _json(error.status(), error.code)
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
-        if self.authorizer is not None:  # every request, before anything is read or served
-            refused = await authorization.admit(self.authorizer, request)
-            if refused is not None:
-                return _json(refused, 403)
+        refused = await authorization.admit(self.authorizer, request)  # before anything is read or served
+        if refused is not None:
+            return _json(refused, 403)
         parts = [p for p in request.path.split("/") if p]
         if request.method != "GET" and (len(parts) < 3 or parts[0] not in ("api", "apis")):
             raise ApiError(405, f"the server does not allow this method on {request.path}")
@@ -156,6 +163,9 @@ class ApiServer:
             return _json(listing)
         if reviews.served(group, version):
             return await self._review(request, group, version, rest)
+        account = tokenrequest.requested(request.method, group, version, rest)
+        if account is not None and self.token_request is not None:
+            return await self.token_request(request, *account)
         target = self._target(group, version, rest)
         return await self._resource(request, target)
 
@@ -470,15 +480,21 @@ def build_app(
     registry: KindRegistry = REGISTRY,
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
-    authorizer: Authorizer | None = None,
+    *,
+    authenticator: Authenticator,
+    authorizer: Authorizer,
 ) -> web.Application:
-    """The application; the caller owns the store (it is not closed here). At most ``max_watches``
-    watches are open at once (each holds a worker thread); one more is answered 429. With an
-    ``authorizer`` every request is authorized first, and refused 403 when it is not allowed."""
-    server = ApiServer(store, registry, bookmark_interval, max_watches, authorizer)
+    """The application; the caller owns the store (it is not closed here). Every request is authenticated
+    by ``authenticator`` (or answered 401), then authorized by ``authorizer`` (or answered 403), before it
+    is served. At most ``max_watches`` watches are open at once (each holds a worker thread); one more is
+    answered 429."""
+    server = ApiServer(store, registry, bookmark_interval, max_watches, authorizer=authorizer)
     app = web.Application(
-        middlewares=[_log_requests, inflight.large_bodies()], client_max_size=MAX_REQUEST_BODY
+        middlewares=[_log_requests, middleware(authenticator), inflight.large_bodies()],
+        client_max_size=MAX_REQUEST_BODY,
     )
+    if authenticator.service_accounts is not None:
+        server.token_request = tokenrequest.handler(store, authenticator.service_accounts)
     app.router.add_route("*", r"/{tail:[\s\S]*}", server.dispatch)  # every path, a newline in it too
 
     async def start_collector(_: web.Application) -> None:
@@ -523,18 +539,26 @@ async def serve(
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
     ssl_context: ssl.SSLContext | None = None,
+    *,
+    authenticator: Authenticator,
     authorizer: Authorizer | None = None,
 ) -> None:
-    """Serve until ``stopping`` is set (over HTTPS with ``ssl_context``); ``on_ready`` gets the URL once the
-    port is bound. The system Namespaces (``default``...) are created first where missing, and the store's
-    identity is published (the ``capa-py-system/capa-py-store`` ConfigMap), so that clients of the
-    served store share the identity of the store itself. The bootstrap RBAC policy is created where
-    missing (:mod:`capa_py.apiserver.bootstrap_policy`)."""
+    """Serve until ``stopping`` is set (over HTTPS with ``ssl_context``), authenticating every request with
+    ``authenticator`` and authorizing it with ``authorizer`` (by default :func:`~capa_py.apiserver.rbac.
+    default_authorizer`: ``system:masters``, then the stored RBAC); ``on_ready`` gets the URL once the port
+    is bound. The system Namespaces (``default``...) are created first where missing, and the store's
+    identity is published (the ``capa-py-system/capa-py-store`` ConfigMap), so that clients of the served
+    store share the identity of the store itself. The bootstrap RBAC policy is created where missing
+    (:mod:`capa_py.apiserver.bootstrap_policy`)."""
     await asyncio.to_thread(ensure_system_namespaces, store)
     await asyncio.to_thread(ensure_bootstrap_policy, store)
     await asyncio.to_thread(publish_identity, store, store.uid)
     app = build_app(
-        store, bookmark_interval=bookmark_interval, max_watches=max_watches, authorizer=authorizer
+        store,
+        bookmark_interval=bookmark_interval,
+        max_watches=max_watches,
+        authenticator=authenticator,
+        authorizer=authorizer if authorizer is not None else default_authorizer(store),
     )
     runner, url = await _start(app, bind, port, ssl_context)
     _log.info("serving the store over the Kubernetes API", url=url)
@@ -542,21 +566,85 @@ async def serve(
         on_ready(url)
         await stopping.wait()
     finally:
+        transports = [c.transport for c in getattr(runner.server, "connections", ()) if c.transport]
         await runner.cleanup()
+        # A TLS connection closes by waiting for the client's close_notify, which an idle keep-alive
+        # client never sends: end those at once rather than leave their sockets to the closed loop.
+        for transport in transports:
+            transport.abort()
+        await asyncio.sleep(0)
         _log.info("stopped serving", url=url)
 
 
-class RunningServer:
-    """A server running on its own event loop in a background thread."""
+LOOPBACK_BINDS = ("127.0.0.1", "localhost", "::1")
 
-    def __init__(self, url: str, handle: BackgroundLoop) -> None:
+
+class RunningServer:
+    """A server running on its own event loop in a background thread, over HTTPS with a certificate
+    authority of its own; :meth:`kubeconfig` and :meth:`client_context` carry an admin client certificate
+    (``system:masters``) of that authority."""
+
+    def __init__(
+        self,
+        url: str,
+        handle: BackgroundLoop,
+        files: ServingFiles,
+        holder: tempfile.TemporaryDirectory[str],
+        admin_token: str,
+    ) -> None:
         self.url = url
+        self.admin_token = admin_token
+        """A bearer token of the admin (``system:masters``), known to this server only while it runs."""
+        self.files = files
         self._handle = handle
+        self._holder = holder
+        self._issued = 0
+
+    @property
+    def ca_pem(self) -> bytes:
+        """The certificate authority's certificate (what clients trust; it signs client certificates)."""
+        return self.files.ca_cert.read_bytes()
+
+    def client_certificate(self, user: str, groups: tuple[str, ...] = ()) -> tuple[bytes, bytes]:
+        """A client certificate and key (PEM) for ``user`` in ``groups``, signed by the server's authority."""
+        return self.files.authority().issue_client(user, groups)
+
+    def kubeconfig(
+        self, name: str = "capa", user: str = ADMIN.username, groups: tuple[str, ...] = ADMIN.groups
+    ) -> dict[str, Any]:
+        """A kubeconfig for this server with a client certificate for ``user`` (the admin by default)."""
+        from capa_py.apiserver.certificates import kubeconfig_document
+
+        cert, key = self.client_certificate(user, groups)
+        return kubeconfig_document(self.url, self.ca_pem, name, cert, key)
+
+    def write_kubeconfig(self, path: Path, name: str = "capa") -> Path:
+        """Write :meth:`kubeconfig` (the admin's) to ``path``, readable by its owner only."""
+        from capa_py.apiserver.certificates import write_kubeconfig
+
+        write_kubeconfig(path, self.kubeconfig(name))
+        return path
+
+    def client_context(
+        self, user: str = ADMIN.username, groups: tuple[str, ...] = ADMIN.groups
+    ) -> ssl.SSLContext:
+        """A TLS client context that trusts the server and presents a client certificate for ``user``."""
+        context = ssl.create_default_context(cadata=self.ca_pem.decode())
+        cert, key = self.client_certificate(user, groups)
+        self._issued += 1
+        cert_file = Path(self._holder.name) / f"client-{self._issued}.crt"
+        key_file = cert_file.with_suffix(".key")
+        cert_file.write_bytes(cert)
+        key_file.touch(mode=0o600)
+        key_file.write_bytes(key)
+        context.load_cert_chain(cert_file, key_file)
+        return context
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop serving (open watches end) and wait for the thread; stopping twice is harmless."""
         if not self._handle.stop(timeout):
             raise RuntimeError("the API server thread did not stop")
+        self._holder.cleanup()
 
 
 def start_in_thread(
@@ -565,9 +653,24 @@ def start_in_thread(
     port: int = 0,
     bookmark_interval: float = 5.0,
     max_watches: int = 64,
+    tokens: Mapping[str, reviews.User] | None = None,
+    insecure_http: bool = False,
     authorizer: Authorizer | None = None,
 ) -> RunningServer:
-    """Start serving in a background thread and return once the port is bound."""
+    """Start serving in a background thread and return once the port is bound: over HTTPS with a new
+    certificate authority (in a temporary directory removed on stop), authenticating every request
+    (client certificates of that authority, ServiceAccount tokens it issues, ``tokens`` (a static token
+    file's users) and :attr:`RunningServer.admin_token`, a random bearer token of the admin).
+
+    ``insecure_http`` serves plain HTTP instead, on a loopback address only (``ValueError`` otherwise), for
+    tests that must read the bytes on the wire: requests are still authenticated, by bearer token only."""
+    if insecure_http and bind not in LOOPBACK_BINDS:
+        raise ValueError(f"plain HTTP is served on a loopback address only, not {bind}")
+    files, holder = ephemeral_serving_files(serving_hosts(bind))
+    admin_token = secrets.token_urlsafe(32)
+    known = {**(tokens or {}), admin_token: ADMIN}
+    authenticator = Authenticator(store, ServiceAccountTokens(files.signing_key.read_bytes()), known)
+    context = None if insecure_http else files.server_context()
 
     async def server(stopping: asyncio.Event, ready: Ready) -> None:
         await serve(
@@ -578,11 +681,14 @@ def start_in_thread(
             lambda url: ready({"url": url}),
             bookmark_interval,
             max_watches,
+            context,
+            authenticator=authenticator,
             authorizer=authorizer,
         )
 
     try:
         info, handle = start_loop_thread(server, "capa-apiserver")
     except Exception as exc:
+        holder.cleanup()
         raise RuntimeError(f"the API server did not start: {exc}") from exc
-    return RunningServer(info["url"], handle)
+    return RunningServer(info["url"], handle, files, holder, admin_token)

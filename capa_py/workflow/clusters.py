@@ -160,8 +160,6 @@ class BootstrapCluster:
         """Serve the bootstrap store on a free loopback port (a no-op when already serving)."""
         if self._access is not None:
             return self._access
-        from capa_py.cli.serve_cmd import kubeconfig
-
         self.directory.mkdir(parents=True, exist_ok=True)
         store = SQLiteStore(self.database)
         try:
@@ -170,7 +168,7 @@ class BootstrapCluster:
             store.close()
             raise
         self._store, self._server = store, server
-        write_kubeconfig(self.kubeconfig, kubeconfig(server.url, name=BOOTSTRAP_NAME))
+        write_kubeconfig(self.kubeconfig, server.kubeconfig(name=BOOTSTRAP_NAME))
         self._access = ClusterAccess(BOOTSTRAP_NAME, self.kubeconfig, InProcessHost(self.kubeconfig))
         _log.info("bootstrap cluster serving", url=server.url, database=str(self.database))
         return self._access

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client
+from kubernetes import client, config
 
 from capa_py.apiserver import RunningServer
 from capa_py.store import SQLiteStore
@@ -44,6 +44,7 @@ class Server:
         self.running = running
         self.store = store
         self.url = running.url
+        self.context = running.client_context()
 
     def http(
         self, method: str, path: str, body: Any = None, content_type: str = "application/json", **headers: str
@@ -54,14 +55,17 @@ class Server:
         for key, value in headers.items():
             request.add_header(key.replace("_", "-"), value)
         try:
-            with urllib.request.urlopen(request, timeout=30) as response:
+            with urllib.request.urlopen(request, context=self.context, timeout=30) as response:
                 return response.status, json.loads(response.read() or b"null")
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
 
     def api_client(self) -> client.ApiClient:
+        """The official client, as the server's admin (a kubeconfig with a client certificate)."""
         configuration = client.Configuration()
-        configuration.host = self.url
+        config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+            self.running.kubeconfig(), client_configuration=configuration, persist_config=False
+        )
         return client.ApiClient(configuration)
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from capa_py.cli.serve_cmd import kubeconfig
+from capa_py.apiserver import RunningServer
+from tests.apiserver.apiserver_support import Server
 from tests.peers.kubectl import kubectl_binary
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
@@ -208,7 +209,7 @@ class Kubectl:
         assert done.returncode == 0, done.stderr
 
 
-def capa_kubeconfig(url: str, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(kubeconfig(url)))
-    return path
+def capa_kubeconfig(server: RunningServer | Server, path: Path) -> Path:
+    """An admin kubeconfig for ``capa serve`` running in this process, written to ``path``."""
+    running = server.running if isinstance(server, Server) else server
+    return running.write_kubeconfig(path)

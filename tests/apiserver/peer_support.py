@@ -19,8 +19,8 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from capa_py.apiserver import RunningServer
+from tests.apiserver.apiserver_support import Server
 from tests.peers.cluster import PeerCluster
 
 """Where versioned kubectl binaries (``kubectl.1.27`` ...) are looked for after PATH."""
@@ -71,20 +71,13 @@ class Endpoint:
                 return Reply(exc.code, exc.headers, exc.read())
 
 
-def capa_endpoint(url: str, directory: Path) -> Endpoint:
-    """``capa serve`` at ``url``, with a kubeconfig for it written under ``directory``."""
+def capa_endpoint(server: RunningServer | Server, directory: Path) -> Endpoint:
+    """``capa serve`` running in this process, as its admin (a client certificate in ``system:masters``),
+    with a kubeconfig for it written under ``directory``."""
+    running = server.running if isinstance(server, Server) else server
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "capa.kubeconfig"
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "capa", "cluster": {"server": url}}],
-        "users": [{"name": "capa", "user": {}}],
-        "contexts": [{"name": "capa", "context": {"cluster": "capa", "user": "capa"}}],
-        "current-context": "capa",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return Endpoint("capa serve", url, path)
+    path = running.write_kubeconfig(directory / "capa.kubeconfig")
+    return Endpoint("capa serve", running.url, path, running.client_context())
 
 
 def peer_endpoint(peer: PeerCluster) -> Endpoint:

@@ -1,53 +1,27 @@
 """An RBAC-enforcing ``capa serve`` for the authorization tests, and the same callers on kube-apiserver.
 
-STAND-IN FOR AUTHENTICATION: ``capa serve`` authenticates nobody yet (authentication lands separately), so
-every request it serves comes from the anonymous caller. These tests need callers with names and groups, so
-:func:`_user_from_test_header` — a test-only middleware, never part of ``capa serve`` — records the user the
-``X-Test-User`` and ``X-Test-Groups`` headers name, with :func:`capa_py.apiserver.reviews.authenticated` as
-authentication records it. Once authentication is in, these tests switch to real credentials (client
-certificates or ServiceAccount tokens) and this middleware goes. On kube-apiserver the same callers present
-client certificates the peer's CA issues (user = common name, groups = organizations).
+On both servers each caller presents a client certificate of the server's CA (user = common name, groups =
+organizations), as a Kubernetes API server authenticates it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import ssl
 import urllib.error
 import urllib.request
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aiohttp import web
-
-from capa_py.apiserver.bootstrap_policy import ensure_bootstrap_policy
-from capa_py.apiserver.namespaces import ensure_system_namespaces
 from capa_py.apiserver.rbac import default_authorizer
-from capa_py.apiserver.reviews import User, authenticated
-from capa_py.apiserver.server import build_app
-from capa_py.runtime.background import Ready, start_loop_thread
+from capa_py.apiserver.server import start_in_thread
 from capa_py.store import SQLiteStore
 from tests.peers.cluster import PeerCluster
 
-TEST_USER = "X-Test-User"
-TEST_GROUPS = "X-Test-Groups"
 MASTERS = ("system:masters", "system:authenticated")
-
-
-@web.middleware
-async def _user_from_test_header(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> web.StreamResponse:
-    """TEST ONLY, standing in for authentication (see the module doc)."""
-    name = request.headers.get(TEST_USER)
-    if name:
-        groups = tuple(g for g in request.headers.get(TEST_GROUPS, "").split(",") if g)
-        authenticated(request, User(name, groups=groups))
-    return await handler(request)
 
 
 @dataclass(frozen=True)
@@ -111,34 +85,24 @@ def enforcing_server(path: Path) -> Iterator[Side]:
     """``capa serve`` over a new store at ``path``, enforcing RBAC (system:masters, then the stored RBAC),
     with the system namespaces and bootstrap policy created as ``serve`` creates them."""
     store = SQLiteStore(path, poll_interval=0.02)
+    server = start_in_thread(store, bookmark_interval=0.3, authorizer=default_authorizer(store))
+    contexts: dict[Caller, ssl.SSLContext] = {}
 
-    async def run(stopping: asyncio.Event, ready: Ready) -> None:
-        await asyncio.to_thread(ensure_system_namespaces, store)
-        await asyncio.to_thread(ensure_bootstrap_policy, store)
-        app = build_app(store, bookmark_interval=0.3, authorizer=default_authorizer(store))
-        app.middlewares.append(_user_from_test_header)
-        runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=2.0)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        host, port = runner.addresses[0][:2]
-        ready({"url": f"http://{host}:{port}"})
-        try:
-            await stopping.wait()
-        finally:
-            await runner.cleanup()
-
-    info, handle = start_loop_thread(run, "rbac-test-apiserver")
-    url = info["url"]
+    def context(caller: Caller) -> ssl.SSLContext:
+        if not caller.user:
+            return ssl.create_default_context(cadata=server.ca_pem.decode())  # the anonymous caller
+        if caller not in contexts:
+            groups = tuple(g for g in caller.groups if g != "system:authenticated")
+            contexts[caller] = server.client_context(caller.user, groups)
+        return contexts[caller]
 
     def send(caller: Caller, method: str, path_: str, body: Any) -> Answer:
-        headers = {TEST_USER: caller.user, TEST_GROUPS: ",".join(caller.groups)} if caller.user else {}
-        return _send(url + path_, None, headers, method, body)
+        return _send(server.url + path_, context(caller), {}, method, body)
 
     try:
-        yield Side("capa serve", url, send)
+        yield Side("capa serve", server.url, send)
     finally:
-        handle.stop(30.0)
+        server.stop()
         store.close()
 
 

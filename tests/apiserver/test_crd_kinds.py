@@ -39,7 +39,7 @@ WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
 
 @pytest.fixture
 def api(server: Server) -> Api:
-    return Api(server.url)
+    return Api(server.url, server.context)
 
 
 @pytest.fixture
@@ -197,7 +197,7 @@ def test_every_served_version_serves_the_same_objects_by_apiversion(widgets: Api
     assert listed["apiVersion"] == "example.com/v2"
     assert [i["apiVersion"] for i in listed["items"]] == ["example.com/v2"]
     request = urllib.request.Request(server.url + v2 + "?watch=1&timeoutSeconds=1")
-    with urllib.request.urlopen(request, timeout=30) as response:
+    with urllib.request.urlopen(request, context=server.context, timeout=30) as response:
         first = json.loads(response.readline())
     assert (first["type"], first["object"]["apiVersion"]) == ("ADDED", "example.com/v2")
 
@@ -254,7 +254,10 @@ def test_every_server_on_one_store_serves_a_crd_another_stored(tmp_path: Path) -
     stores = [SQLiteStore(tmp_path / "shared.db", poll_interval=0.02) for _ in range(2)]
     servers = [start_in_thread(store) for store in stores]
     try:
-        first, second = Api(servers[0].url), Api(servers[1].url)
+        first, second = (
+            Api(servers[0].url, servers[0].client_context()),
+            Api(servers[1].url, servers[1].client_context()),
+        )
         assert second("GET", "/apis/example.com/v1")[0] == 404
         assert first("POST", CRDS, widget_crd("example.com"))[0] == 201
         second.until(lambda: second("GET", "/apis/example.com/v1")[0] == 200, "served by the other server")
@@ -295,7 +298,7 @@ def test_kubectl_uses_kopfs_crds(server: Server, tmp_path: Path) -> None:
     binary = find_kubectl()
     if binary is None:
         pytest.skip("kubectl is not installed")
-    kubectl = Kubectl(binary, capa_kubeconfig(server.url, tmp_path / "kubeconfig"), tmp_path)
+    kubectl = Kubectl(binary, capa_kubeconfig(server, tmp_path / "kubeconfig"), tmp_path)
     kubectl.apply(copy.deepcopy(KOPF_CRDS))
     waited = kubectl("wait", "--for", "condition=established", "crd/kopfpeerings.kopf.dev", "--timeout=30s")
     assert waited.returncode == 0, waited.stderr

@@ -40,7 +40,10 @@ def group() -> str:
 
 @pytest.fixture
 def both(peer_cluster: PeerCluster, server: Server) -> dict[str, Api]:
-    return {"peer": Api(peer_cluster.url, peer_cluster.admin_context()), "capa": Api(server.url)}
+    return {
+        "peer": Api(peer_cluster.url, peer_cluster.admin_context()),
+        "capa": Api(server.url, server.context),
+    }
 
 
 def _tokens(text: str) -> list[list[str]]:
@@ -67,7 +70,7 @@ def test_kubectl_prints_the_same_as_against_the_api_server(
         pytest.skip("kubectl is not installed")
     kubectls = {
         "peer": Kubectl(binary, peer_cluster.admin_kubeconfig, tmp_path / "peer"),
-        "capa": Kubectl(binary, capa_kubeconfig(server.url, tmp_path / "capa" / "config"), tmp_path / "capa"),
+        "capa": Kubectl(binary, capa_kubeconfig(server, tmp_path / "capa" / "config"), tmp_path / "capa"),
     }
     resource = f"widgets.v1.{group}"
     bad = widget(group, "bad", color="purple", size=11, owner="ABCDEFGHIJ", tags=["a", "b", "c"])

@@ -34,7 +34,7 @@ AWSCLUSTERS = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{ns}/aws
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
     install_capa_crds(peer_cluster)
-    return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
+    return [capa_endpoint(server, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 
 @pytest.fixture

@@ -70,7 +70,7 @@ def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
     try:
         assert server.stdout is not None
         first = server.stdout.readline()
-        assert " on http://127.0.0.1:" in first, f"capa serve printed {first!r}"
+        assert " on https://127.0.0.1:" in first, f"capa serve printed {first!r}"
         url = first.rsplit(" on ", 1)[1].strip()
         config = yaml.safe_load(kubeconfig.read_text())
         assert config["clusters"][0]["cluster"]["server"] == url

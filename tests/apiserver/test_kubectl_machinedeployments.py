@@ -60,10 +60,10 @@ def test_kubectl_applies_and_prints_a_machine_deployment_on_both_servers(
         pytest.skip("kubectl is not installed")
     install_capa_crds(peer_cluster)
     kubectls = {
-        "capa": Kubectl(binary, capa_kubeconfig(server.url, tmp_path / "capa" / "config"), tmp_path / "capa"),
+        "capa": Kubectl(binary, capa_kubeconfig(server, tmp_path / "capa" / "config"), tmp_path / "capa"),
         "peer": Kubectl(binary, peer_cluster.admin_kubeconfig, tmp_path / "peer"),
     }
-    endpoints = (capa_endpoint(server.url, tmp_path / "capa-endpoint"), peer_endpoint(peer_cluster))
+    endpoints = (capa_endpoint(server, tmp_path / "capa-endpoint"), peer_endpoint(peer_cluster))
     seen: dict[str, dict[str, Any]] = {}
     with scratch_namespace(*endpoints, prefix="capa-md") as namespace:
         for side, kubectl in kubectls.items():

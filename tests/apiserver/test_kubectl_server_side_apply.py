@@ -27,9 +27,11 @@ NEEDS_OPENAPI_V2 = ("1.27", "1.28")
 """kubectl versions that read the OpenAPI v2 document before any apply."""
 
 
-def _serves_openapi_v2(url: str) -> bool:
+def _serves_openapi_v2(server: Server) -> bool:
     try:
-        with urllib.request.urlopen(url + "/openapi/v2", timeout=10) as response:
+        with urllib.request.urlopen(
+            server.url + "/openapi/v2", context=server.context, timeout=10
+        ) as response:
             return bool(response.status == 200)
     except urllib.error.HTTPError as exc:
         exc.close()
@@ -90,21 +92,9 @@ _NONE = pytest.param(
 def test_kubectl_server_side_apply_matches_the_real_server(
     label: str, binary: Path, twin: Twin, peer_cluster: PeerCluster, tmp_path: Path
 ) -> None:
-    if label in NEEDS_OPENAPI_V2 and not _serves_openapi_v2(twin.capa_server.url):
+    if label in NEEDS_OPENAPI_V2 and not _serves_openapi_v2(twin.capa_server):
         pytest.skip(f"kubectl {label} reads /openapi/v2 before applying, which capa serve does not serve yet")
-    capa_config = tmp_path / "capa.kubeconfig"
-    capa_config.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "capa", "cluster": {"server": twin.capa_server.url}}],
-                "users": [{"name": "capa", "user": {}}],
-                "contexts": [{"name": "capa", "context": {"cluster": "capa", "user": "capa"}}],
-                "current-context": "capa",
-            }
-        )
-    )
+    capa_config = twin.capa_server.running.write_kubeconfig(tmp_path / "capa.kubeconfig")
     sides = []
     for name, kubeconfig in (("real", peer_cluster.admin_kubeconfig), ("capa", capa_config)):
         (tmp_path / name).mkdir()

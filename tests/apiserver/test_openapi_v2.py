@@ -36,7 +36,7 @@ AWSCLUSTER_PATH = "/apis/infrastructure.cluster.x-k8s.io/v1beta2/namespaces/{nam
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
     install_capa_crds(peer_cluster)
-    return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
+    return [capa_endpoint(server, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 
 def _yaml(any_value: pb.Any) -> Any:
@@ -163,7 +163,7 @@ def _explained_fields(text: str) -> list[str]:
 def test_kubectl_apply_diff_explain_and_edit_work(
     version: str, server: Server, peer_cluster: PeerCluster, tmp_path: Path
 ) -> None:
-    capa = capa_endpoint(server.url, tmp_path / "capa")
+    capa = capa_endpoint(server, tmp_path / "capa")
     kubectl = _kubectl(version, capa, tmp_path / "home")
     applied = kubectl("apply", "-f", str(EXAMPLE))
     assert "awscluster.infrastructure.cluster.x-k8s.io/demo created" in applied.stdout

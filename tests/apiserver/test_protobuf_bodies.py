@@ -29,7 +29,7 @@ PROTOBUF = "application/vnd.kubernetes.protobuf"
 
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
-    return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
+    return [capa_endpoint(server, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 
 @pytest.fixture
@@ -123,7 +123,7 @@ def test_the_request_kubectl_sends_is_protobuf(server: Server, tmp_path: Path) -
     binary = kubectl_binary("1.33")
     if binary is None:
         pytest.skip("kubectl.1.33 is not installed")
-    capa = capa_endpoint(server.url, tmp_path)
+    capa = capa_endpoint(server, tmp_path)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "KUBECONFIG": str(capa.kubeconfig)}
     done = subprocess.run(
         [binary, "create", "namespace", "logged", "-v=8"],

@@ -28,7 +28,7 @@ SSR = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
 
 @pytest.fixture
 def both(server: Server, peer_cluster: PeerCluster, tmp_path: Path) -> list[Endpoint]:
-    return [capa_endpoint(server.url, tmp_path / "capa"), peer_endpoint(peer_cluster)]
+    return [capa_endpoint(server, tmp_path / "capa"), peer_endpoint(peer_cluster)]
 
 
 def test_discovery_lists_the_review_groups_as_the_api_server_does(both: list[Endpoint]) -> None:
@@ -91,7 +91,9 @@ def test_kubectl_auth_can_i(version: str, both: list[Endpoint], tmp_path: Path) 
     assert answers["capa serve"] == answers["kube-apiserver"] == ["yes\n"] * len(questions)
 
 
-def test_kubectl_auth_whoami_names_the_anonymous_caller(both: list[Endpoint], tmp_path: Path) -> None:
+def test_kubectl_auth_whoami_names_the_authenticated_caller(both: list[Endpoint], tmp_path: Path) -> None:
+    """Both kubeconfigs carry an admin client certificate in system:masters (capa serve answered
+    system:anonymous when it authenticated no one)."""
     binary = kubectl_binary("1.33") or shutil.which("kubectl")
     if binary is None:
         pytest.skip("no kubectl")
@@ -115,10 +117,10 @@ def test_kubectl_auth_whoami_names_the_anonymous_caller(both: list[Endpoint], tm
     capa, real = reviews["capa serve"], reviews["kube-apiserver"]
     assert (capa["kind"], capa["apiVersion"]) == (real["kind"], real["apiVersion"])
     assert set(capa["metadata"]) == set(real["metadata"]) == {"creationTimestamp"}
-    assert capa["status"]["userInfo"] == {
-        "username": "system:anonymous",
-        "groups": ["system:unauthenticated"],
-    }
+    assert capa["status"]["userInfo"]["username"] == "capa-serve-admin"
+    assert capa["status"]["userInfo"]["groups"] == real["status"]["userInfo"]["groups"]
+    assert capa["status"]["userInfo"]["groups"] == ["system:masters", "system:authenticated"]
+    assert set(capa["status"]["userInfo"]["extra"]) == set(real["status"]["userInfo"]["extra"])
 
 
 @pytest.mark.parametrize(
@@ -156,7 +158,7 @@ def test_an_access_review_says_why_it_is_allowed(server: Server, tmp_path: Path)
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": {"verb": "delete", "resource": "secrets", "namespace": "x"}},
     }
-    reply = capa_endpoint(server.url, tmp_path).send("POST", SSAR, review)
+    reply = capa_endpoint(server, tmp_path).send("POST", SSAR, review)
     assert reply.status == 201
     answered = reply.json()
     assert answered["spec"] == review["spec"]

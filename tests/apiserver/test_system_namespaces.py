@@ -29,7 +29,7 @@ def test_a_fresh_served_store_has_the_api_servers_own_namespaces(
     server: Server, peer_cluster: PeerCluster, tmp_path: Path
 ) -> None:
     seen = {}
-    for endpoint in (capa_endpoint(server.url, tmp_path), peer_endpoint(peer_cluster)):
+    for endpoint in (capa_endpoint(server, tmp_path), peer_endpoint(peer_cluster)):
         reply = endpoint.send("GET", "/api/v1/namespaces")
         assert reply.status == 200, reply.body
         seen[endpoint.name] = _system(reply.json()["items"])

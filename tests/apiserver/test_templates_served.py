@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from capa_py.manifests.webhooks import ExternalWebhooks, validating_webhook_configuration
 from capa_py.webhooks import start_in_thread
@@ -55,7 +54,10 @@ def guarded_peer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PeerClust
 
 @pytest.fixture
 def both(guarded_peer: PeerCluster, server: Server) -> dict[str, Api]:
-    return {"peer": Api(guarded_peer.url, guarded_peer.admin_context()), "capa": Api(server.url)}
+    return {
+        "peer": Api(guarded_peer.url, guarded_peer.admin_context()),
+        "capa": Api(server.url, server.context),
+    }
 
 
 def _causes(body: Any) -> list[str]:
@@ -102,7 +104,7 @@ def test_kubectl_lists_templates_by_short_name_as_on_the_api_server(
         pytest.skip(found.reason)
     configs = {
         "peer": guarded_peer.admin_kubeconfig,
-        "capa": _kubeconfig(tmp_path / "capa.kubeconfig", server.url),
+        "capa": server.running.write_kubeconfig(tmp_path / "capa.kubeconfig"),
     }
     printed: dict[str, tuple[list[str], list[str]]] = {}
     for side, api in both.items():
@@ -124,19 +126,6 @@ def test_kubectl_lists_templates_by_short_name_as_on_the_api_server(
         header, *rows = done.stdout.splitlines()
         printed[side] = (header.split(), [row.split()[0] for row in rows])
     assert printed["capa"] == printed["peer"] == (["NAME", "AGE"], ["listed"])
-
-
-def _kubeconfig(path: Path, url: str) -> Path:
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "capa", "cluster": {"server": url}}],
-        "users": [{"name": "capa", "user": {}}],
-        "contexts": [{"name": "capa", "context": {"cluster": "capa", "user": "capa"}}],
-        "current-context": "capa",
-    }
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def test_a_topology_dry_run_may_change_a_template_spec_and_writes_nothing(both: dict[str, Api]) -> None:
@@ -168,7 +157,7 @@ def test_kubectl_explain_describes_a_templates_fields_as_on_the_api_server(
         pytest.skip(found.reason)
     configs = {
         "peer": guarded_peer.admin_kubeconfig,
-        "capa": _kubeconfig(tmp_path / "capa.kubeconfig", server.url),
+        "capa": server.running.write_kubeconfig(tmp_path / "capa.kubeconfig"),
     }
     explained: dict[str, str] = {}
     for side, config in configs.items():

@@ -19,7 +19,9 @@ PATH = f"/apis/{GROUP}/{VERSION}/namespaces/default/{PLURAL}"
 
 def raw_events(server: Server, query: str) -> list[dict[str, Any]]:
     """Every event of a watch that ends by its own timeoutSeconds."""
-    with urllib.request.urlopen(f"{server.url}{PATH}?watch=1&{query}", timeout=60) as response:
+    with urllib.request.urlopen(
+        f"{server.url}{PATH}?watch=1&{query}", context=server.context, timeout=60
+    ) as response:
         return [json.loads(line) for line in response if line.strip()]
 
 
@@ -141,7 +143,9 @@ def test_a_watch_beyond_the_limit_is_429_and_a_slot_frees_when_a_watch_ends(
     lines: list[bytes] = []
 
     def hold() -> None:
-        with urllib.request.urlopen(f"{server.url}{PATH}?watch=1&timeoutSeconds=3", timeout=60) as response:
+        with urllib.request.urlopen(
+            f"{server.url}{PATH}?watch=1&timeoutSeconds=3", context=server.context, timeout=60
+        ) as response:
             opened.set()
             lines.extend(response)
 
@@ -157,7 +161,7 @@ def test_a_watch_beyond_the_limit_is_429_and_a_slot_frees_when_a_watch_ends(
 
 def test_health_endpoints(server: Server) -> None:
     for path in ("/healthz", "/livez", "/readyz"):
-        with urllib.request.urlopen(server.url + path, timeout=30) as response:
+        with urllib.request.urlopen(server.url + path, context=server.context, timeout=30) as response:
             assert response.read() == b"ok"
 
 
@@ -187,7 +191,9 @@ def test_stopping_the_server_ends_open_watches(make_server: ServerFactory) -> No
     ended = threading.Event()
 
     def follow() -> None:
-        with urllib.request.urlopen(f"{server.url}{PATH}?watch=1", timeout=60) as response:
+        with urllib.request.urlopen(
+            f"{server.url}{PATH}?watch=1", context=server.context, timeout=60
+        ) as response:
             opened.set()
             for _ in response:
                 pass

@@ -24,7 +24,9 @@ def test_the_first_bookmark_comes_once_the_watch_has_caught_up(tmp_path: Path) -
         try:
             path = "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/clusters?watch=1&resourceVersion=0"
             url = f"{server.url}{path}&allowWatchBookmarks=true&timeoutSeconds=3600"
-            with urllib.request.urlopen(url, timeout=SAFETY_TIMEOUT) as response:
+            with urllib.request.urlopen(
+                url, context=server.client_context(), timeout=SAFETY_TIMEOUT
+            ) as response:
                 first, second = json.loads(response.readline()), json.loads(response.readline())
         finally:
             server.stop()

@@ -17,6 +17,18 @@ SAFETY_TIMEOUT = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def bare_kubeconfig(url: str) -> dict[str, object]:
+    """A kubeconfig naming ``url`` and no credentials (for a server that is not there)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "bare", "cluster": {"server": url}}],
+        "users": [{"name": "bare", "user": {}}],
+        "contexts": [{"name": "bare", "context": {"cluster": "bare", "user": "bare"}}],
+        "current-context": "bare",
+    }
+
+
 @contextmanager
 def capa_serve(home: Path) -> Iterator[Path]:
     """``capa serve`` on a free port over ``home/served.db``, in a process of its own: the kubeconfig it

@@ -19,7 +19,7 @@ from capa_py.runtime.leader import LeaderElector
 from capa_py.store import retry_on_conflict
 from capa_py.store.kube import KubeStore
 from tests.cli.cli_support import Cli
-from tests.cli.served import capa_serve
+from tests.cli.served import bare_kubeconfig, capa_serve
 from tests.e2e.e2e_support import CLUSTER_TAG, MotoInspector
 from tests.harness.moto_server import MotoServer
 
@@ -139,10 +139,8 @@ def test_a_kubeconfig_that_cannot_be_used_is_exit_2(cli: Cli, tmp_path: Path) ->
 
 
 def test_an_unreachable_server_is_exit_1(cli: Cli, tmp_path: Path, closed_endpoint: str) -> None:
-    from capa_py.cli.serve_cmd import kubeconfig as kubeconfig_for
-
     path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(kubeconfig_for(closed_endpoint)))
+    path.write_text(yaml.safe_dump(bare_kubeconfig(closed_endpoint)))
     result = cli("--kubeconfig", str(path), "get", "awsclusters")
     assert result.exit_code == 1, str(result)
     assert "does not answer" in result.stderr, str(result)

@@ -24,7 +24,8 @@ def capa_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:
     with SQLiteStore(path, poll_interval=0.02) as store:
         running = start_in_thread(store)
         try:
-            yield Endpoint("capa serve", running.url)
+            kubeconfig = running.write_kubeconfig(path.with_name("capa.kubeconfig"))
+            yield Endpoint("capa serve", running.url, running.client_context(), str(kubeconfig))
         finally:
             running.stop()
 

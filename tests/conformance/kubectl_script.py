@@ -169,23 +169,9 @@ sed -i 's/instanceType: t3.medium/instanceType: t3.xlarge/' "$1"
 
 
 def kubeconfig_for(endpoint: Endpoint, path: Path) -> Path:
-    """A kubeconfig for the server: the admin one of kube-apiserver, or one written at ``path`` for capa
-    serve (plain HTTP, no credentials)."""
-    if endpoint.kubeconfig is not None:
-        return Path(endpoint.kubeconfig)
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "capa", "cluster": {"server": endpoint.url}}],
-                "users": [{"name": "capa", "user": {}}],
-                "contexts": [{"name": "capa", "context": {"cluster": "capa", "user": "capa"}}],
-                "current-context": "capa",
-            }
-        )
-    )
-    return path
+    """The endpoint's admin kubeconfig (``path`` is unused: both servers come with one)."""
+    assert endpoint.kubeconfig is not None, f"{endpoint.name} has no kubeconfig"
+    return Path(endpoint.kubeconfig)
 
 
 # -- running kubectl ---------------------------------------------------------------------------------------

@@ -14,10 +14,10 @@ import yaml
 
 from capa_py.api.cluster import Cluster
 from capa_py.api.tinkerbell import Hardware
-from capa_py.cli.serve_cmd import kubeconfig as kubeconfig_for
 from capa_py.move import MOVED_FROM_UID
 from capa_py.store.sqlite import SQLiteStore
 from tests.cli.cli_support import Cli
+from tests.cli.served import bare_kubeconfig as kubeconfig_for
 from tests.move.scenario import populate
 
 SOURCE_KINDS = ("clusters", "machines", "tinkerbellmachines", "awsmachines", "hardware", "workflows")

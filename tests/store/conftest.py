@@ -82,7 +82,7 @@ def store(store_backend: str, store_path: Path, request: pytest.FixtureRequest) 
         return
     served = SQLiteStore(store_path, poll_interval=0.02)
     running = start_in_thread(served, bookmark_interval=BOOKMARK_INTERVAL)
-    kube = KubeStore(api_client_for(running.url))
+    kube = KubeStore(api_client_for(running))
     try:
         yield kube
     finally:

@@ -10,11 +10,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from kubernetes import client
+from kubernetes import client, config
 
 from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject
+from capa_py.apiserver import RunningServer
 from capa_py.manifests.crds import custom_kinds
 from capa_py.store.errors import AlreadyExists, NotFound
 from capa_py.store.kube import KubeStore
@@ -25,9 +26,20 @@ _REQUEST_LINE = re.compile(rb"(GET|POST|PUT|PATCH|DELETE) (\S+) HTTP/1\.1\r\n")
 _BOOKMARK = re.compile(rb'"type":"BOOKMARK".*?"resourceVersion":"(\d+)"')
 
 
-def api_client_for(url: str) -> client.ApiClient:
+def api_client_for(running: RunningServer | str, through: str | None = None) -> client.ApiClient:
+    """The official client of ``running`` as its admin: with its kubeconfig (a client certificate), or,
+    ``through`` a proxy to a server of plain HTTP, with its admin bearer token. Given a URL: a client of
+    that URL without credentials."""
     configuration = client.Configuration()
-    configuration.host = url
+    if isinstance(running, str):
+        configuration.host = running
+    elif through is None:
+        config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+            running.kubeconfig(), client_configuration=configuration, persist_config=False
+        )
+    else:
+        configuration.host = through
+        configuration.api_key = {"authorization": f"Bearer {running.admin_token}"}
     return client.ApiClient(configuration)
 
 

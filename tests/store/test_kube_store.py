@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 from kubernetes.client.exceptions import ApiException
 
 from capa_py.api import AWSCluster, Cluster, Machine, Secret
@@ -19,7 +18,6 @@ from capa_py.api.core import ConfigMap, Event, Namespace
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver import RunningServer, start_in_thread
 from capa_py.apiserver.namespaces import SYSTEM_NAMESPACES
-from capa_py.cli.serve_cmd import kubeconfig
 from capa_py.store import (
     AlreadyExists,
     Conflict,
@@ -56,7 +54,7 @@ def running(sqlite: SQLiteStore) -> Iterator[RunningServer]:
 
 @pytest.fixture
 def kube(running: RunningServer) -> Iterator[KubeStore]:
-    with KubeStore(api_client_for(running.url)) as store:
+    with KubeStore(api_client_for(running)) as store:
         yield store
 
 
@@ -164,7 +162,7 @@ def test_fields_cluster_api_core_writes_that_the_models_lack_are_read_past(kube:
 def test_every_client_of_a_served_store_shares_its_identity(
     sqlite: SQLiteStore, running: RunningServer
 ) -> None:
-    with KubeStore(api_client_for(running.url)) as one, KubeStore(api_client_for(running.url)) as two:
+    with KubeStore(api_client_for(running)) as one, KubeStore(api_client_for(running)) as two:
         assert one.uid == two.uid == sqlite.uid, "the file and its served form must be one store"
     recorded = sqlite.get(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE)
     assert recorded.data["uid"] == sqlite.uid
@@ -174,7 +172,7 @@ def test_clients_racing_to_record_an_identity_agree_on_one(
     sqlite: SQLiteStore, running: RunningServer
 ) -> None:
     sqlite.delete(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE)
-    stores = [KubeStore(api_client_for(running.url)) for _ in range(6)]
+    stores = [KubeStore(api_client_for(running)) for _ in range(6)]
     seen: list[str] = []
     barrier = threading.Barrier(len(stores))
 
@@ -205,7 +203,7 @@ def test_an_identity_recorded_in_the_namespace_of_earlier_releases_is_carried_ov
     legacy = identity_config_map("recorded-by-an-earlier-release")
     legacy.metadata.namespace = LEGACY_IDENTITY_NAMESPACE
     sqlite.create(legacy)
-    with KubeStore(api_client_for(running.url)) as store:
+    with KubeStore(api_client_for(running)) as store:
         assert store.uid == "recorded-by-an-earlier-release"
     assert (
         sqlite.get(ConfigMap, IDENTITY_NAME, IDENTITY_NAMESPACE).data["uid"]
@@ -225,14 +223,13 @@ def test_capa_serve_corrects_an_identity_config_map_that_disagrees(sqlite: SQLit
 # -- finding the server --------------------------------------------------------------------------------
 
 
-def write_kubeconfig(path: Path, url: str) -> Path:
-    path.write_text(yaml.safe_dump(kubeconfig(url)))
-    return path
+def write_kubeconfig(path: Path, running: RunningServer) -> Path:
+    return running.write_kubeconfig(path)
 
 
 def test_a_kubeconfig_names_the_server(tmp_path: Path, sqlite: SQLiteStore, running: RunningServer) -> None:
     sqlite.create(Cluster.model_validate({"metadata": {"name": "demo"}}))
-    with KubeStore.from_kubeconfig(write_kubeconfig(tmp_path / "kubeconfig", running.url)) as store:
+    with KubeStore.from_kubeconfig(write_kubeconfig(tmp_path / "kubeconfig", running)) as store:
         assert [c.name for c in store.list(Cluster)] == ["demo"]
 
 
@@ -248,7 +245,7 @@ def test_a_missing_or_broken_kubeconfig_is_unavailable(tmp_path: Path, content: 
 def test_the_default_chain_reads_kubeconfig_from_the_environment(
     tmp_path: Path, running: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", running.url)))
+    monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "kubeconfig", running)))
     with KubeStore.from_environment() as store:
         assert store.server == running.url
 
@@ -349,7 +346,7 @@ def test_name_namespace_and_event_fields_are_selected_by_the_server(tmp_path: Pa
     served.field_selectors = []
     running = start_in_thread(served, bookmark_interval=0.2)
     try:
-        with KubeStore(api_client_for(running.url)) as kube:
+        with KubeStore(api_client_for(running)) as kube:
             for name in ("a", "b"):
                 kube.create(Cluster.model_validate({"metadata": {"name": name}}))
                 kube.create(

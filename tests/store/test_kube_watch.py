@@ -47,10 +47,12 @@ def serve(tmp_path: Path) -> Iterator[Callable[..., Served]]:
     def make(retain_events: int = 100_000, watch_connection_seconds: int = 300) -> Served:
         path = tmp_path / f"served-{len(started)}.db"
         sqlite = SQLiteStore(path, poll_interval=0.02, retain_events=retain_events)
-        running = start_in_thread(sqlite, bookmark_interval=BOOKMARK_INTERVAL)
+        running = start_in_thread(sqlite, bookmark_interval=BOOKMARK_INTERVAL, insecure_http=True)
         address = urlsplit(running.url)
         proxy = CuttingProxy((address.hostname or "127.0.0.1", address.port or 0))
-        kube = KubeStore(api_client_for(proxy.url), watch_connection_seconds=watch_connection_seconds)
+        kube = KubeStore(
+            api_client_for(running, proxy.url), watch_connection_seconds=watch_connection_seconds
+        )
         served = Served(sqlite, running, proxy, kube)
         started.append(served)
         return served

@@ -15,7 +15,6 @@ import structlog
 import yaml
 
 from capa_py.api.tinkerbell import Hardware, NetworkInterface
-from capa_py.cli.serve_cmd import kubeconfig
 from capa_py.logging import configure_logging
 from capa_py.store import SQLiteStore
 from capa_py.store.kube import KubeStore
@@ -215,7 +214,10 @@ def test_a_store_that_cannot_be_read_is_a_503_not_a_500(tmp_path: Path) -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     config = tmp_path / "kubeconfig"
-    config.write_text(yaml.safe_dump(kubeconfig(f"http://127.0.0.1:{port}")))
+    cluster = {"name": "gone", "cluster": {"server": f"http://127.0.0.1:{port}"}}
+    context = {"name": "gone", "context": {"cluster": "gone", "user": "gone"}}
+    document = {"clusters": [cluster], "users": [{"name": "gone", "user": {}}], "contexts": [context]}
+    config.write_text(yaml.safe_dump({**document, "current-context": "gone"}))
     with KubeStore.from_kubeconfig(config) as store:
         running = start_in_thread(store, "127.0.0.1", 0)
         try:

@@ -255,7 +255,7 @@ def test_a_document_the_server_refuses_names_it_and_carries_the_servers_message(
     with pytest.raises(ManifestError) as raised:
         apply_documents(served, [config_map("before-refused"), bad])
     message = str(raised.value)
-    assert message.startswith("document 2 (Secret/default/bad-data): refused by http://127.0.0.1:")
+    assert message.startswith("document 2 (Secret/default/bad-data): refused by https://127.0.0.1:")
     assert "422" in message
     assert "not valid base64" in message
     assert "applied before it: ConfigMap/default/before-refused" in message
