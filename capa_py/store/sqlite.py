@@ -323,7 +323,7 @@ class SQLiteStore:
         """The store error a SQLite failure is, for the caller."""
         name, text, path = _error_name(exc), str(exc), str(self.path)
         if (
-            name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+            name.startswith("SQLITE_CORRUPT")
             or "malformed" in text
             or text.startswith("Could not decode to UTF-8")  # a damaged page in the middle of a text
         ):
