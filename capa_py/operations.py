@@ -8,12 +8,16 @@ controllers own (status, finalizers, owner references). Callers validate every d
 An object marked for deletion is never applied over (its finalizers are tearing down what the manifest
 declares): :func:`being_deleted` finds such objects first, so the caller waits for the deletion to finish
 and then creates them anew, or refuses; ``apply_objects`` raises :class:`BeingDeleted` for one it meets.
+
+On the SQLite store ``apply_objects`` is one transaction: every object is stored, or (a failure, a full
+disk, an interrupt) none is.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -22,6 +26,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.store.errors import AlreadyExists, Conflict, Invalid, NotFound
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
+from capa_py.store.sqlite import SQLiteStore
 
 ApplyOutcome = Literal["created", "configured", "unchanged"]
 
@@ -138,9 +143,20 @@ def refuse_immutable_changes(store: ObjectStore, objects: Sequence[KubeObject]) 
         raise Invalid("; ".join(problems))
 
 
+def all_or_nothing(store: ObjectStore) -> AbstractContextManager[None]:
+    """A block whose writes are one transaction where the store has them (SQLite), else a plain block."""
+    return store.atomic() if isinstance(store, SQLiteStore) else nullcontext()
+
+
 def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Applied]:
     """Create or update each object, in order (:class:`BeingDeleted` for one marked for deletion).
-    Changes to immutable fields are refused first, for every object, so a refused apply writes nothing."""
+    Changes to immutable fields are refused first, for every object, so a refused apply writes nothing;
+    on SQLite the objects are stored in one transaction, all or none."""
+    with all_or_nothing(store):
+        return _apply_each(store, objects)
+
+
+def _apply_each(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Applied]:
     refuse_immutable_changes(store, objects)
     results: list[Applied] = []
     for manifest in objects:

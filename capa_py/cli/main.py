@@ -1,14 +1,21 @@
 """The ``capa`` command line: a thin layer over the library.
 
 Exit codes: 0 success; 1 the operation failed; 2 invalid input (bad manifest, unknown kind, bad flag) — and
-invalid input never changes the store. Global options go before the subcommand
+invalid input never changes the store; 130 interrupted (Ctrl-C). Global options go before the subcommand
 (``capa --state s.db get clusters``, ``capa --kubeconfig kubeconfig get awsclusters``).
+
+Every failure reaches the user as one ``error: …`` line and its exit code, never a traceback: :func:`run`
+turns a store, SQLite or operating-system failure no command expected into that line (exit 1), and any
+other exception too, its traceback logged at debug level (``-vv``).
 """
 
 from __future__ import annotations
 
+import signal
+import sqlite3
 import sys
 from pathlib import Path
+from types import FrameType
 from typing import Annotated
 
 import typer
@@ -28,9 +35,15 @@ from capa_py.cli.common import (
     stdout,
 )
 from capa_py.cli.output import print_objects
-from capa_py.logging import configure_logging
+from capa_py.logging import configure_logging, get_logger
 from capa_py.store import DEFAULT_STATE
 from capa_py.store.errors import Invalid, NotFound, StoreError
+
+_log = get_logger("cli")
+
+RESUMABLE = ("apply", "delete")
+"""Commands that pick up where an interrupted run of theirs stopped when run again."""
+_invoked: list[str] = []
 
 app = typer.Typer(
     name="capa",
@@ -83,6 +96,8 @@ def main(
     if store == "sqlite" and kubeconfig is not None:
         raise typer.BadParameter("--kubeconfig selects the kube store, not sqlite", param_hint="--store")
     configure_logging(log_format, verbose)  # type: ignore[arg-type]
+    if ctx.invoked_subcommand:
+        _invoked.append(ctx.invoked_subcommand)
     ctx.obj = Globals(
         state=state,
         log_format=log_format,  # type: ignore[arg-type]
@@ -172,12 +187,56 @@ def _mount_subcommands() -> None:
 _mount_subcommands()
 
 
+def _say(message: str) -> None:
+    stderr.print(message, markup=False, highlight=False)
+
+
+def interrupted_message(command: str | None) -> str:
+    """What an interrupted command says last: how to resume, for a command that can."""
+    if command in RESUMABLE:
+        return "interrupted: run the same command again to continue; it picks up where it stopped"
+    return "interrupted"
+
+
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: every failure ends as one line and its exit code."""
+    interrupted = False
+
+    def on_interrupt(signum: int, frame: FrameType | None) -> None:
+        nonlocal interrupted
+        interrupted = True
+        signal.default_int_handler(signum, frame)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    _invoked.clear()
     try:
         app()
+    except SystemExit as exc:
+        if interrupted and exc.code == 130:
+            _say(interrupted_message(_invoked[0] if _invoked else None))
+        raise
     except KeyboardInterrupt:
+        _say(interrupted_message(_invoked[0] if _invoked else None))
         sys.exit(130)
     except StoreError as exc:  # a store failure no command expected (an API server gone mid-command)
-        stderr.print(f"error: {exc}", markup=False, highlight=False)
+        _log.debug("store failure", exc_info=True)
+        _say(f"error: {exc}")
         sys.exit(1)
+    except sqlite3.Error as exc:
+        _log.debug("SQLite failure", exc_info=True)
+        _say(f"error: the store failed: {exc}")
+        sys.exit(1)
+    except OSError as exc:
+        _log.debug("system failure", exc_info=True)
+        where = f": {exc.filename}" if exc.filename else ""
+        _say(f"error: {exc.strerror or exc}{where}")
+        sys.exit(1)
+    except Exception as exc:  # a failure no part of capa-py expected: still one line
+        _log.debug("unexpected failure", exc_info=True)
+        summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _say(
+            f"error: {type(exc).__name__}{': ' + summary if summary else ''} (run with -vv for the traceback)"
+        )
+        sys.exit(1)
+    finally:
+        signal.signal(signal.SIGINT, previous)

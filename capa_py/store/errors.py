@@ -6,9 +6,14 @@
  ├─ ``Conflict``       the write was based on a stale ``resourceVersion``: re-read and retry (409)
  ├─ ``Invalid``        the object fails validation; ``field`` names the path (422)
  ├─ ``Expired``        a watch asked for a ``resourceVersion`` that was compacted away: re-list (410)
+ ├─ ``Unreadable``   a stored object this version cannot read (written by a newer capa-py)
  └─ ``Unavailable``    the store cannot be opened or reached: the path is not a database, the API server
      │                 does not answer (or answers 5xx, 429, 401/403)
-     └─ ``Missing``    (opened without creating) nothing is there yet
+     ├─ ``Missing``    (opened without creating) nothing is there yet
+     ├─ ``Newer``      the file was written by a newer capa-py, in a layout this version does not know
+     ├─ ``ReadOnly``   the file cannot be written (opened for reading only): writes are refused
+     ├─ ``WriteFailed`` the disk is full or failing: the write was rolled back
+     └─ ``Damaged``    the file is corrupt: ``sqlite3 FILE .recover`` rescues what it holds
 """
 
 from __future__ import annotations
@@ -58,7 +63,12 @@ class Unavailable(StoreError):
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
-        super().__init__(f"cannot open the store at {path}: {reason}")
+        self.reason = reason
+        super().__init__(self.describe(path, reason))
+
+    @staticmethod
+    def describe(path: str, reason: str) -> str:
+        return f"cannot open the store at {path}: {reason}"
 
 
 class Missing(Unavailable):
@@ -66,3 +76,46 @@ class Missing(Unavailable):
 
     def __init__(self, path: str) -> None:
         super().__init__(path, "no store exists there")
+
+
+class Newer(Unavailable):
+    """The store file was written by a newer capa-py in a layout this version does not know: it is
+    refused, never rewritten to an older layout."""
+
+    @staticmethod
+    def describe(path: str, reason: str) -> str:
+        return f"cannot use the store at {path}: {reason}"
+
+
+class ReadOnly(Unavailable):
+    """The store file (or its directory) cannot be written: it is open for reading, writes are refused."""
+
+    @staticmethod
+    def describe(path: str, reason: str) -> str:
+        return f"the store at {path} is read-only ({reason}); nothing was changed"
+
+
+class WriteFailed(Unavailable):
+    """A write failed on the disk (full, or an I/O error): its transaction was rolled back."""
+
+    @staticmethod
+    def describe(path: str, reason: str) -> str:
+        return f"cannot write the store at {path}: {reason}; nothing was changed"
+
+
+class Damaged(Unavailable):
+    """The store file is corrupt."""
+
+    @staticmethod
+    def describe(path: str, reason: str) -> str:
+        return (
+            f"the store at {path} is damaged ({reason}); recover what it still holds with "
+            f"'sqlite3 {path} .recover | sqlite3 recovered.db' and use recovered.db as --state"
+        )
+
+
+class Unreadable(StoreError):
+    """A stored object this version cannot read: a field (or a value) it does not know, written by a newer
+    capa-py."""
+
+    status = 500

@@ -8,10 +8,20 @@ the new ``resourceVersion`` (a single counter, like etcd's revision); ``watch`` 
 it sees writes made by other processes. Labels, owner references and the fields lists select by are indexed
 by triggers on the objects table (:mod:`capa_py.store.sqlite_index`), so a selector list reads and validates
 only the objects it returns.
+
+:meth:`SQLiteStore.atomic` makes several writes one transaction (``capa apply`` stores a manifest so: all
+of its objects or none). A file that cannot be written is opened for reading (``mode=ro``, or ``immutable``
+when not even SQLite's shared-memory file can be made) and every write is refused with :class:`ReadOnly`.
+The file records its layout version and the newest capa-py that wrote it: a newer layout, a table without
+a column this version reads, or objects of an API version this one does not know are refused
+(:class:`Newer`), never rewritten. SQLite's failures become store errors: a full or failing disk
+:class:`WriteFailed` (the transaction rolled back), a corrupt file :class:`Damaged` (naming ``sqlite3
+.recover``), an object this version cannot read :class:`Unreadable`.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import secrets
 import sqlite3
@@ -23,16 +33,31 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pydantic
 from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_exponential
 
+from capa_py import __version__
 from capa_py.api.meta import KubeObject, utcnow
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
 from capa_py.store.admission import check_registered, validated_document
-from capa_py.store.errors import AlreadyExists, Conflict, Expired, Invalid, Missing, NotFound, Unavailable
+from capa_py.store.errors import (
+    AlreadyExists,
+    Conflict,
+    Damaged,
+    Expired,
+    Invalid,
+    Missing,
+    Newer,
+    NotFound,
+    ReadOnly,
+    Unavailable,
+    Unreadable,
+    WriteFailed,
+)
 from capa_py.store.protocol import ObjectList, Propagation, T, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
-from capa_py.store.sqlite_index import INDEX_SCHEMA, ensure_indexes, plan_list
+from capa_py.store.sqlite_index import INDEX_SCHEMA, INDEX_VERSION, ensure_indexes, plan_list
 
 ORPHAN_FINALIZER = "orphan"
 
@@ -69,6 +94,21 @@ CREATE INDEX IF NOT EXISTS events_kind ON events (api_version, kind, seq);
 CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 STORE_UID_KEY = "uid"
+LAYOUT_KEY = "layout"
+WRITER_KEY = "newest_writer"
+LAYOUT_VERSION = 1
+"""The layout of the tables above: bump when a table or column changes meaning. A file with a newer layout is
+refused, never rewritten; a file without the record is layout 1 (written before it was kept)."""
+_COLUMNS = {
+    "counters": {"name", "value"},
+    "objects": {"api_version", "kind", "namespace", "name", "uid", "rv", "doc"},
+    "owner_index": {"owner_uid", "dependent_uid"},
+    "events": {"seq", "type", "api_version", "kind", "namespace", "name", "doc", "prev_labels"},
+    "store_meta": {"name", "value"},
+    "labels": {"api_version", "kind", "namespace", "name", "key", "value"},
+    "field_index": {"api_version", "kind", "namespace", "name", "field", "value"},
+    "index_layout": {"version"},
+}
 BUSY_SECONDS = 60.0
 """How long a connection waits for another process's lock before giving up."""
 
@@ -98,6 +138,31 @@ def _open_failure(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return exc.strerror or str(exc)
     return str(exc)
+
+
+def _error_name(exc: sqlite3.Error) -> str:
+    return str(getattr(exc, "sqlite_errorname", ""))
+
+
+def _cannot_write(exc: BaseException) -> bool:
+    """Whether opening failed because the file or its directory cannot be written."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    name = _error_name(exc) if isinstance(exc, sqlite3.Error) else ""
+    return name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH"))
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split("."):
+        digits = "".join(c for c in part if c.isdigit()) or "0"
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _newer(version: str | None) -> bool:
+    """Whether ``version`` (a capa-py version a store records) is newer than this one."""
+    return version is not None and _version_key(version) > _version_key(__version__)
 
 
 def _labels(doc: dict[str, Any]) -> dict[str, str]:
@@ -131,6 +196,9 @@ class SQLiteStore:
         self._connections: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._uid: str | None = None
+        self.read_only: str | None = None
+        """Why the store is open for reading only (``None``: it can be written)."""
+        self._read_mode = "mode=ro"
         if self.path.is_dir():
             raise Unavailable(str(self.path), "it is a directory")
         if not create and not self.path.exists():
@@ -138,14 +206,135 @@ class SQLiteStore:
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._write() as conn:
-                for statement in (_SCHEMA + INDEX_SCHEMA).split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
-                ensure_indexes(conn)
-        except (sqlite3.DatabaseError, OSError) as exc:
+            self._open_for_writing()
+        except Unavailable:
             self.close()
-            raise Unavailable(str(self.path), _open_failure(exc)) from exc
+            raise
+        except (sqlite3.Error, OSError) as exc:
+            self.close()
+            if not (self.path.exists() and _cannot_write(exc)):
+                raise (
+                    self._translate(exc)
+                    if isinstance(exc, sqlite3.Error)
+                    else Unavailable(str(self.path), _open_failure(exc))
+                ) from exc
+            self._open_for_reading(_open_failure(exc))
+
+    def _open_for_writing(self) -> None:
+        with self._raw_transaction(self._conn(), "BEGIN IMMEDIATE") as conn:
+            self._check_layout(conn)
+            for statement in (_SCHEMA + INDEX_SCHEMA).split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            ensure_indexes(conn)
+            conn.execute(
+                "INSERT OR IGNORE INTO store_meta (name, value) VALUES (?, ?)",
+                (LAYOUT_KEY, str(LAYOUT_VERSION)),
+            )
+            row = conn.execute("SELECT value FROM store_meta WHERE name=?", (WRITER_KEY,)).fetchone()
+            if row is None or _version_key(__version__) > _version_key(row[0]):
+                conn.execute(
+                    "INSERT OR REPLACE INTO store_meta (name, value) VALUES (?, ?)", (WRITER_KEY, __version__)
+                )
+
+    def _open_for_reading(self, why: str) -> None:
+        """Open a file that cannot be written for reading: ``mode=ro``, else (when SQLite cannot make its
+        shared-memory file beside it, in a read-only directory) ``immutable``."""
+        self.read_only = why
+        failure: BaseException | None = None
+        for mode in ("mode=ro", "immutable=1"):
+            self._read_mode = mode
+            try:
+                with self._raw_transaction(self._conn(), "BEGIN") as conn:
+                    self._check_layout(conn)
+                _log.info("store opened read-only", path=str(self.path), mode=mode, reason=why)
+                return
+            except Unavailable:
+                self.close()
+                raise
+            except (sqlite3.Error, OSError) as exc:
+                self.close()
+                failure = exc
+        assert failure is not None
+        if isinstance(failure, sqlite3.Error):
+            raise self._translate(failure) from failure
+        raise Unavailable(str(self.path), _open_failure(failure)) from failure
+
+    def _check_layout(self, conn: sqlite3.Connection) -> None:
+        """Refuse a file a newer capa-py wrote in a layout this version does not know (before anything is
+        written to it)."""
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        meta: dict[str, str] = {}
+        if "store_meta" in tables and "name" in self._columns(conn, "store_meta"):
+            meta = {
+                str(k): str(v)
+                for k, v in conn.execute(
+                    "SELECT name, value FROM store_meta WHERE name IN (?, ?)", (LAYOUT_KEY, WRITER_KEY)
+                )
+            }
+        writer = meta.get(WRITER_KEY)
+        by = f"capa-py {writer}" if writer else "another capa-py"
+        layout = meta.get(LAYOUT_KEY, "1")
+        if not layout.isdigit() or int(layout) > LAYOUT_VERSION:
+            raise Newer(
+                str(self.path),
+                f"its layout is version {layout}, written by {by}; this capa-py ({__version__}) knows layout "
+                f"{LAYOUT_VERSION} and never rewrites a newer one: use {by} or newer",
+            )
+        if "index_layout" in tables:
+            row = conn.execute("SELECT version FROM index_layout").fetchone()
+            if row is not None and (not str(row[0]).isdigit() or int(row[0]) > int(INDEX_VERSION)):
+                raise Newer(
+                    str(self.path),
+                    f"its index layout is version {row[0]}, written by {by}; this capa-py ({__version__}) "
+                    f"knows index layout {INDEX_VERSION}: use {by} or newer",
+                )
+        for table, wanted in _COLUMNS.items():
+            if table not in tables:
+                continue
+            missing = sorted(wanted - self._columns(conn, table))
+            if missing:
+                raise Newer(
+                    str(self.path),
+                    f"its table {table} has no column {', '.join(missing)} (a layout written by {by}); "
+                    f"this capa-py ({__version__}) cannot read it",
+                )
+        if _newer(writer) and "objects" in tables:
+            unknown = sorted(
+                f"{kind} {api_version}"
+                for api_version, kind in conn.execute("SELECT DISTINCT api_version, kind FROM objects")
+                if (api_version, kind) not in self._known_kinds()
+            )
+            if unknown:
+                raise Newer(
+                    str(self.path),
+                    f"it holds objects of {', '.join(unknown)}, written by {by}; this capa-py "
+                    f"({__version__}) does not know that API version: use {by} or newer",
+                )
+
+    def _known_kinds(self) -> set[tuple[str, str]]:
+        return {(k.API_VERSION, k.KIND) for k in self.registry.kinds()}
+
+    @staticmethod
+    def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+        return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+
+    def _translate(self, exc: sqlite3.Error) -> Unavailable:
+        """The store error a SQLite failure is, for the caller."""
+        name, text, path = _error_name(exc), str(exc), str(self.path)
+        if (
+            name.startswith("SQLITE_CORRUPT")
+            or "malformed" in text
+            or text.startswith("Could not decode to UTF-8")  # a damaged page in the middle of a text
+        ):
+            return Damaged(path, text)
+        if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or "disk is full" in text:
+            return WriteFailed(path, text)
+        if name.startswith("SQLITE_READONLY"):
+            return ReadOnly(path, text)
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            return Unavailable(path, f"{text} (another process held it for more than {BUSY_SECONDS:g}s)")
+        return Unavailable(path, _open_failure(exc))
 
     @property
     def uid(self) -> str:
@@ -171,41 +360,108 @@ class SQLiteStore:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             # mode=rw opens an existing database only: a store opened without creating stays absent.
-            target = self.path if self._creates else f"{self.path.resolve().as_uri()}?mode=rw"
+            uri = bool(self.read_only) or not self._creates
+            target: str | Path = self.path
+            if self.read_only:
+                target = f"{self.path.resolve().as_uri()}?{self._read_mode}"
+            elif not self._creates:
+                target = f"{self.path.resolve().as_uri()}?mode=rw"
             conn = sqlite3.connect(
-                target,
-                timeout=BUSY_SECONDS,
-                isolation_level=None,
-                check_same_thread=False,
-                uri=not self._creates,
+                target, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
             )
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
-            _enter_wal(conn)
-            conn.execute("PRAGMA synchronous=NORMAL")
+            if not self.read_only:
+                _enter_wal(conn)
+                conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)
         return conn
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
+    def _raw_transaction(self, conn: sqlite3.Connection, begin: str) -> Iterator[sqlite3.Connection]:
+        """One transaction on ``conn``, committed when the block ends, rolled back when it raises.
+
+        A transaction still open on the connection when this one begins, and no block of this thread in
+        it, was left by an interrupted call (a KeyboardInterrupt raised as its ``BEGIN`` returned, before
+        its block could undo it): it is rolled back first, so one Ctrl-C never breaks later store calls."""
+        if conn.in_transaction:
+            if getattr(self._local, "in_block", False):
+                raise RuntimeError("a store transaction was begun inside another on the same thread")
+            _log.debug("rolling back a store transaction an interrupted call left open")
+            conn.execute("ROLLBACK")
+        conn.execute(begin)
         try:
+            self._local.in_block = True
             yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite rolls back by itself after some failures (a full disk)
+                conn.execute("ROLLBACK")
             raise
-        conn.execute("COMMIT")
+        else:
+            try:
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        finally:
+            self._local.in_block = False
+
+    @contextmanager
+    def _translated(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.Error as exc:
+            raise self._translate(exc) from exc
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise ReadOnly(str(self.path), self.read_only)
+        with self._translated():
+            conn = self._conn()
+            depth: int = getattr(self._local, "depth", 0)
+            if not depth:
+                with self._raw_transaction(conn, "BEGIN IMMEDIATE"):
+                    yield conn
+                return
+            # Inside atomic(): a savepoint, so a write that fails undoes only itself.
+            savepoint = f"write_{depth}"
+            conn.execute(f"SAVEPOINT {savepoint}")
+            self._local.depth = depth + 1
+            try:
+                yield conn
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute(f"ROLLBACK TO {savepoint}")
+                    conn.execute(f"RELEASE {savepoint}")
+                raise
+            finally:
+                self._local.depth = depth
+            conn.execute(f"RELEASE {savepoint}")
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+        with self._translated():
+            conn = self._conn()
+            if getattr(self._local, "depth", 0):
+                yield conn  # inside atomic(): read what the transaction wrote so far
+                return
+            with self._raw_transaction(conn, "BEGIN"):
+                yield conn
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Every write this thread makes in the block is one transaction: all of them are stored when the
+        block ends, none if it raises (or the disk fails). Other writers wait until it ends."""
+        with self._write():
+            depth: int = getattr(self._local, "depth", 0)
+            self._local.depth = depth + 1
+            try:
+                yield
+            finally:
+                self._local.depth = depth
 
     def close(self) -> None:
         with self._lock:
@@ -352,12 +608,44 @@ class SQLiteStore:
         return self._put(conn, doc, "MODIFIED", prev)
 
     def _to_model(self, model: type[T], doc: dict[str, Any]) -> T:
-        return model.model_validate(doc)
+        try:
+            return model.model_validate(doc)
+        except pydantic.ValidationError as exc:
+            raise self._unreadable(model, doc, exc) from exc
+
+    def _unreadable(
+        self, model: type[KubeObject], doc: dict[str, Any], exc: pydantic.ValidationError
+    ) -> Unreadable:
+        """A stored object this version's model refuses: named, with the field and who wrote the store."""
+        found = doc.get("metadata")
+        meta: dict[str, Any] = found if isinstance(found, dict) else {}
+        namespace = str(meta.get("namespace") or "")
+        name = f"{namespace + '/' if namespace else ''}{meta.get('name', '?')}"
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        try:  # a plain read, whether or not this thread is inside a transaction
+            row = self._conn().execute("SELECT value FROM store_meta WHERE name=?", (WRITER_KEY,)).fetchone()
+        except sqlite3.Error:
+            row = None
+        writer = None if row is None else str(row[0])
+        if error["type"] == "extra_forbidden":
+            problem = f"{field} is not a field this capa-py ({__version__}) knows"
+        else:
+            problem = f"{field}: {error['msg']} (this capa-py is {__version__})"
+        by = (
+            f"the store was written by capa-py {writer}: use that version or newer"
+            if _newer(writer)
+            else "written by a newer capa-py?"
+        )
+        return Unreadable(f"cannot read {model.KIND} {name} from the store: {problem}; {by}")
 
     def _from_text(self, model: type[T], text: str) -> T:
         # Validating the stored JSON in one step (pydantic-core parses it) costs less than json.loads
         # followed by validation, and less than deep-copying an already parsed object.
-        return model.model_validate_json(text)
+        try:
+            return model.model_validate_json(text)
+        except pydantic.ValidationError as exc:
+            raise self._unreadable(model, json.loads(text), exc) from exc
 
     # -- the protocol -------------------------------------------------------------------------------
     def create(self, obj: T) -> T:
