@@ -17,7 +17,7 @@ def test_an_unknown_field_with_a_control_character_is_warned_about_escaped(serve
     server.http("POST", BASE, {"metadata": {"name": "one"}})
     parsed = urllib.parse.urlsplit(server.url)
     assert parsed.hostname is not None
-    connection = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+    connection = http.client.HTTPSConnection(parsed.hostname, parsed.port, timeout=30, context=server.context)
     try:
         body = b'{"\\u001f": false, "data": {"a": "b"}}'
         connection.request("PATCH", f"{BASE}/one", body, {"Content-Type": "application/merge-patch+json"})

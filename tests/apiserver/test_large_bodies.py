@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import time
 import urllib.parse
 
@@ -25,8 +26,10 @@ def large_body() -> bytes:
     return json.dumps(doc).encode()
 
 
-def post(host: str, port: int, body: bytes) -> tuple[int, str | None, dict[str, object]]:
-    connection = http.client.HTTPConnection(host, port, timeout=30)
+def post(
+    host: str, port: int, context: ssl.SSLContext, body: bytes
+) -> tuple[int, str | None, dict[str, object]]:
+    connection = http.client.HTTPSConnection(host, port, timeout=30, context=context)
     try:
         connection.request("POST", PATH, body, {"Content-Type": "application/json"})
         response = connection.getresponse()
@@ -45,12 +48,15 @@ def test_a_large_body_beyond_those_in_flight_is_too_many_requests(
     assert host is not None
     assert port is not None
     body = large_body()
-    with socket.create_connection((host, port), timeout=30) as held:
+    with (
+        socket.create_connection((host, port), timeout=30) as raw,
+        server.context.wrap_socket(raw, server_hostname=host) as held,
+    ):
         # One large body in flight: its headers and the first bytes sent, the rest held back.
         head = f"POST {PATH} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
         held.sendall(f"{head}Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body[:100])
         for _ in range(200):  # until the server is reading the held body (each try is a real request)
-            code, retry_after, status = post(host, port, body)
+            code, retry_after, status = post(host, port, server.context, body)
             if code == 429:
                 break
             time.sleep(0.05)
@@ -63,4 +69,4 @@ def test_a_large_body_beyond_those_in_flight_is_too_many_requests(
         while chunk := held.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 201")
-    assert post(host, port, body)[0] == 201  # the slot is free again
+    assert post(host, port, server.context, body)[0] == 201  # the slot is free again

@@ -103,7 +103,9 @@ def test_a_boolean_parameter_is_true_unless_false_or_zero(server: Server) -> Non
     server.http("POST", BASE, configmap("one"))
     code, listed = server.http("GET", f"{BASE}?watch=false")
     assert (code, listed["kind"]) == (200, "ConfigMapList")
-    with urllib.request.urlopen(f"{server.url}{BASE}?watch=no&timeoutSeconds=1", timeout=30) as response:
+    with urllib.request.urlopen(
+        f"{server.url}{BASE}?watch=no&timeoutSeconds=1", timeout=30, context=server.context
+    ) as response:
         events = [json.loads(line) for line in response if line.strip()]
     assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "one")]
 
@@ -113,7 +115,9 @@ def test_send_initial_events_ends_them_with_an_annotated_bookmark(server: Server
     query = (
         "sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1"
     )
-    with urllib.request.urlopen(f"{server.url}{BASE}?watch=1&{query}", timeout=30) as response:
+    with urllib.request.urlopen(
+        f"{server.url}{BASE}?watch=1&{query}", timeout=30, context=server.context
+    ) as response:
         events = [json.loads(line) for line in response if line.strip()]
     assert events[0]["type"] == "ADDED"
     assert events[1]["type"] == "BOOKMARK"
@@ -154,6 +158,8 @@ def test_a_list_at_the_next_resource_version_is_answered_once_the_store_gets_the
 def test_a_watch_from_the_future_sends_nothing(server: Server) -> None:
     server.http("POST", BASE, configmap("one"))
     query = "watch=1&resourceVersion=999999&allowWatchBookmarks=true&timeoutSeconds=1"
-    with urllib.request.urlopen(f"{server.url}{BASE}?{query}", timeout=30) as response:
+    with urllib.request.urlopen(
+        f"{server.url}{BASE}?{query}", timeout=30, context=server.context
+    ) as response:
         assert response.status == 200
         assert response.read() == b""

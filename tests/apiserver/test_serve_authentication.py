@@ -124,13 +124,22 @@ def test_serve_makes_its_authority_once_and_the_kubeconfig_is_the_admins(tmp_pat
 
 
 def test_a_token_file_authenticates_over_plain_http_on_loopback(tmp_path: Path) -> None:
+    """Authenticated is not authorized: alice, whom no RBAC binding names, is refused 403 by name; the
+    token file's member of system:masters may read Secrets."""
     tokens = tmp_path / "tokens.csv"
-    tokens.write_text('s3cret,alice,uid-alice,"dev"\n')
+    tokens.write_text('s3cret,alice,uid-alice,"dev"\nr00t,root,uid-root,"system:masters"\n')
+    secrets = "/api/v1/namespaces/default/secrets"
     with serving(tmp_path, "--insecure-http", "--token-auth-file", str(tokens)) as url:
         assert url.startswith("http://127.0.0.1:")
-        assert _ask(f"{url}/api/v1/namespaces/default/secrets")[0] == 401
-        assert _ask(f"{url}/api/v1/namespaces/default/secrets", token="wrong")[0] == 401
-        status, body = _ask(f"{url}/api/v1/namespaces/default/secrets", token="s3cret")
+        assert _ask(f"{url}{secrets}")[0] == 401
+        assert _ask(f"{url}{secrets}", token="wrong")[0] == 401
+        status, body = _ask(f"{url}{secrets}", token="s3cret")
+        assert (status, body["reason"]) == (403, "Forbidden")
+        assert body["message"] == (
+            'secrets is forbidden: User "alice" cannot list resource "secrets" in API group "" in the '
+            'namespace "default"'
+        )
+        status, body = _ask(f"{url}{secrets}", token="r00t")
         assert (status, body["kind"]) == (200, "SecretList")
         assert _ask(f"{url}/version")[0] == 200
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import ssl
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +110,17 @@ def bodies(draw: st.DrawFn) -> bytes | None:
     return json.dumps(doc).encode()
 
 
+@dataclass(frozen=True)
+class Target:
+    """The server, and a TLS context presenting its admin's client certificate."""
+
+    host: str
+    port: int
+    context: ssl.SSLContext
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     path: Path = tmp_path_factory.mktemp("fuzz") / "state.db"
     with pytest.MonkeyPatch.context() as patch, SQLiteStore(path, poll_interval=0.02) as store:
         patch.setattr(listoptions, "TOO_LARGE_WAIT", 0.05)
@@ -118,15 +129,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]
             parsed = urllib.parse.urlsplit(running.url)
             assert parsed.hostname is not None
             assert parsed.port is not None
-            yield parsed.hostname, parsed.port
+            yield Target(parsed.hostname, parsed.port, running.client_context())
         finally:
             running.stop()
 
 
-def send(
-    server: tuple[str, int], method: str, path: str, body: bytes | None, media: str
-) -> tuple[int, bytes]:
-    connection = http.client.HTTPConnection(*server, timeout=30)
+def send(server: Target, method: str, path: str, body: bytes | None, media: str) -> tuple[int, bytes]:
+    connection = http.client.HTTPSConnection(server.host, server.port, timeout=30, context=server.context)
     try:
         headers = {"Accept": "application/json"}
         if body is not None:
@@ -157,7 +166,7 @@ def check(status: int, raw: bytes) -> None:
     media=st.sampled_from(MEDIA_TYPES),
 )
 def test_no_request_is_answered_500_and_every_refusal_is_a_status(
-    server: tuple[str, int], method: str, path: str, query: str, body: bytes | None, media: str
+    server: Target, method: str, path: str, query: str, body: bytes | None, media: str
 ) -> None:
     status, raw = send(server, method, f"{path}?{query}" if query else path, body, media)
     check(status, raw)
@@ -172,7 +181,7 @@ def test_no_request_is_answered_500_and_every_refusal_is_a_status(
     body=bodies(),
 )
 def test_no_patch_of_an_object_is_answered_500(
-    server: tuple[str, int], path: str, media: str, body: bytes | None
+    server: Target, path: str, media: str, body: bytes | None
 ) -> None:
     """Patches of an object that exists, so that they reach the patch code, not a 404."""
     send(

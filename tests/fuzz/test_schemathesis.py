@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,29 +34,44 @@ def apply_patch_yaml(context: Any, value: Any) -> bytes:
     return yaml.safe_dump(value).encode()
 
 
+@dataclass(frozen=True)
+class Served:
+    """The server's URL, its admin's bearer token and the CA file that verifies it."""
+
+    url: str
+    token: str
+    ca_file: str
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     path: Path = tmp_path_factory.mktemp("schemathesis") / "state.db"
     with pytest.MonkeyPatch.context() as patch, SQLiteStore(path, poll_interval=0.02) as store:
         patch.setattr(listoptions, "TOO_LARGE_WAIT", 0.05)
         running = start_in_thread(store)
         try:
-            yield running.url
+            yield Served(running.url, running.admin_token, str(running.files.ca_cert))
         finally:
             running.stop()
 
 
 @pytest.fixture(scope="module")
-def api_schema(served: str) -> Any:
-    with urllib.request.urlopen(served + DOCUMENT, timeout=30) as response:
+def api_schema(served: Served) -> Any:
+    request = urllib.request.Request(served.url + DOCUMENT, headers=served.headers)
+    context = ssl.create_default_context(cafile=served.ca_file)
+    with urllib.request.urlopen(request, timeout=30, context=context) as response:
         document = json.loads(response.read())
     return schemathesis.openapi.from_dict(document).include(path_regex="/awsclusters")
 
 
-def check(base_url: str, case: Any) -> None:
+def check(served: Served, case: Any) -> None:
     if case.query and str(case.query.get("watch", "")).lower() not in ("", "0", "false"):
         case.query["timeoutSeconds"] = 1  # a watch ends after a second, not when the generator says
-    response = case.call(base_url=base_url, timeout=30)
+    response = case.call(base_url=served.url, timeout=30, headers=served.headers, verify=served.ca_file)
     case.validate_response(response, checks=[not_a_server_error])
     if response.status_code >= 400:
         status = response.json()
@@ -62,7 +79,7 @@ def check(base_url: str, case: Any) -> None:
         assert status["code"] == response.status_code
 
 
-def test_no_generated_request_is_a_server_error(api_schema: Any, served: str) -> None:
+def test_no_generated_request_is_a_server_error(api_schema: Any, served: Served) -> None:
     """Each operation in turn (schemathesis' own pytest integration does not run under this pytest)."""
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) == 9  # list, create; get, replace, patch, delete; the status's get, replace, patch
