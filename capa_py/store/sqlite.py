@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -173,6 +174,17 @@ def _desired(doc: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k not in ("apiVersion", "kind", "metadata", "status")}
 
 
+def _create_private(path: Path) -> None:
+    """Create ``path`` empty, readable and writable by its owner only, where there is no file yet: a store
+    holds Secrets (bootstrap data, agent tokens), and SQLite gives its journal and shared-memory files the
+    database file's mode. An existing store keeps the mode it has."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(descriptor)
+
+
 class SQLiteStore:
     """An :class:`~capa_py.store.protocol.ObjectStore` in one SQLite file."""
 
@@ -206,6 +218,7 @@ class SQLiteStore:
         try:
             if create:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
+                _create_private(self.path)
             self._open_for_writing()
         except Unavailable:
             self.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -236,3 +237,23 @@ def test_a_corrupted_page_is_damaged_naming_the_file_and_recover(tmp_path: Path)
     message = str(damaged.value)
     assert message.startswith(f"the store at {path} is damaged ("), message
     assert f"'sqlite3 {path} .recover | sqlite3 recovered.db'" in message, message
+
+
+def test_a_new_store_and_its_journal_are_readable_by_their_owner_only(tmp_path: Path) -> None:
+    """A store holds Secrets (bootstrap data, agent tokens): it was created 0644, readable by every local
+    user whatever the umask allowed."""
+    path = tmp_path / "state.db"
+    with SQLiteStore(path) as store:
+        store.create(Secret(metadata=ObjectMeta(name="s", namespace="default"), string_data={"k": "v"}))
+        made = [p for p in (path, Path(f"{path}-wal"), Path(f"{path}-shm")) if p.exists()]
+        assert len(made) >= 2, made
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in made}
+    assert set(modes.values()) == {0o600}, modes
+
+
+def test_an_existing_store_keeps_its_mode(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    SQLiteStore(path).close()
+    path.chmod(0o640)
+    SQLiteStore(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
