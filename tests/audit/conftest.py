@@ -6,19 +6,11 @@ The building blocks (clients, clusters made by the real controllers, leaks) are 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-# `tests` is not a package; the helpers are imported as `tests.audit.helpers`, so the project root must be
-# importable.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
+from tests.harness.moto_server import MotoServer, start_moto_server
 
 
 @pytest.fixture(scope="session")

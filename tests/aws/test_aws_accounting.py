@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,15 +10,11 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.aws import errors  # noqa: E402
-from capa_py.aws.accounting import CallKey, call_scope  # noqa: E402
-from capa_py.aws.ratelimit import RateLimiter  # noqa: E402
-from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy, operation_of_event  # noqa: E402
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
+from capa_py.aws import errors
+from capa_py.aws.accounting import CallKey, call_scope
+from capa_py.aws.ratelimit import RateLimiter
+from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy, operation_of_event
+from tests.harness.moto_server import MotoServer, start_moto_server
 
 _RETRY = RetryPolicy(attempts=3, initial_delay=0.01, max_delay=0.02)
 

@@ -16,16 +16,12 @@ import structlog
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.aws import errors  # noqa: E402
-from capa_py.aws.accounting import CallCounter, call_scope, is_mutating, record_call  # noqa: E402
-from capa_py.aws.ratelimit import BucketSpec, RateLimiter, operation_class  # noqa: E402
-from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy, is_safe_to_repeat  # noqa: E402
-from capa_py.logging import REDACTED, configure_logging, get_logger  # noqa: E402
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
+from capa_py.aws import errors
+from capa_py.aws.accounting import CallCounter, call_scope, is_mutating, record_call
+from capa_py.aws.ratelimit import BucketSpec, RateLimiter, operation_class
+from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy, is_safe_to_repeat
+from capa_py.logging import REDACTED, configure_logging, get_logger
+from tests.harness.moto_server import MotoServer, start_moto_server
 
 
 def _client_error(code: str, status: int = 400) -> ClientError:

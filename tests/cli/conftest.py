@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,13 +21,9 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.cli.main import app  # noqa: E402
-from tests.cli.cli_support import Cli, CliResult  # noqa: E402
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
+from capa_py.cli.main import app
+from tests.cli.cli_support import Cli, CliResult
+from tests.harness.moto_server import MotoServer, start_moto_server
 
 
 @pytest.fixture

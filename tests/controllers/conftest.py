@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+from capa_py.api.loader import load_manifests
+from capa_py.api.meta import KubeObject
+from capa_py.aws.ratelimit import RateLimiter
+from capa_py.aws.session import AWSClients, AWSSettings, ClientPool, RetryPolicy
+from capa_py.engine.engine import Engine
+from capa_py.engine.profiles import MOTO
+from capa_py.operations import apply_objects
+from capa_py.store.sqlite import SQLiteStore
+from controllers import aws_controllers
+from controllers.run import ConvergeResult, converge
+from tests.harness.moto_server import MotoServer, start_moto_server
 
-from capa_py.api.loader import load_manifests  # noqa: E402
-from capa_py.api.meta import KubeObject  # noqa: E402
-from capa_py.aws.ratelimit import RateLimiter  # noqa: E402
-from capa_py.aws.session import AWSClients, AWSSettings, ClientPool, RetryPolicy  # noqa: E402
-from capa_py.engine.engine import Engine  # noqa: E402
-from capa_py.engine.profiles import MOTO  # noqa: E402
-from capa_py.operations import apply_objects  # noqa: E402
-from capa_py.store.sqlite import SQLiteStore  # noqa: E402
-from controllers import aws_controllers  # noqa: E402
-from controllers.run import ConvergeResult, converge  # noqa: E402
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
-
-EXAMPLE = Path(_ROOT) / "examples" / "aws-cluster-machines.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machines.yaml"
 FAST_RETRY = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.1, not_found_window=1.0)
 
 

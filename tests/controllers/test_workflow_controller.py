@@ -7,7 +7,6 @@ transition functions it will call (capa_py.tinkerbell.states), written to the st
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,13 +14,9 @@ from typing import Any
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.api.conditions import get_condition  # noqa: E402
-from capa_py.api.meta import ObjectMeta  # noqa: E402
-from capa_py.api.tinkerbell import (  # noqa: E402
+from capa_py.api.conditions import get_condition
+from capa_py.api.meta import ObjectMeta
+from capa_py.api.tinkerbell import (
     DHCP,
     WORKFLOW_FINALIZER,
     Action,
@@ -34,15 +29,15 @@ from capa_py.api.tinkerbell import (  # noqa: E402
     Workflow,
     WorkflowSpec,
 )
-from capa_py.operations import apply_objects  # noqa: E402
-from capa_py.runtime.events import EventRecorder, events_for  # noqa: E402
-from capa_py.runtime.manager import Manager  # noqa: E402
-from capa_py.runtime.queue import ObjectKey  # noqa: E402
-from capa_py.store.errors import Conflict, Invalid, NotFound  # noqa: E402
-from capa_py.store.helpers import retry_on_conflict  # noqa: E402
-from capa_py.store.sqlite import SQLiteStore  # noqa: E402
-from capa_py.tinkerbell import states  # noqa: E402
-from controllers.tinkerbell import WorkflowController, WorkflowTimeouts  # noqa: E402
+from capa_py.operations import apply_objects
+from capa_py.runtime.events import EventRecorder, events_for
+from capa_py.runtime.manager import Manager
+from capa_py.runtime.queue import ObjectKey
+from capa_py.store.errors import Conflict, Invalid, NotFound
+from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.sqlite import SQLiteStore
+from capa_py.tinkerbell import states
+from controllers.tinkerbell import WorkflowController, WorkflowTimeouts
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 TIMEOUTS = WorkflowTimeouts(scheduling=60, cancel=30, action=100)

@@ -11,20 +11,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-# `tests` is not a package: make the project root importable for `tests.harness` and `tests.engine`.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.store import SQLiteStore  # noqa: E402
-from tests.engine.support import Faults, FlakyStatusStore, Owner  # noqa: E402
-from tests.harness.fixtures import (  # noqa: E402, F401 - fixtures this package uses
+from capa_py.store import SQLiteStore
+from tests.engine.support import Faults, FlakyStatusStore, Owner
+from tests.harness.fixtures import (  # noqa: F401 - fixtures this package uses
     _plain_clients,
     _token_clients,
     aws,

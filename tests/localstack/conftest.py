@@ -7,18 +7,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-# `tests` is not a package: make the project root importable for `tests.localstack` and `tests.harness`.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.aws.session import AWSClients  # noqa: E402
-from tests.localstack.endpoint import NEEDS_LOCALSTACK, ExternalEndpoint, endpoint_url  # noqa: E402
+from capa_py.aws.session import AWSClients
+from tests.localstack.endpoint import NEEDS_LOCALSTACK, ExternalEndpoint, endpoint_url
 
 
 @pytest.fixture(scope="session")

@@ -6,18 +6,12 @@ from ``tests.peers.cluster.running`` where a test needs its own audit log or fla
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from tests.e2e.e2e_support import MotoInspector  # noqa: E402
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
+from tests.e2e.e2e_support import MotoInspector
+from tests.harness.moto_server import MotoServer, start_moto_server
 
 
 @pytest.fixture(scope="session")

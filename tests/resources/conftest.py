@@ -23,31 +23,24 @@ ELBv2 the ``requires_elbv2`` marker, set here at collection; both are skipped th
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# `tests` is not a package and pytest puts only test directories on sys.path; the harness is imported
-# as `tests.harness`, so the project root must be importable.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.aws.errors import NotFound  # noqa: E402
-from capa_py.aws.session import AWSClients  # noqa: E402
-from capa_py.engine.tags import lookup_tags  # noqa: E402
-from tests.harness.fixtures import _plain_clients, _token_clients, aws_tokens, build  # noqa: E402, F401
-from tests.harness.moto_server import MotoServer, start_moto_server  # noqa: E402
-from tests.localstack.endpoint import (  # noqa: E402
+from capa_py.aws.errors import NotFound
+from capa_py.aws.session import AWSClients
+from capa_py.engine.tags import lookup_tags
+from tests.harness.fixtures import _plain_clients, _token_clients, aws_tokens, build  # noqa: F401
+from tests.harness.moto_server import MotoServer, start_moto_server
+from tests.localstack.endpoint import (
     REQUIRES_ELBV2,
     REQUIRES_MOTO,
     ExternalEndpoint,
     endpoint_url,
 )
-from tests.resources.builders import CLUSTER  # noqa: E402
+from tests.resources.builders import CLUSTER
 
 _HERE = Path(__file__).resolve().parent
 

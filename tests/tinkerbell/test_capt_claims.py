@@ -7,30 +7,25 @@ Workflows are driven by hand through capa_py.tinkerbell.states, as the gRPC serv
 from __future__ import annotations
 
 import multiprocessing
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.api.conditions import get_condition  # noqa: E402
-from capa_py.api.meta import KubeObject  # noqa: E402
-from capa_py.api.tinkerbell import Hardware, Template, Workflow  # noqa: E402
-from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine  # noqa: E402
-from capa_py.operations import apply_objects  # noqa: E402
-from capa_py.runtime.events import EventRecorder  # noqa: E402
-from capa_py.runtime.manager import Manager  # noqa: E402
-from capa_py.runtime.queue import ObjectKey  # noqa: E402
-from capa_py.store.errors import Conflict  # noqa: E402
-from capa_py.store.sqlite import SQLiteStore  # noqa: E402
-from controllers.core import ClusterController, MachineController  # noqa: E402
-from controllers.tinkerbell_capi import TinkerbellClusterController, TinkerbellMachineController  # noqa: E402
-from tests.tinkerbell.capt_world import (  # noqa: E402
+from capa_py.api.conditions import get_condition
+from capa_py.api.meta import KubeObject
+from capa_py.api.tinkerbell import Hardware, Template, Workflow
+from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
+from capa_py.operations import apply_objects
+from capa_py.runtime.events import EventRecorder
+from capa_py.runtime.manager import Manager
+from capa_py.runtime.queue import ObjectKey
+from capa_py.store.errors import Conflict
+from capa_py.store.sqlite import SQLiteStore
+from controllers.core import ClusterController, MachineController
+from controllers.tinkerbell_capi import TinkerbellClusterController, TinkerbellMachineController
+from tests.tinkerbell.capt_world import (
     NS,
     WAIT,
     bootstrap_data,

@@ -8,23 +8,18 @@ Tinkerbell server writes it (as in test_capt_provider).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.api.cluster import Machine  # noqa: E402
-from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine  # noqa: E402
-from capa_py.operations import apply_objects  # noqa: E402
-from capa_py.store.sqlite import SQLiteStore  # noqa: E402
-from tests.harness.contracts import assert_valid_meta_conditions  # noqa: E402
-from tests.tinkerbell.capt_world import (  # noqa: E402
+from capa_py.api.cluster import Machine
+from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
+from capa_py.operations import apply_objects
+from capa_py.store.sqlite import SQLiteStore
+from tests.harness.contracts import assert_valid_meta_conditions
+from tests.tinkerbell.capt_world import (
     NS,
     cluster_objects,
     hardware,

@@ -8,20 +8,15 @@ and finish its actions) is done by hand through the transition functions the ser
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-
-from capa_py.api.cluster import Cluster, Machine, MachineAddress  # noqa: E402
-from capa_py.api.conditions import get_condition  # noqa: E402
-from capa_py.api.tinkerbell import Hardware, Template, Workflow  # noqa: E402
-from capa_py.api.tinkerbell_capi import (  # noqa: E402
+from capa_py.api.cluster import Cluster, Machine, MachineAddress
+from capa_py.api.conditions import get_condition
+from capa_py.api.tinkerbell import Hardware, Template, Workflow
+from capa_py.api.tinkerbell_capi import (
     HARDWARE_OWNER_NAME_LABEL,
     HARDWARE_OWNER_NAMESPACE_LABEL,
     HardwareAffinity,
@@ -32,13 +27,13 @@ from capa_py.api.tinkerbell_capi import (  # noqa: E402
     TinkerbellMachine,
     WeightedHardwareAffinityTerm,
 )
-from capa_py.operations import apply_objects  # noqa: E402
-from capa_py.runtime.events import events_for  # noqa: E402
-from capa_py.store.helpers import get_or_none  # noqa: E402
-from capa_py.store.sqlite import SQLiteStore  # noqa: E402
-from capa_py.tinkerbell.hegel import start_in_thread  # noqa: E402
-from controllers.tinkerbell_capi import default_template_spec  # noqa: E402
-from tests.tinkerbell.capt_world import (  # noqa: E402
+from capa_py.operations import apply_objects
+from capa_py.runtime.events import events_for
+from capa_py.store.helpers import get_or_none
+from capa_py.store.sqlite import SQLiteStore
+from capa_py.tinkerbell.hegel import start_in_thread
+from controllers.tinkerbell_capi import default_template_spec
+from tests.tinkerbell.capt_world import (
     NS,
     bootstrap_data,
     cluster_objects,
@@ -50,7 +45,7 @@ from tests.tinkerbell.capt_world import (  # noqa: E402
     running,
     start_workflow,
 )
-from tests.tinkerbell.test_hegel import call  # noqa: E402
+from tests.tinkerbell.test_hegel import call
 
 
 @pytest.fixture
