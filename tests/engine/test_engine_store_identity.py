@@ -60,7 +60,7 @@ def test_store_uid_is_created_once_and_stable_across_reopening(tmp_path: Path) -
     with SQLiteStore(tmp_path / "other.db") as other:
         assert other.uid != uid, "another file is another store"
     with sqlite3.connect(path) as raw:
-        rows = raw.execute("SELECT name, value FROM store_meta").fetchall()
+        rows = raw.execute("SELECT name, value FROM store_meta WHERE name = 'uid'").fetchall()
     assert rows == [("uid", uid)], "persisted once, in the store's own file"
 
 

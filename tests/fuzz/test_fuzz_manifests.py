@@ -24,6 +24,8 @@ EXAMPLE_DOCS: list[dict[str, Any]] = [
 ]
 FUZZ = settings(
     max_examples=int(os.environ.get("CAPA_FUZZ_EXAMPLES", "100")),
+    # The suite's run is repeatable (a fixed seed); CAPA_FUZZ_EXAMPLES=N searches anew with N examples.
+    derandomize="CAPA_FUZZ_EXAMPLES" not in os.environ,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
