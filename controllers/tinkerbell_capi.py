@@ -77,6 +77,7 @@ from capa_py.ctrlkit.combinators import Sequential
 from capa_py.ctrlkit.result import Result, exit_workflow, ignore_exit, no_requeue, requeue_after
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
+from capa_py.runtime.informer import api_reader
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.errors import AlreadyExists, Conflict, NotFound
 from capa_py.store.helpers import get_or_none, retry_on_conflict
@@ -279,7 +280,8 @@ class MachineCreate:
             self.hardware = hardware
             return None
         for _ in range(MAX_CLAIM_ATTEMPTS):
-            listed = self.store.list(Hardware, namespace=self.namespace)
+            # As stored, not as cached: Hardware applied with the machine may not have reached the cache.
+            listed = api_reader(self.store).list(Hardware, namespace=self.namespace)
             mine = [h for h in listed if owned_by(h, self.obj)]
             if mine:
                 # Claimed before a crash kept the claim from being recorded: it is this machine's.

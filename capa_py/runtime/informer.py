@@ -373,3 +373,9 @@ def informers_for(
         )
         for kind in kinds
     ]
+
+
+def api_reader(store: ObjectStore) -> ObjectStore:
+    """What ``store`` holds now, not what its informers have seen so far: the reader for decisions a
+    lagging cache would get wrong (which free Hardware to claim), as controller-runtime's API reader."""
+    return store.store if isinstance(store, CachedStore) else store

@@ -16,9 +16,17 @@ import pytest
 from capa_py.api.conditions import get_condition
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
-from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
+from capa_py.api.tinkerbell_capi import (
+    HardwareAffinity,
+    HardwareAffinityTerm,
+    LabelSelector,
+    TinkerbellCluster,
+    TinkerbellMachine,
+    WeightedHardwareAffinityTerm,
+)
 from capa_py.operations import apply_objects
 from capa_py.runtime.events import EventRecorder
+from capa_py.runtime.informer import CachedStore, Informer
 from capa_py.runtime.manager import Manager
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.errors import Conflict
@@ -274,4 +282,43 @@ def test_a_claim_left_by_a_crash_is_released_when_the_machine_is_deleted(tmp_pat
     with running(store) as ctl:
         ctl.wait_for(lambda: not store.list(TinkerbellMachine, namespace=NS), "the machine is gone")
     assert _owners(store) == {"hw-0": None, "hw-1": None}
+    store.close()
+
+
+def test_the_claim_ranks_the_hardware_stored_now_not_what_the_cache_has_seen(tmp_path: Path) -> None:
+    """Hardware applied with the machines in one manifest reaches the controller's informer after the
+    machine can: with the Hardware cache still holding only hw-0, the machine claimed hw-0 though it prefers
+    hw-1 (rack b), as the bare-metal example's workers sometimes took a rack-a Hardware under load. The claim
+    reads the Hardware as stored, as controller-runtime's API reader does."""
+    path = tmp_path / "state.db"
+    store = SQLiteStore(path)
+    prefer_b = HardwareAffinity(
+        preferred=[
+            WeightedHardwareAffinityTerm(
+                weight=50,
+                hardware_affinity_term=HardwareAffinityTerm(
+                    label_selector=LabelSelector(match_labels={"rack": "b"})
+                ),
+            )
+        ]
+    )
+    apply_objects(
+        store,
+        [
+            *cluster_objects(),
+            *machine_objects("m1", affinity=prefer_b),
+            hardware("hw-0", "127.0.0.40", {"rack": "a"}),
+            hardware("hw-1", "127.0.0.41", {"rack": "b"}),
+        ],
+    )
+    _adopted(store, ["m1"])
+    lagging = Informer(store, Hardware, NS)
+    lagging.record(store.get(Hardware, "hw-0", NS))  # the cache has seen hw-0 only
+    cache = CachedStore(store, [lagging])
+
+    TinkerbellMachineController(cache, EventRecorder(store)).reconcile(
+        ObjectKey("TinkerbellMachine", NS, "m1")
+    )  # type: ignore[arg-type]
+
+    assert _owners(store) == {"hw-0": None, "hw-1": "m1"}
     store.close()
