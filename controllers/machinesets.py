@@ -1,6 +1,6 @@
 """Cluster API core's MachineDeployment and MachineSet controllers, for the embedded mode.
 
-A MachineDeployment keeps one MachineSet per distinct Machine template (named ``<deployment>-<5 random
+A MachineDeployment keeps one MachineSet per distinct Machine template (named ``<deployment>-<5
 characters>``, labelled ``machine-template-hash: <template hash>-<the same 5>`` and
 ``cluster.x-k8s.io/deployment-name``, controlled by the deployment) and moves Machines from the old sets to
 the new one: with ``RollingUpdate`` never more than ``replicas + maxSurge`` Machines wanted at once and
@@ -8,7 +8,7 @@ never fewer than ``replicas - maxUnavailable`` available, as a Kubernetes Deploy
 ``OnDelete`` a new Machine only once an old one has been deleted by hand. Old sets scaled to zero are kept
 up to ``revisionHistoryLimit``.
 
-A MachineSet keeps ``replicas`` Machines (``<set>-<suffix>``, labelled with the template's labels,
+A MachineSet keeps ``replicas`` Machines (``<set>-<5 characters>``, labelled with the template's labels,
 ``cluster.x-k8s.io/set-name``, the deployment's name and ``cluster.x-k8s.io/cluster-name``, controlled by
 the set). Each Machine gets its own infrastructure object cloned from the template its
 ``spec.infrastructureRef`` names: an object of the templated kind, named after the Machine, whose spec is
@@ -17,6 +17,14 @@ and ``cluster.x-k8s.io/cloned-from-name``/``cloned-from-groupkind``; the set own
 Machine controller takes it over. Scaling down deletes, first, Machines already being deleted, then those
 annotated ``cluster.x-k8s.io/delete-machine``, then failed or not-ready ones, then by ``deletePolicy``
 (``Random``, ``Newest``, ``Oldest``; ``Random`` by name among equals, as Cluster API core orders them).
+
+The 5 characters look random but are not: a set's come from its deployment's uid and template hash, a
+Machine's from its set's uid and the first slot (0, 1, ...) no Machine of the set holds. So a reconciler
+reading a view that lags behind the store (an informer not yet caught up, a second process reconciling the
+same store) asks for the names another already took and is refused (``AlreadyExists``) instead of making
+surplus sets and Machines: it takes the set, or the Machine, for its own. A Machine's infrastructure clone
+is named like the Machine and created first; one left without its Machine (the process died between the
+two writes) is taken by the next reconcile of that slot rather than left behind.
 
 Nothing is changed while the Cluster is paused (``spec.paused`` or the ``cluster.x-k8s.io/paused``
 annotation) or the object itself carries the paused annotation; a MachineDeployment with ``spec.paused`` has
@@ -29,8 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import secrets
-from collections.abc import Iterable, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, Cluster, Machine
@@ -47,7 +55,6 @@ from capa_py.api.machinesets import (
     MAX_REPLICAS_ANNOTATION,
     REVISION_ANNOTATION,
     SET_NAME_LABEL,
-    SUFFIX_ALPHABET,
     TEMPLATE_HASH_LABEL,
     DeletePolicy,
     MachineDeployment,
@@ -65,6 +72,7 @@ from capa_py.api.meta import KubeObject, ObjectMeta, ObjectReference, OwnerRefer
 from capa_py.api.registry import REGISTRY, KindRegistry, UnknownKind
 from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
 from capa_py.logging import get_logger
+from capa_py.runtime.informer import api_reader
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.errors import AlreadyExists, NotFound
 from capa_py.store.helpers import get_or_none, retry_on_conflict
@@ -80,6 +88,9 @@ WAIT_FOR_CLUSTER = 5.0
 """Seconds before looking again for a Cluster that does not exist yet."""
 WAIT_FOR_DELETION = 2.0
 _MAX_LABEL_VALUE = 63
+_SPARE_SLOTS = 5
+"""Slots a scale-up may pass over because objects of others hold their names."""
+_SET_NAME_ATTEMPTS = 10
 
 
 # -- names, labels, hashes ---------------------------------------------------------------------------
@@ -90,8 +101,10 @@ def label_value(name: str) -> str:
     return "hash_" + encode_digest(hashlib.sha256(name.encode()).digest(), 20) + "_z"
 
 
-def random_suffix(length: int = 5) -> str:
-    return "".join(secrets.choice(SUFFIX_ALPHABET) for _ in range(length))
+def derived_suffix(*parts: str, length: int = 5) -> str:
+    """Name characters that look random but follow from ``parts``: every writer asking for the same thing
+    asks for the same name."""
+    return encode_digest(hashlib.sha256("/".join(parts).encode()).digest(), length)
 
 
 def controller_of(obj: KubeObject) -> OwnerReference | None:
@@ -169,6 +182,23 @@ def templated_kind(template_kind: type[KubeObject]) -> str:
     return str(named) if named else template_kind.KIND.removesuffix("Template")
 
 
+def cloned_kinds(
+    ref: ObjectReference, registry: KindRegistry = REGISTRY
+) -> tuple[type[KubeObject], type[KubeObject]]:
+    """The template kind ``ref`` names and the kind it stamps out; raises TemplateError."""
+    if not ref.api_version or not ref.kind or not ref.name:
+        raise TemplateError("spec.template.spec.infrastructureRef needs apiVersion, kind and name")
+    try:
+        template_kind = registry.for_gvk(ref.api_version, ref.kind)
+    except UnknownKind:
+        raise TemplateError(f"unknown infrastructure template kind {ref.api_version}/{ref.kind}") from None
+    kind_name = templated_kind(template_kind)
+    try:
+        return template_kind, registry.for_gvk(ref.api_version, kind_name)
+    except UnknownKind:
+        raise TemplateError(f"{ref.kind} stamps out {kind_name}, which is not a known kind") from None
+
+
 def clone_from_template(
     store: ObjectStore,
     ref: ObjectReference,
@@ -180,27 +210,18 @@ def clone_from_template(
     owner: OwnerReference,
     registry: KindRegistry = REGISTRY,
 ) -> KubeObject:
-    """Create the object ``ref``'s template stamps out, named ``name``; raises TemplateError."""
-    if not ref.api_version or not ref.kind or not ref.name:
-        raise TemplateError("spec.template.spec.infrastructureRef needs apiVersion, kind and name")
-    try:
-        template_kind = registry.for_gvk(ref.api_version, ref.kind)
-    except UnknownKind:
-        raise TemplateError(f"unknown infrastructure template kind {ref.api_version}/{ref.kind}") from None
-    template = get_or_none(store, template_kind, ref.name, ref.namespace or namespace)
+    """Create the object ``ref``'s template stamps out, named ``name``; raises TemplateError (and
+    AlreadyExists when an object of that kind and name exists)."""
+    template_kind, target = cloned_kinds(ref, registry)
+    template = get_or_none(store, template_kind, ref.name or "", ref.namespace or namespace)
     if template is None:
         raise TemplateError(f"{ref.kind} {ref.namespace or namespace}/{ref.name} not found")
-    kind_name = templated_kind(template_kind)
-    try:
-        target = registry.for_gvk(ref.api_version, kind_name)
-    except UnknownKind:
-        raise TemplateError(f"{ref.kind} stamps out {kind_name}, which is not a known kind") from None
     resource = template.to_dict().get("spec", {}).get("template", {})
     meta = resource.get("metadata", {})
-    group = ref.api_version.rpartition("/")[0]
+    group = (ref.api_version or "").rpartition("/")[0]
     document = {
         "apiVersion": ref.api_version,
-        "kind": kind_name,
+        "kind": target.KIND,
         "metadata": {
             "name": name,
             "namespace": namespace,
@@ -221,6 +242,23 @@ def clone_from_template(
 # -- MachineSet ----------------------------------------------------------------------------------------
 def _set_machines(store: ObjectStore, ms: MachineSet) -> list[Machine]:
     return [m for m in store.list(Machine, namespace=ms.namespace) if controlled_by(m, ms)]
+
+
+def free_machine_names(ms: MachineSet, taken: set[str]) -> Iterator[str]:
+    """The names of the set's free slots, first slot first: what every writer asks for next."""
+    for slot in itertools.count():
+        name = f"{ms.name}-{derived_suffix(ms.metadata.uid or ms.name, str(slot))}"
+        if name not in taken:
+            yield name
+
+
+def _clone_of(infra: KubeObject, ms: MachineSet, name: str) -> bool:
+    """Whether ``infra`` is the infrastructure clone of the set's Machine ``name``: owned by the set, or
+    already by that Machine."""
+    return any(
+        r.uid == ms.metadata.uid or (r.kind == "Machine" and r.name == name)
+        for r in infra.metadata.owner_references
+    )
 
 
 class MachineSetController:
@@ -308,12 +346,20 @@ class MachineSetController:
     ) -> tuple[list[Machine], tuple[str, str] | None]:
         diff = len(machines) - ms.spec.desired
         if diff < 0 and self._may_scale_up(ms):
-            for _ in range(-diff):
+            wanted = -diff
+            names = free_machine_names(ms, {m.name for m in machines})
+            # A slot whose name another object holds is passed over; a few such are plenty.
+            for name in itertools.islice(names, wanted + _SPARE_SLOTS):
                 try:
-                    machines.append(self._create_machine(ms))
+                    machine = self._create_machine(ms, name)
                 except TemplateError as exc:
                     _log.warning("cannot create machine", machineset=ms.name, error=str(exc))
                     return machines, ("InfrastructureTemplateCloningFailed", str(exc))
+                if machine is not None:
+                    machines.append(machine)
+                    wanted -= 1
+                if wanted == 0:
+                    break
         elif diff > 0:
             for machine in deletion_order(machines, ms.spec.delete_policy or "Random")[:diff]:
                 if machine.being_deleted:
@@ -324,7 +370,10 @@ class MachineSetController:
             machines = _set_machines(self.store, ms)
         return machines, None
 
-    def _create_machine(self, ms: MachineSet) -> Machine:
+    def _create_machine(self, ms: MachineSet, name: str) -> Machine | None:
+        """The Machine ``name`` of the set and its infrastructure clone: made now, or found made by another
+        writer (or left by one that died between the two creates). None when another object holds the
+        name: the caller takes the next slot."""
         namespace = ms.namespace or "default"
         template = ms.spec.template
         labels = dict(template.metadata.labels)
@@ -334,11 +383,8 @@ class MachineSetController:
         labels[CLUSTER_NAME_LABEL] = ms.spec.cluster_name
         annotations = dict(template.metadata.annotations)
         ref = template.spec.infrastructure_ref
-        for _ in range(5):
-            name = f"{ms.name}-{random_suffix()}"
-            if get_or_none(self.store, Machine, name, namespace) is None:
-                break
         owner = ms.owner_reference(controller=False)
+        made = True
         try:
             infra = clone_from_template(
                 self.store,
@@ -351,8 +397,14 @@ class MachineSetController:
                 owner,
                 self.registry,
             )
-        except AlreadyExists as exc:
-            raise TemplateError(f"{ref.kind} clone {namespace}/{name} already exists") from exc
+        except AlreadyExists:
+            # Another writer's clone for this slot (its Machine made, on its way, or never made), or an
+            # object of someone else's that happens to have the name: read the store, not a cache.
+            _, kind = cloned_kinds(ref, self.registry)
+            found = get_or_none(api_reader(self.store), kind, name, namespace)
+            if found is None or not _clone_of(found, ms, name):
+                return None
+            infra, made = found, False
         spec = template.spec.model_copy(deep=True)
         spec.cluster_name = ms.spec.cluster_name
         spec.infrastructure_ref = ObjectReference(
@@ -370,12 +422,29 @@ class MachineSetController:
         )
         try:
             created = self.store.create(machine)
+        except AlreadyExists:
+            existing = get_or_none(api_reader(self.store), Machine, name, namespace)
+            if existing is not None and controlled_by(existing, ms):
+                return existing  # another writer made this slot's Machine
+            if made:
+                self._discard(infra)
+            return None
         except Exception:
-            with contextlib.suppress(NotFound):
-                self.store.delete(type(infra), infra.name, infra.namespace)
+            if made:
+                self._discard(infra)
             raise
-        _log.info("machine created", machineset=ms.name, machine=name, infrastructure=infra.ref())
+        _log.info(
+            "machine created",
+            machineset=ms.name,
+            machine=name,
+            infrastructure=infra.ref(),
+            adopted_infrastructure=not made,
+        )
         return created
+
+    def _discard(self, infra: KubeObject) -> None:
+        with contextlib.suppress(NotFound):
+            self.store.delete(type(infra), infra.name, infra.namespace)
 
     def _update_status(
         self, ms: MachineSet, machines: list[Machine], problem: tuple[str, str] | None
@@ -606,8 +675,31 @@ class MachineDeploymentController:
         return annotations
 
     def _create_set(self, md: MachineDeployment, digest: str, live: list[MachineSet]) -> MachineSet:
+        """The template's set, named from the deployment's uid and the template hash: a writer whose view
+        lags finds the set another made (or that it made itself before it died) instead of a second one."""
         revision = max((_revision(s) for s in live), default=0) + 1
-        suffix = random_suffix()
+        for attempt in range(_SET_NAME_ATTEMPTS):
+            # Another attempt only when the name is held by a set being deleted, or not this template's.
+            suffix = derived_suffix(md.metadata.uid or md.name, digest, *([str(attempt)] if attempt else []))
+            try:
+                return self._create_set_named(md, digest, suffix, revision)
+            except AlreadyExists:
+                name = f"{md.name}-{suffix}"
+                found = get_or_none(api_reader(self.store), MachineSet, name, md.namespace)
+                if (
+                    found is not None
+                    and controlled_by(found, md)
+                    and template_of(found) == digest
+                    and not found.being_deleted
+                ):
+                    self._note_revision(md, max(_revision(found), 1))
+                    return found
+        raise AlreadyExists(
+            f"MachineDeployment {md.namespace}/{md.name}: no free MachineSet name after "
+            f"{_SET_NAME_ATTEMPTS} attempts"
+        )
+
+    def _create_set_named(self, md: MachineDeployment, digest: str, suffix: str, revision: int) -> MachineSet:
         hash_label = template_hash_label(digest, suffix)
         template = md.spec.template.model_copy(deep=True)
         template.metadata.labels[TEMPLATE_HASH_LABEL] = hash_label

@@ -141,10 +141,7 @@ def test_agents_provision_the_machine_deployment_example_and_scaling_down_frees_
         assert code == 200
         if name.startswith(f"{DEPLOYMENT}-"):
             assert body == bootstrap, name  # the MachineDeployment's Secret
-            # Which Hardware a worker ends on is not asserted here: applied with its Hardware in one
-            # transaction, the MachineDeployment can make surplus Machines for a moment (an open defect),
-            # and one of them may hold a preferred Hardware while a kept worker claims. The preference
-            # itself: test_capt_claims.py and the ranking tests.
+            assert hw in ("lab-4", "lab-5"), "rack b is preferred"
 
     one = tmp_path / "one.yaml"
     one.write_text(yaml.safe_dump_all(machine_deployment_manifests(1, "default")))
