@@ -14,7 +14,7 @@ CONTROLLER_BENCH_ARGS ?=
 SCALE_BENCH_ARGS ?=
 DELAY_BENCH_ARGS ?=
 
-.PHONY: setup run test lint bench localstack-test e2e clean proto peers peer-cluster
+.PHONY: setup run test lint docs-gen bench localstack-test e2e clean proto peers peer-cluster
 
 setup: $(STAMP)
 
@@ -36,6 +36,13 @@ test: setup
 lint: setup
 	$(BIN)/ruff check capa_py resources controllers tests benchmarks
 	$(BIN)/mypy
+	@site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"; \
+		status=$$?; rm -rf "$$site"; exit $$status
+
+# Regenerates the CLI reference, the spec reference and the ctrlkit diagrams in docs/ (tests/docs fails when
+# they are stale).
+docs-gen: setup
+	$(BIN)/python -m capa_py.docsgen
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
