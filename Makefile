@@ -36,7 +36,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff check capa_py resources controllers tests benchmarks
 	$(BIN)/mypy
-	@site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir "$$site"; \
+	@site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir "$$site"; \
 		status=$$?; rm -rf "$$site"; exit $$status
 
 # Regenerates the CLI reference, the spec reference and the ctrlkit diagrams in docs/ (tests/docs fails when

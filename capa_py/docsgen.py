@@ -38,6 +38,27 @@ def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def _code(text: str) -> str:
+    """Inline code in a table cell: pipes escaped, as GitHub needs them (:func:`on_page_markdown` unescapes
+    them for mkdocs, whose tables leave code spans alone)."""
+    return "`" + text.replace("|", "\\|") + "`"
+
+
+TABLE_CODE_SPAN = re.compile(r"`[^`\n]*`")
+
+
+def on_page_markdown(markdown: str, **_: object) -> str:
+    """mkdocs hook (``hooks:`` in mkdocs.yml): ``\\|`` inside a code span of a table row becomes ``|``.
+
+    GitHub needs a pipe escaped even inside a code span of a table cell and renders ``\\|`` there as ``|``;
+    Python-Markdown does not split a row on a pipe inside a code span and would print the backslash."""
+    lines = markdown.split("\n")
+    for index, line in enumerate(lines):
+        if line.startswith("|"):
+            lines[index] = TABLE_CODE_SPAN.sub(lambda m: m.group(0).replace("\\|", "|"), line)
+    return "\n".join(lines)
+
+
 def _help_text(text: str | None) -> str:
     """A command's help as Markdown paragraphs (typer's ``\\b`` no-rewrap markers dropped)."""
     if not text:
@@ -66,7 +87,7 @@ def _param_row(param: Any, ctx: Any) -> str:
     names, help_text = param.get_help_record(ctx)
     if param.param_type_name == "argument":
         names = _argument_name(param)
-    return f"| `{_cell(names)}` | {_cell(help_text)} |"
+    return f"| {_code(' '.join(names.split()))} | {_cell(help_text)} |"
 
 
 def cli_reference() -> str:
@@ -137,7 +158,7 @@ def _constraints(schema: dict[str, Any], required: bool) -> str:
     if required:
         notes.append("required")
     if "enum" in schema:
-        notes.append("one of " + ", ".join(f"`{v}`" for v in schema["enum"]))
+        notes.append("one of " + ", ".join(_code(str(v)) for v in schema["enum"]))
     for key, word in (
         ("minimum", "≥"),
         ("maximum", "≤"),
@@ -149,12 +170,12 @@ def _constraints(schema: dict[str, Any], required: bool) -> str:
         if key in schema:
             notes.append(f"{word} {schema[key]}")
     if "pattern" in schema:
-        notes.append(f"pattern `{schema['pattern']}`")
+        notes.append(f"pattern {_code(schema['pattern'])}")
     if "default" in schema:
-        notes.append(f"default `{json.dumps(schema['default'], sort_keys=True)}`")
+        notes.append(f"default {_code(json.dumps(schema['default'], sort_keys=True))}")
     if schema.get("nullable"):
         notes.append("nullable")
-    return _cell("; ".join(notes))
+    return " ".join("; ".join(notes).split())
 
 
 def _fields(schema: dict[str, Any], path: str, required: bool) -> Iterator[str]:

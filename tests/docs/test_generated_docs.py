@@ -4,6 +4,7 @@ that changes without ``make docs-gen`` fails here."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from capa_py.docsgen import (
     cli_reference,
     generated,
     graph_mermaid,
+    on_page_markdown,
     pages_with_graphs,
     spec_reference,
     stale,
@@ -122,3 +124,45 @@ def test_a_stale_page_is_found_and_rewritten(change: str, tmp_path: Path) -> Non
     assert str(expected[0]) in check.stderr
     subprocess.run(generator, capture_output=True, check=True, cwd=ROOT)
     assert stale(tmp_path) == []
+
+
+def test_pipes_in_table_code_spans_are_unescaped_for_mkdocs_only() -> None:
+    page = "\n".join(
+        [
+            "| `a\\|b` | text \\| more `c` |",
+            "`x\\|y` outside a table",
+        ]
+    )
+    assert on_page_markdown(page) == "| `a|b` | text \\| more `c` |\n`x\\|y` outside a table"
+
+
+def _build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+    # Not --quiet: mkdocs counts the warnings --strict fails on only when they are logged.
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "--site-dir", str(site)],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+
+
+def test_the_site_builds_strictly(tmp_path: Path) -> None:
+    """mkdocs --strict: every page is in the navigation, every link and anchor resolves."""
+    build = _build(ROOT / "mkdocs.yml", tmp_path / "site")
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert (tmp_path / "site" / "reference" / "cli" / "index.html").exists()
+
+
+@pytest.mark.parametrize("link", ["[a page](nope.md)", "[an anchor](concepts.md#nope)"])
+def test_a_broken_link_fails_the_build(link: str, tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "docs", tmp_path / "docs")
+    config = (ROOT / "mkdocs.yml").read_text()
+    config = config.replace("  - capa_py/docsgen.py", f"  - {ROOT / 'capa_py' / 'docsgen.py'}")
+    (tmp_path / "mkdocs.yml").write_text(config)
+    page = tmp_path / "docs" / "security.md"
+    page.write_text(page.read_text() + f"\n{link}\n")
+    build = _build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    assert build.returncode == 1
+    assert "security.md" in build.stderr
