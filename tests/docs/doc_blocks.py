@@ -168,3 +168,54 @@ def make_run_recipe() -> list[str]:
         line.strip().replace("$(BIN)", ".venv/bin").replace("$(STATE)", state.group(1))
         for line in recipe.group(1).splitlines()
     ]
+
+
+def _options(command: Any) -> set[str]:
+    return {opt for param in command.params for opt in (*param.opts, *param.secondary_opts)}
+
+
+def check_inline_capa(span: str, root: Any | None = None) -> str | None:
+    """Why an inline ``capa ...`` synopsis names a command or option the CLI does not have, or None.
+
+    A synopsis is not a command line (``capa get KIND [NAME] [-o table|wide]``, ``capa local
+    status|start|stop``): the lowercase words before the first placeholder must be (alternatives of) commands,
+    and every option must be one of the commands named so far (global options included)."""
+    if root is None:
+        from capa_py.cli.main import app
+
+        root = typer.main.get_command(app)
+    command, path, known = root, ["capa"], _options(root)
+    for raw in span.replace("\\|", "|").split()[1:]:
+        if raw in {"|", "&&", ";", "&"}:
+            break
+        word = raw.strip("[](),.…")
+        if word.startswith("-"):
+            for option in word.split("/"):
+                name = option.split("=", 1)[0]
+                if name not in known and name != "--help" and not re.fullmatch(r"-(\w)\1+", name):
+                    return f"{' '.join(path)}: no such option {name}"
+            continue
+        subcommands = getattr(command, "commands", None)
+        if not subcommands:
+            continue
+        alternatives = word.split("|")
+        if all(alternative in subcommands for alternative in alternatives):
+            command = subcommands[alternatives[0]]
+            path.append(alternatives[0])
+            for alternative in alternatives:
+                known |= _options(subcommands[alternative])
+        elif all(re.fullmatch(r"[a-z][a-z-]*", alternative) for alternative in alternatives):
+            return f"{' '.join(path)}: no such command {word!r}"
+    return None
+
+
+def inline_capa_spans(page: Path) -> Iterator[tuple[int, str]]:
+    """Inline code spans starting ``capa `` outside fenced blocks, with their line numbers."""
+    fence = False
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            fence = not fence
+            continue
+        if not fence:
+            for span in re.findall(r"`(capa [^`]+)`", line):
+                yield number, span

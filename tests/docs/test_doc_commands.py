@@ -23,7 +23,9 @@ from tests.docs.doc_blocks import (
     Block,
     blocks,
     check_capa,
+    check_inline_capa,
     command_lines,
+    inline_capa_spans,
     invocations,
     make_run_recipe,
     make_targets,
@@ -78,6 +80,34 @@ def test_the_check_refuses_what_the_cli_refuses(line: str, problem: str | None) 
             cwd=ROOT,
         )
         assert cli.returncode == 2, cli.stdout + cli.stderr
+
+
+def test_every_capa_synopsis_in_the_prose_names_real_commands_and_options() -> None:
+    """Inline ``capa ...`` code (a synopsis or a command) names commands and options the CLI has."""
+    problems, seen = [], 0
+    for page in pages():
+        for number, span in inline_capa_spans(page):
+            seen += 1
+            problem = check_inline_capa(span)
+            if problem:
+                problems.append(f"{page.relative_to(ROOT)}:{number}: {problem}: `{span}`")
+    assert not problems, "\n".join(problems)
+    assert seen > 100
+
+
+@pytest.mark.parametrize(
+    ("span", "problem"),
+    [
+        ("capa local status\\|start\\|stop", None),
+        ("capa apply -f FILE [--wait/--no-wait] [-o table\\|json]", None),
+        ("capa manifests all | kubectl apply -f -", None),
+        ("capa local status\\|restart", "capa local: no such command 'status|restart'"),
+        ("capa apply -f FILE [--wait/--no-wiat]", "capa apply: no such option --no-wiat"),
+        ("capa get KIND [--selector S] [--sort-by F]", "capa get: no such option --sort-by"),
+    ],
+)
+def test_the_synopsis_check(span: str, problem: str | None) -> None:
+    assert check_inline_capa(span) == problem
 
 
 def test_every_make_target_named_exists() -> None:
