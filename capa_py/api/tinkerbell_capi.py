@@ -2,7 +2,8 @@
 Tinkerbell provider for Cluster API names them: TinkerbellCluster, TinkerbellMachine and
 TinkerbellMachineTemplate.
 
-Only the fields capa-py acts on are defined (the README lists the provider's fields left out). One
+Only the fields capa-py acts on are defined (docs/tinkerbell/cluster-api.md lists the provider's fields left
+out). One
 difference from the provider: ``status.instanceStatus`` is a string, the state of the machine's Workflow
 (``Pending`` ... ``Succeeded``), where the provider keeps an integer enum it never documents.
 

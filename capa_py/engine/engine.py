@@ -675,8 +675,8 @@ class Engine:
     def _adopt_intent(self, rc: ResourceClass[D], role: str, desired: D, scope: Scope) -> Observed | None:
         """After a crash between create and record: find the one resource the interrupted create made.
 
-        Evidence bounds it (see the README, "Intents"): candidates that existed when the intent was written
-        are excluded; a candidate whose creation time AWS reports must have been created within
+        Evidence bounds it (see docs/strategies.md, "Intents"): candidates that existed when the intent was
+        written are excluded; a candidate whose creation time AWS reports must have been created within
         ``[started_at - clock_skew, started_at + adoption_window]``; the first examination is written into
         the intent and later ones consider only what it saw; a first examination after the window that
         sees a candidate without a creation time cannot attribute it (undecidable). One candidate left is

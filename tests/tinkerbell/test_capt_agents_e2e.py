@@ -1,4 +1,5 @@
-"""The README's bare-metal walkthrough as real processes: ``capa controller --providers tinkerbell`` with the
+"""The bare-metal walkthrough of docs/tinkerbell/cluster-api.md as real processes: ``capa controller
+--providers tinkerbell`` with the
 workflow server and Hegel (no AWS endpoint or credentials at all), one ``capa tink agent`` per Hardware with
 the process runtime, and ``capa apply`` of the bare-metal example, as a MachineDeployment
 (``examples/tinkerbell-cluster.yaml``: the workers scale by applying it again with other replicas) and with
