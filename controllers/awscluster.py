@@ -65,16 +65,9 @@ from controllers.services.network import (
 )
 from controllers.services.securitygroups import SECURITY_GROUPS_READY
 
-CLUSTER_CONDITIONS = (
-    VPC_READY,
-    SUBNETS_READY,
-    INTERNET_GATEWAY_READY,
-    NAT_GATEWAYS_READY,
-    ROUTE_TABLES_READY,
-    SECURITY_GROUPS_READY,
-    LOAD_BALANCER_READY,
-)
-"""The conditions ``Ready`` summarises, in the order the first one not true is reported."""
+CLUSTER_CONDITIONS = (*network.CONDITIONS, *securitygroups.CONDITIONS, *loadbalancer.CONDITIONS)
+"""The conditions ``Ready`` summarises (each service's), in the order the first one not true is reported:
+VPC, subnets, internet gateway, NAT gateways, route tables, security groups, load balancer."""
 _log = get_logger("controller.awscluster")
 
 

@@ -204,7 +204,7 @@ class AWSMachineController:
             bootstrap=bootstrap,
         )
         result = ignore_exit(CREATE.run(in_scope(scope)))
-        scope.summarize((INSTANCE_READY, LB_ATTACHED))
+        scope.summarize(instances.CONDITIONS)
         settle(self, key, scope.obj)
         scope.patch()
         return result
