@@ -1,8 +1,8 @@
-"""What an AWS reconcile carries (like Cluster API Provider AWS's scopes), and the step wrapper.
+"""What an AWS reconcile carries (like Cluster API Provider AWS's scopes), and the step action.
 
 A :class:`ReconcileScope` holds the object being reconciled (kept current by the engine's recorder), the
-AWS clients of its region, the engine, and the status changes to patch at the end. :func:`step` turns a
-function into a ctrlkit action that maps outcomes to a condition and a queue result:
+AWS clients of its region, the engine, and the status changes to patch at the end. :class:`Step` turns a
+function of the scope into a ctrlkit action that maps outcomes to a condition and a queue result:
 
 * success → condition True;
 * :class:`~capa_py.engine.errors.Waiting` → condition False (Info) and requeue after the wait;
@@ -14,7 +14,7 @@ function into a ctrlkit action that maps outcomes to a condition and a queue res
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -23,7 +23,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.aws.errors import AWSError, Fatal, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.aws.session import AWSClients
-from capa_py.ctrlkit.action import Action, Context, FuncAction
+from capa_py.ctrlkit.action import Action, Context
 from capa_py.ctrlkit.result import Result, requeue_after
 from capa_py.engine.engine import Engine, Scope
 from capa_py.engine.errors import NonRetryableError, RetryableError, Waiting
@@ -183,48 +183,81 @@ def classify_failure(exc: Exception) -> tuple[str, bool]:
     return type(exc).__name__, False
 
 
-def step(
+SCOPE = "scope"
+"""The key of the reconcile's scope in the ctrlkit context's values: a workflow is declared once, at module
+level, and each run is given its scope (:func:`in_scope`)."""
+
+S = TypeVar("S", bound="ReconcileScope[Any]")
+
+
+def in_scope(scope: ReconcileScope[Any]) -> Context:
+    """The context a declared workflow runs with over ``scope``."""
+    return Context(values={SCOPE: scope})
+
+
+def run_step(
     scope: ReconcileScope[Any],
     description: str,
     fn: Callable[[], Result | None],
     condition: str | None = None,
     condition_on_success: bool = True,
-) -> Action:
-    """A ctrlkit action running one reconcile step and mapping its outcome to a condition and result.
+) -> Result | None:
+    """Run one reconcile step and map its outcome to a condition and a result.
 
     ``condition_on_success=False``: the step sets its condition only when it waits or fails, and leaves
     success to a later step sharing the condition (a create followed by a wait for what it created), so
     the condition does not flip to True and back within one pass."""
+    try:
+        result = fn()
+    except Waiting as exc:
+        scope.waiting_on = f"{description}: {exc}"
+        if condition:
+            scope.condition(condition, False, "Waiting", str(exc), "Info")
+        return requeue_after(exc.requeue_after)
+    except Exception as exc:
+        reason, fatal = classify_failure(exc)
+        message = str(exc)
+        scope.waiting_on = f"{description}: {reason}: {message}"
+        if scope.events is not None:
+            scope.events.warning(scope.obj, failure_reason(description), f"{reason}: {message}")
+        if condition:
+            scope.condition(condition, False, reason, message, "Error" if fatal else "Warning")
+        if fatal:
+            scope.failure = FatalReconcileError(reason, message)
+            _log.error(
+                "reconcile step failed permanently",
+                step=description,
+                reason=reason,
+                error=message,
+                object=scope.obj.ref(),
+            )
+            return requeue_after(FATAL_BACKOFF)
+        return Result(error=exc)
+    if condition and condition_on_success and (result is None or not result.interrupts):
+        scope.condition(condition, True)
+    return result
 
-    def run(ctx: Context) -> Result | None:
-        try:
-            result = fn()
-        except Waiting as exc:
-            scope.waiting_on = f"{description}: {exc}"
-            if condition:
-                scope.condition(condition, False, "Waiting", str(exc), "Info")
-            return requeue_after(exc.requeue_after)
-        except Exception as exc:
-            reason, fatal = classify_failure(exc)
-            message = str(exc)
-            scope.waiting_on = f"{description}: {reason}: {message}"
-            if scope.events is not None:
-                scope.events.warning(scope.obj, failure_reason(description), f"{reason}: {message}")
-            if condition:
-                scope.condition(condition, False, reason, message, "Error" if fatal else "Warning")
-            if fatal:
-                scope.failure = FatalReconcileError(reason, message)
-                _log.error(
-                    "reconcile step failed permanently",
-                    step=description,
-                    reason=reason,
-                    error=message,
-                    object=scope.obj.ref(),
-                )
-                return requeue_after(FATAL_BACKOFF)
-            return Result(error=exc)
-        if condition and condition_on_success and (result is None or not result.interrupts):
-            scope.condition(condition, True)
-        return result
 
-    return FuncAction(description, run)
+class Step(Action, Generic[S]):
+    """A ctrlkit leaf running ``fn`` over the scope its context carries (:data:`SCOPE`), its outcome mapped
+    to ``condition`` and a result by :func:`run_step`. ``fn`` is a function of the scope (a service's step,
+    or an unbound method of the scope), so a workflow of steps is declared without any scope, and drawn
+    without a store or AWS clients."""
+
+    def __init__(
+        self,
+        description: str,
+        fn: Callable[[S], Result | None],
+        condition: str | None = None,
+        condition_on_success: bool = True,
+    ) -> None:
+        self.description = description
+        self.fn = fn
+        self.condition = condition
+        self.condition_on_success = condition_on_success
+
+    def act(self, ctx: Context, states: Mapping[str, Any]) -> Result | None:
+        scope: S = ctx.values[SCOPE]
+        return run_step(
+            scope, self.description, lambda: self.fn(scope), self.condition, self.condition_on_success
+        )

@@ -13,31 +13,26 @@ deregisters, terminates, waits until the instance is gone, then drops the finali
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import Any
 
 from capa_py.api.aws import AWSMACHINE_FINALIZER, AWSCluster, AWSMachine
-from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine, MachineAddress
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine
 from capa_py.api.conditions import READY, set_condition
 from capa_py.api.core import Secret
-from capa_py.aws.errors import AWSError, InvalidRequest
 from capa_py.aws.session import ClientPool
-from capa_py.ctrlkit.action import Action, Context
+from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.combinators import Sequential
 from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue
 from capa_py.engine.engine import Engine
-from capa_py.engine.errors import Waiting
 from capa_py.engine.recorder import StatusRecorder
-from capa_py.engine.resource import Observed
-from capa_py.engine.tags import CONTROL_PLANE_ROLE, NODE_ROLE
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from capa_py.tag_budget import merged_tag_issue
-from controllers.aws_scope import ReconcileScope, step
+from controllers.aws_scope import ReconcileScope, Step, in_scope
 from controllers.base import (
     add_finalizer,
     fetch,
@@ -53,26 +48,11 @@ from controllers.base import (
     settle,
 )
 from controllers.events import DELETION_BLOCKED
-from controllers.references import explain_create_failure, network_reference_error
-from controllers.waits import INSTANCE_RUNNING, just_created
-from resources.instance import Instance, InstanceDesired
-from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
+from controllers.services import instances
+from controllers.services.instances import INSTANCE_READY, LB_ATTACHED, MachineScope, security_group_roles
 
-INSTANCE_READY = "InstanceReady"
-LB_ATTACHED = "ELBAttached"
 BOOTSTRAP_KEY = "value"
 _log = get_logger("controller.awsmachine")
-
-
-def instance_role(machine_name: str) -> str:
-    """The engine role of a machine's instance: unique per AWSMachine, because lookups by tags match the
-    cluster and role tags only, and every machine of a cluster carries the same cluster tag."""
-    return f"instance-{machine_name}"
-
-
-def security_group_roles(is_control_plane: bool) -> tuple[str, ...]:
-    """The cluster security groups (``status.network.securityGroups`` keys) a machine's instance joins."""
-    return ("controlplane", "node", "lb") if is_control_plane else ("node", "lb")
 
 
 def missing_infrastructure(awscluster: AWSCluster, machine: Machine) -> str | None:
@@ -107,183 +87,18 @@ def network_view(awscluster: AWSCluster) -> object:
     )
 
 
-def provider_id(observed: Observed) -> str:
-    zone = observed.attributes.get("availability_zone") or ""
-    return f"aws:///{zone}/{observed.id}"
+CREATE: Action = Sequential(
+    Step("ReconcileInstance", instances.reconcile_instance, INSTANCE_READY),
+    Step("RegisterWithLoadBalancer", instances.register_with_load_balancer, LB_ATTACHED),
+    Step("MarkReady", instances.mark_ready),
+)
+"""One create pass of an AWSMachine, run over its :class:`MachineScope`."""
 
-
-def addresses(observed: Observed) -> list[MachineAddress]:
-    found: list[MachineAddress] = []
-    pairs = (
-        ("InternalIP", "private_ip"),
-        ("ExternalIP", "public_ip"),
-        ("InternalDNS", "private_dns_name"),
-        ("ExternalDNS", "public_dns_name"),
-    )
-    for address_type, attribute in pairs:
-        value = observed.attributes.get(attribute)
-        if value:
-            found.append(MachineAddress(type=address_type, address=str(value)))
-    return found
-
-
-class MachineReconcile:
-    def __init__(
-        self,
-        scope: ReconcileScope[AWSMachine],
-        machine: Machine,
-        awscluster: AWSCluster,
-        bootstrap: bytes,
-    ) -> None:
-        self.scope = scope
-        self.machine = machine
-        self.awscluster = awscluster
-        self.bootstrap = bootstrap
-        self.instance_rc = Instance(scope.aws)
-        self.registration_rc = TargetRegistration(scope.aws)
-        self.instance: Observed | None = None
-
-    @property
-    def obj(self) -> AWSMachine:
-        return self.scope.obj
-
-    def pick_subnet(self) -> str:
-        if self.obj.spec.subnet is not None and self.obj.spec.subnet.id:
-            return self.obj.spec.subnet.id
-        subnets = self.awscluster.status.network.subnets
-        zone = self.machine.spec.failure_domain
-        in_zone = [s for s in subnets if zone is None or s.availability_zone == zone]
-        if self.obj.spec.public_ip:
-            # As Cluster API Provider AWS: a machine asking for a public address goes to a public subnet.
-            candidates = [s for s in in_zone if s.is_public]
-            if not candidates:
-                raise InvalidRequest(
-                    f"spec.publicIP: no public subnet for machine {self.machine.name} "
-                    f"(failureDomain {zone!r})",
-                    code="NoPublicSubnet",
-                )
-        else:
-            candidates = [s for s in in_zone if not s.is_public] or in_zone
-        if not candidates:
-            raise InvalidRequest(
-                f"no subnet for machine {self.machine.name} (failureDomain {zone!r})", code="NoSubnet"
-            )
-        candidates.sort(key=lambda s: (s.availability_zone, s.id))
-        # Spread machines over zones deterministically: the same machine always lands in the same subnet.
-        index = int(hashlib.sha256(self.obj.name.encode()).hexdigest(), 16) % len(candidates)
-        return candidates[index].id
-
-    def security_groups(self) -> tuple[str, ...]:
-        groups = self.awscluster.status.network.security_groups
-        ids = [groups[r].id for r in security_group_roles(self.machine.is_control_plane) if r in groups]
-        ids += [g.id for g in self.obj.spec.additional_security_groups if g.id]
-        return tuple(dict.fromkeys(ids))
-
-    def desired(self) -> InstanceDesired:
-        spec = self.obj.spec
-        if not spec.ami.id:
-            raise InvalidRequest("spec.ami.id is required (AMI lookup is not supported)", code="MissingAMI")
-        root_device = None
-        if self.scope.recorder.recorded(instance_role(self.obj.name)) is None:
-            # Only before a create: confirms the AMI exists (a bad AMI is a user error, not a retry), and
-            # the subnet and groups the spec names, if any.
-            root_device = self.instance_rc.root_device_name(spec.ami.id)
-            missing_reference = network_reference_error(self.scope.aws, spec)
-            if missing_reference is not None:
-                raise missing_reference
-        volume = spec.root_volume
-        return InstanceDesired(
-            image_id=spec.ami.id,
-            instance_type=spec.instance_type,
-            subnet_id=self.pick_subnet(),
-            security_group_ids=self.security_groups(),
-            iam_instance_profile=spec.iam_instance_profile,
-            key_name=spec.ssh_key_name or self.awscluster.spec.ssh_key_name,
-            root_volume_size=volume.size if volume else None,
-            root_volume_type=volume.type if volume else "gp3",
-            root_volume_iops=volume.iops if volume else None,
-            root_volume_encrypted=volume.encrypted if volume else None,
-            root_device_name=root_device,
-            public_ip=spec.public_ip,
-            user_data=self.bootstrap,
-        )
-
-    def reconcile_instance(self) -> Result | None:
-        role = instance_role(self.obj.name)
-        before = self.scope.recorder.recorded(role)
-        try:
-            observed = self.scope.engine.ensure(
-                self.instance_rc,
-                role,
-                self.desired(),
-                self.scope.engine_scope,
-                name=self.obj.name,
-                capa_role_value=CONTROL_PLANE_ROLE if self.machine.is_control_plane else NODE_ROLE,
-            )
-        except AWSError as exc:
-            # A subnet, group, AMI, key pair or profile the spec names may not exist: say which field.
-            explained = explain_create_failure(
-                self.scope.aws, self.obj.spec, self.awscluster.spec.ssh_key_name, exc
-            )
-            if explained is exc:
-                raise
-            raise explained from exc
-        self.instance = observed
-        instance_id, pid, state, found = (
-            observed.id,
-            provider_id(observed),
-            observed.state,
-            addresses(observed),
-        )
-
-        def status(o: AWSMachine) -> None:
-            o.status.instance_id = instance_id
-            o.status.provider_id = pid
-            o.status.instance_state = state  # type: ignore[assignment]
-            o.status.addresses = [a.model_copy() for a in found]
-
-        self.scope.change_status(status)
-        if self.obj.spec.provider_id != pid:
-
-            def set_spec(o: AWSMachine) -> None:
-                o.spec.provider_id = pid
-                o.spec.instance_id = instance_id
-
-            self.scope.update_spec(set_spec)
-        if not self.instance_rc.is_ready(observed):
-            created = before is None or before.id != instance_id or just_created(observed.created_at)
-            raise Waiting(f"instance {instance_id} is {state}", INSTANCE_RUNNING.requeue(created))
-        return None
-
-    def reconcile_load_balancer(self) -> Result | None:
-        if not self.machine.is_control_plane:
-            return None
-        lb = self.awscluster.status.network.api_server_load_balancer
-        if lb is None or not lb.target_group_arn:
-            raise Waiting("the API server target group is not recorded yet", 5.0)
-        assert self.instance is not None
-        self.scope.engine.ensure(
-            self.registration_rc,
-            "lb-registration",
-            TargetRegistrationDesired(lb.target_group_arn, self.instance.id),
-            self.scope.engine_scope,
-        )
-        return None
-
-    def mark_ready(self) -> Result | None:
-        self.scope.mark_ready()
-        return None
-
-    def create_workflow(self) -> Action:
-        s = self.scope
-        return Sequential(
-            step(s, "ReconcileInstance", self.reconcile_instance, INSTANCE_READY),
-            step(s, "RegisterWithLoadBalancer", self.reconcile_load_balancer, LB_ATTACHED),
-            step(s, "MarkReady", self.mark_ready),
-        )
-
-    def create(self) -> Result:
-        return self.create_workflow().run(Context())
+DELETE: Action = Sequential(
+    Step("DeregisterFromLoadBalancer", instances.deregister),
+    Step("TerminateInstance", instances.terminate),
+)
+"""One delete pass: out of the target group, then the instance terminated and waited for."""
 
 
 class AWSMachineController:
@@ -376,7 +191,7 @@ class AWSMachineController:
             return self._waiting(
                 obj, "WaitingForBootstrapData", f"secret {secret_name} has no key {BOOTSTRAP_KEY!r}"
             )
-        scope = ReconcileScope(
+        scope = MachineScope(
             self.store,
             StatusRecorder(self.store, obj),
             self.engine,
@@ -384,9 +199,12 @@ class AWSMachineController:
             cluster.name,
             {**awscluster.spec.additional_tags, **obj.spec.additional_tags},
             events=self.events,
+            machine=machine,
+            awscluster=awscluster,
+            bootstrap=bootstrap,
         )
-        result = ignore_exit(MachineReconcile(scope, machine, awscluster, bootstrap).create())
-        scope.summarize((INSTANCE_READY, LB_ATTACHED))
+        result = ignore_exit(CREATE.run(in_scope(scope)))
+        scope.summarize(instances.CONDITIONS)
         settle(self, key, scope.obj)
         scope.patch()
         return result
@@ -412,30 +230,13 @@ class AWSMachineController:
             cluster_name,
             events=self.events,
         )
-        instance_rc = Instance(scope.aws)
-        registration_rc = TargetRegistration(scope.aws)
-
-        def deregister() -> Result | None:
-            self.engine.remove(registration_rc, "lb-registration", scope.engine_scope)
-            return None
-
-        def terminate() -> Result | None:
-            role = instance_role(obj.name)
-            recorded = scope.recorder.recorded(role)
-            self.engine.remove(instance_rc, role, scope.engine_scope)
-            if recorded is not None and instance_rc.describe_by_id(recorded.id) is not None:
-                raise Waiting(f"instance {recorded.id} is shutting down", 5.0)
-            return None
 
         def deleting(o: AWSMachine) -> None:
             o.status.ready = False
             set_condition(o.status, READY, False, "Deleting", "terminating the instance", "Info")
 
         scope.change_status(deleting)
-        result = Sequential(
-            step(scope, "DeregisterFromLoadBalancer", deregister),
-            step(scope, "TerminateInstance", terminate),
-        ).run(Context())
+        result = DELETE.run(in_scope(scope))
         scope.patch()
         if result.interrupts:
             if scope.waiting_on:

@@ -21,7 +21,7 @@ MACHINE_FINALIZER = "machine.cluster.x-k8s.io"
 # A cluster name becomes a label value (cluster.x-k8s.io/cluster-name: at most 63 characters), part of tag
 # keys (sigs.k8s.io/cluster-api-provider-aws/cluster/<name>, at most 128) and the start of security group
 # names, which AWS refuses when they begin with "sg-". Load balancer and target group names derived from it
-# are sanitised instead (see controllers.awscluster.aws_name).
+# are sanitised instead (see controllers.services.loadbalancer.aws_name).
 MAX_CLUSTER_NAME = 63
 
 

@@ -15,7 +15,7 @@ from capa_py.api.loader import ManifestError, load_manifests
 from capa_py.api.meta import KubeObject
 from capa_py.engine.tags import CAPA_PY_ROLE_TAG, ROLE_TAG, cluster_tag_key
 from capa_py.operations import apply_objects
-from controllers.awscluster import choose_zones
+from controllers.services.zones import choose_zones
 from tests.controllers.conftest import EXAMPLE, Harness
 
 CROSS_ZONE = "load_balancing.cross_zone.enabled"

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from controllers.awscluster import aws_name
+from controllers.services.loadbalancer import aws_name
 
 _ELB_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,30}[A-Za-z0-9])?$")
 

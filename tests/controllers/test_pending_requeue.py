@@ -16,8 +16,9 @@ from capa_py.api.conditions import get_condition
 from capa_py.api.meta import KubeObject
 from capa_py.ctrlkit.result import Result
 from capa_py.runtime.queue import ObjectKey
-from controllers.awscluster import LOAD_BALANCER_READY, NAT_GATEWAYS_READY
-from controllers.awsmachine import INSTANCE_READY
+from controllers.services.instances import INSTANCE_READY
+from controllers.services.loadbalancer import LOAD_BALANCER_READY
+from controllers.services.network import NAT_GATEWAYS_READY
 from tests.controllers.conftest import Harness
 from tests.controllers.pending import PendingStates, passes_until, reconcile_pass
 

@@ -24,13 +24,10 @@ from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import call_scope
 from capa_py.ctrlkit.result import Result
 from capa_py.runtime.queue import ObjectKey
-from controllers.awscluster import (
-    LOAD_BALANCER_READY,
-    NAT_GATEWAYS_READY,
-    ROUTE_TABLES_READY,
-    SECURITY_GROUPS_READY,
-)
-from controllers.awsmachine import INSTANCE_READY, LB_ATTACHED
+from controllers.services.instances import INSTANCE_READY, LB_ATTACHED
+from controllers.services.loadbalancer import LOAD_BALANCER_READY
+from controllers.services.network import NAT_GATEWAYS_READY, ROUTE_TABLES_READY
+from controllers.services.securitygroups import SECURITY_GROUPS_READY
 from controllers.waits import (
     FIRST_POLL_AFTER_CREATE,
     INSTANCE_RUNNING,
