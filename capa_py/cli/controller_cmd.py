@@ -30,26 +30,15 @@ two replicas never dispatch one workflow twice). It serves the workflows of ever
 
 from __future__ import annotations
 
-import os
-import signal
-import sys
-import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from capa_py.api.apiextensions import CustomResourceDefinition
-from capa_py.api.coordination import Lease
 from capa_py.api.core import Secret
 from capa_py.api.tinkerbell import TINKERBELL_KINDS
-from capa_py.aws.session import ClientPool
 from capa_py.cli.common import (
-    EXIT_FAILED,
     EXIT_INVALID,
-    EXIT_OK,
     EndpointOption,
     ProfileOption,
     RegionOption,
@@ -57,256 +46,26 @@ from capa_py.cli.common import (
     aws_context,
     fail,
     globals_of,
-    stderr,
 )
+from capa_py.cli.controller_flags import (
+    bind_addresses,
+    core_controllers_enabled,
+    hegel_options,
+    lease_timing,
+    parse_providers,
+    tink_server_options,
+    webhook_options,
+    workflow_timeouts,
+)
+from capa_py.cli.controller_run import run
 from capa_py.cli.durations import parse_duration
-from capa_py.engine.engine import Engine
-from capa_py.logging import get_logger
-from capa_py.runtime.endpoints import BindAddress, Endpoints, parse_bind_address
-from capa_py.runtime.leader import (
-    LEASE_DURATION_ENV,
-    STORE_LEASE_NAME,
-    STORE_LEASE_NAMESPACE,
-    LeaderElector,
-    LeaseHeld,
-    LeaseTiming,
-    describe_holder,
-    holder_identity,
-)
-from capa_py.runtime.manager import Controller
-from capa_py.runtime.metrics import ControllerMetrics
-from capa_py.runtime.process import ControllerProcess, ProcessOptions
-from capa_py.store.errors import Invalid, NotFound, StoreError
-from capa_py.store.protocol import ObjectStore
+from capa_py.runtime.process import ProcessOptions
+from capa_py.store.errors import Invalid
 from capa_py.store.selectors import LabelSelector
-from capa_py.webhooks import CertificateReloader, RunningWebhook, WebhookConfigError, start_in_thread
 
-if TYPE_CHECKING:
-    from capa_py.cli.tink_cmd import WorkflowServerOptions
-    from capa_py.tinkerbell.hegel import IPNetwork, RunningHegel
-    from capa_py.tinkerbell.server import RunningWorkflowServer
-    from controllers.tinkerbell import WorkflowTimeouts
-
-_log = get_logger("cli.controller")
-
-CLUSTER_CRD = "clusters.cluster.x-k8s.io"
-PROVIDER_LABEL = "cluster.x-k8s.io/provider"
 WATCH_FILTER_LABEL = "cluster.x-k8s.io/watch-filter"
-CORE_CONTROLLERS = ("cluster", "machine", "machinedeployment", "machineset")
 
-
-PROVIDERS = ("aws", "tinkerbell")
-
-
-def parse_providers(value: str) -> frozenset[str]:
-    """The providers ``--providers`` names (comma-separated, at least one); exits 2 naming a wrong one."""
-    names = [n.strip() for n in value.split(",") if n.strip()]
-    unknown = [n for n in names if n not in PROVIDERS]
-    if not names or unknown:
-        what = f"unknown provider {unknown[0]!r}" if unknown else "no provider named"
-        fail(f"--providers: {what}; choose from {', '.join(PROVIDERS)}", EXIT_INVALID)
-    return frozenset(names)
-
-
-def core_controllers_enabled(store: ObjectStore, mode: str) -> bool:
-    """``on``/``off`` as said; ``auto``: off when Cluster API core's own Cluster CRD is stored (it runs the
-    Cluster and Machine controllers itself), on otherwise."""
-    if mode != "auto":
-        return mode == "on"
-    try:
-        crd = store.get(CustomResourceDefinition, CLUSTER_CRD)
-    except NotFound:
-        return True
-    return crd.metadata.labels.get(PROVIDER_LABEL) != "cluster-api"
-
-
-def lease_timing(duration: str | None, renew_deadline: str | None, retry_period: str | None) -> LeaseTiming:
-    """The flags' timing; unset ones come from ``CAPA_LEASE_DURATION`` or controller-runtime's 15s/10s/2s.
-
-    ValueError when malformed or inconsistent."""
-    base = LeaseTiming.from_env()
-    env_set = bool(os.environ.get(LEASE_DURATION_ENV, "").strip())
-    seconds = base.duration if duration is None else parse_duration(duration)
-    if seconds != int(seconds) or seconds < 1:
-        raise ValueError("--leader-elect-lease-duration must be a whole number of seconds, at least 1")
-    scaled = LeaseTiming.for_duration(int(seconds)) if (env_set or duration is not None) else None
-    deadline = parse_duration(renew_deadline) if renew_deadline else (scaled or LeaseTiming()).renew_deadline
-    retry = parse_duration(retry_period) if retry_period else (scaled or LeaseTiming()).retry_period
-    # client-go renews every retry period; a renewal may take up to the renew deadline.
-    return LeaseTiming(
-        duration=int(seconds), renew_period=min(retry, deadline), renew_deadline=deadline, retry_period=retry
-    )
-
-
-class _LostLeaseDeadline:
-    """After the lease is lost, reconciles get until another process may take it over to stop; a process
-    still running then exits at once, so two reconcilers never act on one store."""
-
-    def __init__(self, seconds: float, stop: threading.Event, process: ControllerProcess) -> None:
-        self.seconds = seconds
-        self.stop = stop
-        self.process = process
-        self._timer: threading.Timer | None = None
-
-    def start(self) -> None:
-        self.process.stop_reconciling()  # no reconcile starts from now on
-        self.stop.set()
-        self._timer = threading.Timer(self.seconds, self._exit_now)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def _exit_now(self) -> None:
-        stderr.print("error: lost the store lease; reconciles did not stop in time", markup=False)
-        sys.stderr.flush()
-        os._exit(EXIT_FAILED)
-
-
-def workflow_timeouts(scheduling: str, cancel: str, action: str) -> WorkflowTimeouts:
-    """The supervisor's timeouts from the ``--workflow-*-timeout`` flags; ValueError naming a bad one."""
-    from controllers.tinkerbell import WorkflowTimeouts
-
-    seconds: dict[str, float] = {}
-    for flag, text in (("scheduling", scheduling), ("cancel", cancel), ("action", action)):
-        try:
-            value = parse_duration(text)
-        except ValueError as exc:
-            raise ValueError(f"--workflow-{flag}-timeout: {exc}") from exc
-        if value <= 0:
-            raise ValueError(f"--workflow-{flag}-timeout must be positive")
-        seconds[flag] = value
-    return WorkflowTimeouts(
-        scheduling=seconds["scheduling"], cancel=seconds["cancel"], action=seconds["action"]
-    )
-
-
-def _announce(line: str) -> None:
-    print(line, flush=True)
-
-
-def _addresses(metrics: str, probes: str) -> tuple[BindAddress | None, BindAddress | None]:
-    try:
-        return parse_bind_address(metrics), parse_bind_address(probes)
-    except ValueError as exc:
-        fail(str(exc), EXIT_INVALID)
-
-
-@dataclass(frozen=True)
-class WebhookOptions:
-    """Where the webhooks are served from: a certificate directory already found loadable."""
-
-    cert_dir: Path
-    address: BindAddress
-
-
-def webhook_options(cert_dir: Path | None, bind_address: str) -> WebhookOptions | None:
-    """The webhook server's settings; None (no webhook served) without a certificate directory or with
-    the address ``0``. Exits 2 when the address is malformed or the certificate cannot be loaded."""
-    try:
-        address = parse_bind_address(bind_address)
-    except ValueError as exc:
-        fail(f"--webhook-bind-address: {exc}", EXIT_INVALID)
-    if cert_dir is None or address is None:
-        return None
-    try:
-        CertificateReloader(cert_dir)
-    except WebhookConfigError as exc:
-        fail(str(exc), EXIT_INVALID)
-    return WebhookOptions(cert_dir, address)
-
-
-@dataclass(frozen=True)
-class HegelOptions:
-    """Where Hegel is served from, and whose X-Forwarded-For it believes."""
-
-    bind: str
-    port: int
-    trusted: tuple[IPNetwork, ...]
-
-
-def hegel_options(port: int, bind: str, trusted_proxies: str | None) -> HegelOptions | None:
-    """Hegel's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
-    from capa_py.cli.tink_cmd import checked_hegel_flags
-
-    trusted = checked_hegel_flags("--hegel-port", port, trusted_proxies)
-    return HegelOptions(bind, port, trusted) if port else None
-
-
-def _tink_server_options(
-    port: int,
-    bind: str,
-    tls_cert: Path | None,
-    tls_key: Path | None,
-    backoff: str,
-    backoff_max: str,
-    tls_client_ca: Path | None = None,
-    allow_unauthenticated_agents: bool = False,
-) -> WorkflowServerOptions | None:
-    """The workflow server's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
-    from capa_py.cli.tink_cmd import checked_server_flags
-
-    options = checked_server_flags(
-        "--tink-server-",
-        bind,
-        port,
-        tls_cert,
-        tls_key,
-        backoff,
-        backoff_max,
-        tls_client_ca,
-        allow_unauthenticated_agents,
-    )
-    return options if port else None
-
-
-def _start_hegel(store: ObjectStore, options: HegelOptions | None) -> RunningHegel | None:
-    if options is None:
-        return None
-    from capa_py.tinkerbell.hegel import start_in_thread as start_hegel
-
-    try:
-        running = start_hegel(store, options.bind, options.port, options.trusted)
-    except OSError as exc:
-        fail(f"cannot serve hegel on {options.bind}:{options.port}: {exc.strerror or exc}")
-    _announce(f"hegel: {running.url}")
-    return running
-
-
-def _start_tink_server(
-    store: ObjectStore, options: WorkflowServerOptions | None, metrics: ControllerMetrics
-) -> RunningWorkflowServer | None:
-    if options is None:
-        return None
-    from capa_py.tinkerbell.server import start_in_thread as start_tink_server
-
-    try:
-        running = start_tink_server(
-            store,
-            options.bind,
-            options.port,
-            options.tls,
-            options.backoff,
-            registry=metrics.registry,
-            allow_unauthenticated_agents=options.allow_unauthenticated_agents,
-        )
-    except OSError as exc:
-        fail(f"cannot serve the tink server on {options.bind}:{options.port}: {exc.strerror or exc}")
-    _announce(f"tink server: {running.address}")
-    return running
-
-
-def _start_webhooks(options: WebhookOptions | None) -> RunningWebhook | None:
-    if options is None:
-        return None
-    try:
-        running = start_in_thread(options.cert_dir, options.address.host, options.address.port)
-    except WebhookConfigError as exc:
-        fail(str(exc))
-    _announce(f"webhooks: {running.url}")
-    return running
+__all__ = ["controller", "core_controllers_enabled", "register", "workflow_timeouts"]
 
 
 def controller(
@@ -511,10 +270,10 @@ def controller(
             LabelSelector.parse(selector)
         except Invalid as exc:
             fail(f"--watch-filter: {exc}", EXIT_INVALID)
-    metrics_address, probe_address = _addresses(metrics_bind_address, health_probe_bind_address)
+    metrics_address, probe_address = bind_addresses(metrics_bind_address, health_probe_bind_address)
     webhooks = webhook_options(webhook_cert_dir, webhook_bind_address)
     hegel = hegel_options(hegel_port, hegel_bind, trusted_proxies)
-    tink_server = _tink_server_options(
+    tink_server = tink_server_options(
         tink_server_port,
         tink_server_bind,
         tink_server_tls_cert,
@@ -528,7 +287,7 @@ def controller(
     aws = aws_context(ctx, endpoint, region, profile, traits) if "aws" in chosen else None
     store = globals_of(ctx).store()
     try:
-        code = _run(
+        code = run(
             store,
             aws.pool if aws is not None else None,
             aws.engine if aws is not None else None,
@@ -553,126 +312,6 @@ def controller(
     finally:
         store.close()
     raise typer.Exit(code)
-
-
-def _run(
-    store: ObjectStore,
-    pool: ClientPool | None,
-    engine: Engine | None,
-    options: ProcessOptions,
-    core: bool,
-    metrics_address: BindAddress | None,
-    probe_address: BindAddress | None,
-    grace: float,
-    timing: LeaseTiming | None,
-    webhooks: WebhookOptions | None = None,
-    timeouts: WorkflowTimeouts | None = None,
-    hegel: HegelOptions | None = None,
-    tink_server: WorkflowServerOptions | None = None,
-    tinkerbell: bool = True,
-) -> int:
-    from controllers import embedded_controllers
-
-    def build(cache: ObjectStore) -> Sequence[Controller]:
-        built = embedded_controllers(cache, pool, engine, workflow_timeouts=timeouts, tinkerbell=tinkerbell)
-        return [c for c in built if core or c.name not in CORE_CONTROLLERS]
-
-    metrics = ControllerMetrics()
-    metrics.hook_aws_clients()
-    process = ControllerProcess(store, build, options, metrics)
-    endpoints = Endpoints(metrics_address, probe_address, metrics.render, process.has_synced)
-    try:
-        endpoints.start()
-    except OSError as exc:
-        metrics.close()
-        fail(f"cannot serve the metrics or probe endpoints: {exc.strerror or exc}")
-    if endpoints.metrics_url:
-        _announce(f"metrics: {endpoints.metrics_url}/metrics")
-    if endpoints.probe_url:
-        _announce(f"health probes: {endpoints.probe_url}/healthz {endpoints.probe_url}/readyz")
-    webhook: RunningWebhook | None = None
-    hegel_server: RunningHegel | None = None
-    workflow_server: RunningWorkflowServer | None = None
-    try:
-        webhook = _start_webhooks(webhooks)
-        hegel_server = _start_hegel(store, hegel)
-        workflow_server = _start_tink_server(store, tink_server, metrics)
-    except typer.Exit:
-        if hegel_server is not None:
-            hegel_server.stop()
-        if webhook is not None:
-            webhook.stop()
-        endpoints.stop()
-        metrics.close()
-        raise
-
-    stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGTERM, signal.SIGINT)}
-    lease = f"{STORE_LEASE_NAMESPACE}/{STORE_LEASE_NAME}"
-    elector: LeaderElector | None = None
-    deadline: _LostLeaseDeadline | None = None
-    code = EXIT_OK
-    try:
-        process.start_informers()
-        if timing is not None:
-            metrics.leading(STORE_LEASE_NAME, False)
-            deadline = _LostLeaseDeadline(timing.duration - timing.renew_deadline, stop, process)
-            elector = LeaderElector(
-                store, holder_identity("capa controller"), timing=timing, on_lost=deadline.start
-            )
-
-            def waiting(held: Lease) -> None:
-                _announce(f"waiting for the store lease {lease} held by {describe_holder(held)}")
-
-            try:
-                elector.acquire(wait=True, on_wait=waiting, stop=stop)
-            except LeaseHeld:
-                elector = None  # stopped while waiting: nothing was reconciled, nothing to release
-            except StoreError as exc:
-                stderr.print(f"error: cannot take the store lease: {exc}", markup=False)
-                elector, code = None, EXIT_FAILED
-                stop.set()
-            else:
-                elector.start_renewing()
-                metrics.leading(STORE_LEASE_NAME, True)
-                _announce(f"leading: holding the store lease {lease}")
-        if not stop.is_set() and process.start_workers(stop):
-            _announce(f"controllers running: {', '.join(c.name for c in process.controllers)}")
-        while not stop.wait(0.5):
-            pass
-        _announce("stopping: finishing reconciles in progress")
-        finished = process.shutdown(grace)
-        if not finished:
-            stderr.print(f"error: reconciles still running after {grace:g}s; exiting", markup=False)
-            code = EXIT_FAILED
-        if elector is not None:
-            if elector.lost.is_set():
-                stderr.print(f"error: {elector.lost_message()}; stopped reconciling", markup=False)
-                code = EXIT_FAILED
-            elif finished:
-                elector.release()
-            else:
-                # A reconcile may still be acting: the lease expires after its duration instead, once this
-                # process (and with it that reconcile) has ended.
-                elector.stop_renewing()
-            metrics.leading(STORE_LEASE_NAME, False)
-    finally:
-        if deadline is not None:
-            deadline.cancel()
-        process.stop_informers()
-        if workflow_server is not None:
-            workflow_server.stop()
-        if hegel_server is not None:
-            hegel_server.stop()
-        if webhook is not None:
-            webhook.stop()
-        endpoints.stop()
-        metrics.close()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    if code == EXIT_OK:
-        _announce("stopped")
-    return code
 
 
 def register(app: typer.Typer) -> None:

@@ -21,7 +21,7 @@ from typing import TypeVar, cast
 
 from capa_py.api.meta import KubeObject
 from capa_py.logging import get_logger
-from capa_py.store.errors import Conflict, Expired, NotFound, StoreError
+from capa_py.store.errors import Conflict, Expired, NotFound, ObjectRef, StoreError
 from capa_py.store.protocol import ObjectList, ObjectStore, Propagation, WatchEvent
 from capa_py.store.selectors import LabelSelector
 
@@ -222,8 +222,7 @@ class Informer:
         with self._lock:
             obj = self._objects.get((namespace_of(self.kind, namespace), name))
         if obj is None:
-            where = namespace_of(self.kind, namespace)
-            raise NotFound(f"{self.kind.KIND} {where + '/' if where else ''}{name} not found")
+            raise NotFound.missing(ObjectRef.of(self.kind.KIND, name, namespace_of(self.kind, namespace)))
         return obj.model_copy(deep=True)
 
     def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[KubeObject]:

@@ -29,8 +29,8 @@ from capa_py.ctrlkit.result import Result
 from capa_py.logging import get_logger
 from capa_py.runtime.context import current_controller
 from capa_py.runtime.queue import ObjectKey, QueueRouter, WorkQueue
-from capa_py.store.errors import Conflict, Expired, NotFound
-from capa_py.store.protocol import ObjectStore, WatchEvent
+from capa_py.store.errors import Conflict, Expired, NotFound, ObjectRef
+from capa_py.store.protocol import ObjectStore, WatchEvent, change_sequence_of
 
 _log = get_logger("runtime")
 
@@ -92,12 +92,9 @@ Scope = Callable[[ObjectKey], bool]
 """Which objects a manager reconciles (None: every object of a controlled kind)."""
 
 
-def _change_sequence(store: ObjectStore) -> Callable[[], str] | None:
-    """A cheap read of the store's latest resourceVersion, where one exists: an embedded SQLite store answers
-    from one row, so an idle poll costs one query instead of a watch read per kind."""
-    from capa_py.store.sqlite import SQLiteStore
-
-    return store.current_resource_version if isinstance(store, SQLiteStore) else None
+def _is_about(exc: NotFound, key: ObjectKey) -> bool:
+    """Whether ``exc`` says the object of ``key`` itself is missing (whatever its message reads)."""
+    return exc.about == ObjectRef(key.kind, key.namespace, key.name)
 
 
 def result_label(result: Result) -> str:
@@ -153,7 +150,9 @@ class Manager:
         self._seen: dict[ObjectKey, str] = {}
         self._settled: dict[ObjectKey, int] = {}
         self._views: dict[tuple[str, ObjectKey], object] = {}
-        self._head = _change_sequence(store)
+        # A store telling its latest resourceVersion cheaply (the embedded SQLite store: one row) makes
+        # an idle poll one read instead of a watch read per kind.
+        self._head = change_sequence_of(store)
         self._polled_head: str | None = None
 
     def in_scope(self, key: ObjectKey) -> bool:
@@ -297,7 +296,7 @@ class Manager:
                     _log.info("object changed during the reconcile; retrying", key=str(key), error=str(exc))
                     result = Result(error=exc)
                 except NotFound as exc:
-                    if str(exc) != f"{key} not found":
+                    if not _is_about(exc, key):
                         _log.exception("reconcile raised", key=str(key))
                         result = Result(error=exc)
                     else:

@@ -1,7 +1,7 @@
 """Store errors, split by what the caller should do, mirroring the Kubernetes API status reasons.
 
 ``StoreError``
- ├─ ``NotFound``       the object does not exist (404)
+ ├─ ``NotFound``       the object does not exist (404); ``about`` names it where the store knows which
  ├─ ``AlreadyExists``  create of a name that is taken (409)
  ├─ ``Conflict``       the write was based on a stale ``resourceVersion``: re-read and retry (409)
  ├─ ``Invalid``        the object fails validation; ``field`` names the path (422)
@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 
 class StoreError(Exception):
@@ -27,8 +28,40 @@ class StoreError(Exception):
     status = 500
 
 
+@dataclass(frozen=True)
+class ObjectRef:
+    """Which object an error is about: its kind, namespace (empty for cluster-scoped kinds) and name."""
+
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, kind: str, name: str, namespace: str | None = None) -> ObjectRef:
+        return cls(kind, namespace or "", name)
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace + '/' if self.namespace else ''}{self.name}"
+
+
 class NotFound(StoreError):
+    """The object does not exist. ``about`` is the object a store looked for and did not find (None when
+    the store cannot tell, such as a create refused because of something else missing): a caller asking
+    whether *its* object is gone compares ``about``, never the message."""
+
     status = 404
+
+    def __init__(self, message: str, about: ObjectRef | None = None) -> None:
+        self.about = about
+        super().__init__(message)
+
+    @classmethod
+    def missing(cls, about: ObjectRef) -> NotFound:
+        """``<Kind> <namespace>/<name> not found``, about that object."""
+        return cls(f"{about} not found", about)
+
+    def __reduce__(self) -> tuple[type[NotFound], tuple[str, ObjectRef | None]]:
+        return type(self), (str(self), self.about)
 
 
 class AlreadyExists(StoreError):

@@ -46,6 +46,7 @@ from capa_py.store.errors import (
     Expired,
     Invalid,
     NotFound,
+    ObjectRef,
     StoreError,
     Unavailable,
 )
@@ -110,8 +111,9 @@ def _status_of(exc: ApiException) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-def store_error(exc: Exception, what: str, server: str) -> StoreError:
-    """The store error an API failure means; ``what`` names the object (``Cluster default/demo``)."""
+def store_error(exc: Exception, what: str | ObjectRef, server: str) -> StoreError:
+    """The store error an API failure means; ``what`` names the object (``Cluster default/demo``); a 404
+    is :class:`NotFound` about it when it is an :class:`ObjectRef`."""
     if not isinstance(exc, ApiException):
         return Unavailable(server, f"the API server does not answer: {exc}")
     status = _status_of(exc)
@@ -119,7 +121,7 @@ def store_error(exc: Exception, what: str, server: str) -> StoreError:
     reason = str(status.get("reason") or "")
     code = int(exc.status or 0)
     if code == 404:
-        return NotFound(f"{what} not found")
+        return NotFound(f"{what} not found", what if isinstance(what, ObjectRef) else None)
     if code == 409 and reason == "AlreadyExists":
         return AlreadyExists(f"{what} already exists")
     if code == 409:
@@ -254,8 +256,8 @@ class Endpoint:
 # -- the store -----------------------------------------------------------------------------------------
 
 
-def _what(kind: type[KubeObject], name: str, namespace: str | None) -> str:
-    return f"{kind.KIND} {namespace + '/' if namespace else ''}{name}"
+def _what(kind: type[KubeObject], name: str, namespace: str | None) -> ObjectRef:
+    return ObjectRef.of(kind.KIND, name, namespace)
 
 
 class KubeStore:
@@ -380,10 +382,10 @@ class KubeStore:
             return None
         return namespace or "default"
 
-    def store_error_of(self, exc: Exception, what: str) -> StoreError:
+    def store_error_of(self, exc: Exception, what: str | ObjectRef) -> StoreError:
         return store_error(exc, what, self.server)
 
-    def _request(self, what: str, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def _request(self, what: str | ObjectRef, call: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         try:
             return call()
         except (ApiException, urllib3.exceptions.HTTPError) as exc:
@@ -444,7 +446,8 @@ class KubeStore:
             meta.pop("namespace", None)
         if not meta.get("name") and not meta.get("generateName"):
             raise Invalid("required", "metadata.name")
-        what = _what(kind, meta.get("name") or f"{meta.get('generateName')}*", namespace)
+        # A create's 404 is about something else missing (its namespace), not the object: a plain name.
+        what = str(_what(kind, meta.get("name") or f"{meta.get('generateName')}*", namespace))
         return self.to_model(kind, self._request(what, lambda: endpoint.create(namespace, body)))
 
     def get(self, kind: type[T], name: str, namespace: str | None = None) -> T:
@@ -519,7 +522,7 @@ class KubeStore:
             except Conflict:
                 if attempt == UPDATE_ATTEMPTS - 1:
                     raise
-                _log.debug("unconditional update raced another writer; again", object=what)
+                _log.debug("unconditional update raced another writer; again", object=str(what))
         raise AssertionError("unreachable")
 
     def update(self, obj: T) -> T:

@@ -17,9 +17,9 @@ same against a real API server:
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, Literal, Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar, cast
 
 from capa_py.api.meta import KubeObject
 
@@ -86,3 +86,19 @@ class ObjectStore(Protocol):
     ) -> Iterator[WatchEvent[T]]: ...
 
     def close(self) -> None: ...
+
+
+class ChangeSequence(Protocol):
+    """An optional capability: a store that can tell its latest resourceVersion cheaply (the embedded SQLite
+    store reads it from one row) implements ``change_sequence``; a poller then reads nothing per kind while
+    it stays the same. A store offers it by defining the method on its class: a wrapper delegating
+    everything else does not pass it on unless it defines it too (it may change what its watches show)."""
+
+    def change_sequence(self) -> str: ...
+
+
+def change_sequence_of(store: object) -> Callable[[], str] | None:
+    """The store's :class:`ChangeSequence` read, or None when its class does not offer one."""
+    if not callable(getattr(type(store), "change_sequence", None)):
+        return None
+    return cast(ChangeSequence, store).change_sequence

@@ -51,6 +51,7 @@ from capa_py.store.errors import (
     Missing,
     Newer,
     NotFound,
+    ObjectRef,
     ReadOnly,
     Unavailable,
     Unreadable,
@@ -702,7 +703,7 @@ class SQLiteStore:
                 (kind.API_VERSION, kind.KIND, ns, name),
             ).fetchone()
         if row is None:
-            raise NotFound(f"{kind.KIND} {ns + '/' if ns else ''}{name} not found")
+            raise NotFound.missing(ObjectRef.of(kind.KIND, name, ns))
         return self._from_text(kind, row[0])
 
     def list(
@@ -738,7 +739,7 @@ class SQLiteStore:
         with self._write() as conn:
             row = self._row(conn, kind, obj.metadata.name, ns)
             if row is None:
-                raise NotFound(f"{obj.ref()} not found")
+                raise NotFound(f"{obj.ref()} not found", ObjectRef.of(kind.KIND, obj.metadata.name, ns))
             rv, current = row
             self._check_preconditions(obj, rv, current)
             cur_meta, new_meta = current["metadata"], new["metadata"]
@@ -789,7 +790,7 @@ class SQLiteStore:
         with self._write() as conn:
             row = self._row(conn, kind, obj.metadata.name, ns)
             if row is None:
-                raise NotFound(f"{obj.ref()} not found")
+                raise NotFound(f"{obj.ref()} not found", ObjectRef.of(kind.KIND, obj.metadata.name, ns))
             rv, current = row
             self._check_preconditions(obj, rv, current)
             merged = json.loads(json.dumps(current))
@@ -828,7 +829,7 @@ class SQLiteStore:
         with self._write() as conn:
             row = self._row(conn, kind, name, ns)
             if row is None:
-                raise NotFound(f"{kind.KIND} {ns + '/' if ns else ''}{name} not found")
+                raise NotFound.missing(ObjectRef.of(kind.KIND, name, ns))
             rv, doc = row
             if resource_version and resource_version != str(rv):
                 raise Conflict(f"{kind.KIND} {name}: resourceVersion precondition failed")
@@ -923,3 +924,7 @@ class SQLiteStore:
     def current_resource_version(self) -> str:
         with self._read() as conn:
             return str(conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0])
+
+    def change_sequence(self) -> str:
+        """The latest resourceVersion, from one row (:class:`~capa_py.store.protocol.ChangeSequence`)."""
+        return self.current_resource_version()

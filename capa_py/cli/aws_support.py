@@ -1,0 +1,118 @@
+"""What ``capa apply`` and ``capa delete`` share: running or observing the controllers, and reporting why a
+wait ended before every object was done. Whatever prints takes the console it prints on."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import typer
+from rich.console import Console
+
+from capa_py.aws.accounting import CallCounter
+from capa_py.aws.deadline import Deadline
+from capa_py.cli.common import fail, globals_of, stdout
+from capa_py.cli.output import format_table
+from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
+from capa_py.store.errors import NotFound
+from capa_py.store.protocol import ObjectStore
+
+if TYPE_CHECKING:
+    from capa_py.api.meta import KubeObject
+    from capa_py.cli.aws_context import AWSContext
+    from controllers.run import ConvergeResult
+
+
+RunControllersOption = Annotated[
+    bool,
+    typer.Option(
+        "--run-controllers",
+        help="Against an API server (--kubeconfig, --store kube): run the controllers in this process, "
+        "holding the store's lease, instead of waiting for the ones running there. Always so on SQLite.",
+    ),
+]
+
+
+def print_calls(calls: CallCounter) -> None:
+    by_op = calls.by_operation()
+    stdout.print(f"AWS calls: {calls.total()} ({calls.total(mutating=True)} mutating)", highlight=False)
+    rows = [[op, str(n)] for op, n in by_op.items()]
+    if rows:
+        sys.stdout.write(format_table(["OPERATION", "CALLS"], rows))
+
+
+def label(obj: KubeObject) -> str:
+    return f"{obj.KIND.lower()}/{obj.name}"
+
+
+def report_unfinished(
+    console: Console, result: ConvergeResult, timed_out: str, goal: str, deadline: Deadline | None = None
+) -> None:
+    """Say on ``console`` (stderr) why a wait ended before every target was done."""
+    if result.failed:
+        for obj in result.objects:
+            failure = obj.failure() if obj is not None else None
+            if failure is not None:
+                reason, message = failure
+                console.print(f"error: {obj.ref()}: {reason}: {message}", markup=False, highlight=False)
+    elif result.blocked:
+        for ref, blocked in result.blocked.items():
+            console.print(f"error: {ref}: {blocked}", markup=False, highlight=False)
+        console.print(
+            f"error: stopped waiting: every object not {goal} is blocked on something that will not "
+            "change by itself (above)",
+            highlight=False,
+        )
+    else:
+        console.print(f"error: {timed_out}", markup=False, highlight=False)
+        _report_in_progress(console, result, deadline)
+
+
+def _report_in_progress(console: Console, result: ConvergeResult, deadline: Deadline | None) -> None:
+    """What the timeout left unfinished: each object not done, and each reconcile it cut short."""
+    left = [f"{ref} ({state})" for ref, state in result.states.items() if state not in ("ready", "gone")]
+    if left:
+        console.print(f"still in progress: {', '.join(left)}", markup=False, highlight=False)
+    for stopped in deadline.stopped if deadline is not None else []:
+        console.print(f"stopped at the deadline: {stopped}", markup=False, highlight=False)
+
+
+def refuse_stale_local_store(ctx: typer.Context, store: ObjectStore, aws: AWSContext | None) -> None:
+    """Exit 1, before anything changes, when the store's AWS resources lived on a local endpoint that has
+    been stopped (see :mod:`capa_py.cli.local_binding`)."""
+    if aws is None or aws.local is None:
+        return
+    from capa_py.cli.local_binding import stale_store
+
+    problem = stale_store(globals_of(ctx).state, store, aws.local)
+    if problem is not None:
+        fail(problem)
+
+
+def stored_copies(store: ObjectStore, references: list[KubeObject]) -> list[KubeObject]:
+    """The stored objects that ``references`` (kind, namespace and name only) name."""
+    found: list[KubeObject] = []
+    for ref in references:
+        try:
+            found.append(store.get(type(ref), ref.metadata.name, ref.metadata.namespace))
+        except NotFound:
+            continue
+    return found
+
+
+def observe_elsewhere(
+    console: Console,
+    store: ObjectStore,
+    targets: list[KubeObject],
+    goal: Literal["ready", "gone"],
+    seconds: float,
+    show: bool,
+) -> ConvergeResult:
+    """Wait while the controllers running at the API server bring ``targets`` to ``goal``."""
+    from controllers.observe import observe
+
+    with ProgressView(console, targets, enabled=show) as view:
+        notices = DeletionNotices(console, store, targets)
+        return observe(
+            store, targets, goal=goal, timeout=seconds, on_tick=ticker(view.update, notices.update)
+        )

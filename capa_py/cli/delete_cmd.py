@@ -1,0 +1,174 @@
+"""``capa delete``: delete objects named by manifest files or by KIND NAME; with ``--wait`` reconcile until
+they are gone (their AWS resources torn down)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from capa_py.api.meta import KubeObject, ObjectMeta
+from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.aws.deadline import Deadline, aws_deadline
+from capa_py.cli.aws_support import (
+    RunControllersOption,
+    label,
+    observe_elsewhere,
+    print_calls,
+    refuse_stale_local_store,
+    report_unfinished,
+    stored_copies,
+)
+from capa_py.cli.common import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    EndpointOption,
+    FilesOption,
+    ProfileOption,
+    RegionOption,
+    TimeoutOption,
+    TraitsOption,
+    aws_context,
+    fail,
+    globals_of,
+    load_files,
+    region_of,
+    stderr,
+    stdout,
+)
+from capa_py.cli.durations import parse_duration
+from capa_py.cli.lease import NoWaitForLockOption, store_lease
+from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
+from capa_py.cli.tink_cmd import report_workflow_outcomes
+from capa_py.operations import delete_objects
+from capa_py.store.errors import NotFound
+from capa_py.store.protocol import ObjectStore
+
+if TYPE_CHECKING:
+    from capa_py.cli.aws_context import AWSContext
+
+
+def _requested(
+    filename: list[Path] | None, kind: str | None, name: str | None, namespace: str | None
+) -> list[KubeObject]:
+    """The objects the command names: a manifest's, or a bare KIND NAME reference."""
+    if filename:
+        return load_files(filename)
+    if kind and name:
+        try:
+            model = REGISTRY.resolve(kind)
+        except UnknownKind as exc:
+            fail(str(exc), EXIT_INVALID)
+        reference = model.model_construct()
+        reference.metadata = ObjectMeta(
+            name=name, namespace=(namespace or "default") if model.NAMESPACED else None
+        )
+        return [reference]
+    raise typer.BadParameter("give -f FILE or KIND NAME")
+
+
+def _delete(
+    store: ObjectStore, objects: list[KubeObject], ignore_not_found: bool, from_files: bool
+) -> list[KubeObject]:
+    """Delete (or mark for deletion) each object, say what happened; the last states of those left."""
+    try:
+        # A manifest re-deleted after a delete that did not finish: what is gone already is done.
+        results = delete_objects(store, objects, ignore_not_found, partial_ok=from_files)
+    except NotFound as exc:
+        fail(str(exc))
+    for requested, last in results:
+        if last is None:
+            if from_files:
+                stdout.print(f"{label(requested)} already deleted", highlight=False)
+            continue
+        pending = last.metadata.deletion_timestamp is not None and bool(last.metadata.finalizers)
+        name = f"{requested.KIND.lower()}/{requested.metadata.name}"
+        stdout.print(f"{name} {'deleting' if pending else 'deleted'}", highlight=False)
+    return [last for _, last in results if last is not None]
+
+
+def _converge(
+    store: ObjectStore,
+    targets: list[KubeObject],
+    aws: AWSContext | None,
+    wait_for_lock: bool,
+    timeout: str,
+    limit: Deadline,
+) -> None:
+    """The controllers run in this process, holding the store lease, until ``targets`` are gone."""
+    from controllers import embedded_controllers
+    from controllers.run import converge
+
+    with (
+        store_lease(store, "capa delete", wait_for_lock, limit.left()) as lease,
+        ProgressView(stderr, targets, enabled=True) as view,
+    ):
+        result = converge(
+            store,
+            embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
+            targets,
+            goal="gone",
+            timeout=limit.left(),
+            on_tick=lease.guard(ticker(view.update, DeletionNotices(stderr, store, targets).update)),
+        )
+        view.show_blocked(result.blocked)
+    report_workflow_outcomes(store, targets)
+    print_calls(result.calls)
+    if not result.converged:
+        report_unfinished(stderr, result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
+        raise typer.Exit(EXIT_FAILED)
+
+
+def delete(
+    ctx: typer.Context,
+    kind: Annotated[str | None, typer.Argument(help="Kind of the object to delete.")] = None,
+    name: Annotated[str | None, typer.Argument(help="Name of the object to delete.")] = None,
+    filename: FilesOption = None,
+    namespace: Annotated[str | None, typer.Option("-n", "--namespace", help="Namespace.")] = None,
+    ignore_not_found: Annotated[
+        bool, typer.Option("--ignore-not-found", help="Treat objects that do not exist as deleted.")
+    ] = False,
+    aws_endpoint: EndpointOption = None,
+    region: RegionOption = None,
+    profile: ProfileOption = None,
+    endpoint_profile: TraitsOption = None,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Reconcile until everything is gone.")
+    ] = False,
+    timeout: TimeoutOption = "30m",
+    no_wait_for_lock: NoWaitForLockOption = False,
+    in_process: RunControllersOption = False,
+) -> None:
+    """Delete objects named by manifest files or by KIND NAME; --wait tears down their AWS resources."""
+    if filename and (kind or name):
+        raise typer.BadParameter("give either -f FILE or KIND NAME, not both")
+    try:
+        seconds = parse_duration(timeout)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
+    objects = _requested(filename, kind, name, namespace)
+    deadline = time.monotonic() + seconds
+    elsewhere = wait and globals_of(ctx).remote and not in_process
+    from controllers import needs_aws
+
+    # --timeout bounds the whole command: no AWS call starts after the deadline.
+    with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
+        aws = None
+        if wait and not elsewhere and needs_aws(objects, store):
+            # An object named by KIND NAME is a bare reference: its region is its stored copy's.
+            known = objects if filename else stored_copies(store, objects)
+            aws = aws_context(ctx, aws_endpoint, region or region_of(known, store), profile, endpoint_profile)
+            refuse_stale_local_store(ctx, store, aws)
+        targets = _delete(store, objects, ignore_not_found, bool(filename))
+        if not wait:
+            return
+        if not elsewhere:
+            _converge(store, targets, aws, not no_wait_for_lock, timeout, limit)
+            return
+        result = observe_elsewhere(stderr, store, targets, "gone", limit.left(), True)
+        if not result.converged:
+            report_unfinished(stderr, result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
+            raise typer.Exit(EXIT_FAILED)
+        report_workflow_outcomes(store, targets)
