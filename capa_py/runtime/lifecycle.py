@@ -135,12 +135,13 @@ class Process:
         previous: dict[signal.Signals, Any] = {}
         lost: _LostLeaseDeadline | None = None
         clean = True
+        # Before anything starts: a signal while the runnables start winds the process down like any other.
+        if threading.current_thread() is threading.main_thread():  # where Python handles signals
+            previous = {sig: signal.signal(sig, self._on_signal) for sig in SIGNALS}
         try:
             for runnable in always:
                 runnable.start(self.stopping)
                 started.append(runnable)
-            if threading.current_thread() is threading.main_thread():  # where Python handles signals
-                previous = {sig: signal.signal(sig, self._on_signal) for sig in SIGNALS}
             elector: LeaderElector | None = None
             if self.election is not None:
                 timing = self.election.timing

@@ -124,7 +124,8 @@ class ControllerProcess:
         return code
 
     def stderr(self) -> str:
-        self._stderr.flush()
+        if not self._stderr.closed:  # after close() the file holds everything written
+            self._stderr.flush()
         return self.stderr_path.read_text()
 
     def close(self) -> None:

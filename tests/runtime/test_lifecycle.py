@@ -4,6 +4,8 @@ stop first, with the grace period; a runnable that cannot start stops those star
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -120,3 +122,31 @@ def test_a_runnable_unfinished_after_the_grace_period_keeps_the_lease_and_fails(
     assert "stopped" not in journal
     lease = store.get(Lease, STORE_LEASE_NAME, STORE_LEASE_NAMESPACE)
     assert lease.spec.holder_identity == "me", "a reconcile may still act: the lease must expire, not go"
+
+
+class Interrupting(Recorded):
+    """Its start is where a signal arrives: the process is still starting its runnables."""
+
+    def start(self, stop: threading.Event) -> None:
+        super().start(stop)
+        os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_signal_while_the_runnables_start_stops_the_process_gracefully(store: SQLiteStore) -> None:
+    """Kubernetes may stop a pod while it starts: SIGTERM (SIGINT here, whose default action raises instead
+    of ending the test run) must wind the process down like any other, not end it on the spot."""
+    journal: list[str] = []
+    runnables = [
+        Interrupting("webhooks", journal, leader=False),
+        Recorded("caches", journal, leader=False),
+        Recorded("controllers", journal, leader=True),
+    ]
+    process = Process(runnables, 1.0, journal.append, journal.append, Election(store, "me", QUICK))
+    try:
+        clean = process.run()
+    except KeyboardInterrupt:
+        pytest.fail(f"the signal was not the process's to handle; it had done {journal}")
+    assert clean
+    assert journal[-1] == "stopped"
+    assert "stop webhooks (0s)" in journal
+    assert "stop caches (0s)" in journal
