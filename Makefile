@@ -34,7 +34,7 @@ test: setup
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: setup
-	$(BIN)/ruff check capa_py resources controllers tests benchmarks
+	$(BIN)/ruff check capa_py capa_app resources controllers tests benchmarks
 	$(BIN)/mypy
 	@site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir "$$site"; \
 		status=$$?; rm -rf "$$site"; exit $$status
