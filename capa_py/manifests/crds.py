@@ -148,11 +148,13 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     ],
     # AWSCluster and AWSMachine: Cluster API Provider AWS's v1beta2 columns (names, types, paths,
     # priorities), so `kubectl get` reads the same whichever provider serves the kind. Like CAPA's, they
-    # have no Age column.
+    # have no Age column. One difference: CAPA writes the VPC it made into spec.network.vpc.id, capa-py keeps
+    # the spec as the user wrote it (that field names a VPC brought along) and records the VPC in use in
+    # status.network.vpcId, so the VPC column reads the status.
     "AWSCluster": [
         _column("Cluster", _CLUSTER_LABEL_PATH, "Cluster to which this AWSCluster belongs"),
         _column("Ready", ".status.ready", "Cluster infrastructure is ready for EC2 instances"),
-        _column("VPC", ".spec.network.vpc.id", "AWS VPC the cluster is using"),
+        _column("VPC", ".status.network.vpcId", "AWS VPC the cluster is using"),
         _column("Endpoint", ".spec.controlPlaneEndpoint", "API Endpoint", priority=1),
         _column("Bastion IP", ".status.bastion.publicIp", "Bastion IP address for breakglass access"),
     ],

@@ -73,8 +73,8 @@ def test_tables_have_the_printer_columns_of_the_kinds_crd(
     ]
     assert table["columnDefinitions"][0]["format"] == "name"
     [row] = table["rows"]
-    # CAPA's VPC column reads spec.network.vpc.id (a VPC brought along), not the status.
-    assert row["cells"][:4] == ["demo", None, "true", None]
+    # The VPC in use, from the status (CAPA writes it into the spec; capa-py keeps the spec as written).
+    assert row["cells"][:4] == ["demo", None, "true", "vpc-1"]
     assert row["object"]["kind"] == "PartialObjectMetadata"
     assert row["object"]["metadata"]["name"] == "demo"
     assert table["metadata"]["resourceVersion"]

@@ -188,7 +188,7 @@ CAPA_COLUMNS: dict[str, list[tuple[str, str, str, int]]] = {
     "AWSCluster": [
         ("Cluster", "string", _CLUSTER_NAME, 0),
         ("Ready", "string", ".status.ready", 0),
-        ("VPC", "string", ".spec.network.vpc.id", 0),
+        ("VPC", "string", ".status.network.vpcId", 0),
         ("Endpoint", "string", ".spec.controlPlaneEndpoint", 1),
         ("Bastion IP", "string", ".status.bastion.publicIp", 0),
     ],
