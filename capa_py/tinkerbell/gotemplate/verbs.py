@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from capa_py.tinkerbell.gotemplate.floatfmt import format_float
-from capa_py.tinkerbell.gotemplate.lex import _quote_rune, go_quote, is_print
+from capa_py.tinkerbell.gotemplate.runes import go_quote, is_print, quote_rune
 from capa_py.tinkerbell.gotemplate.values import to_bytes
 
 LDIGITS = "0123456789abcdefx"
@@ -122,7 +122,7 @@ class Formatter:
 
     def fmt_qc(self, u: int) -> None:
         ch = _rune_char(u)
-        self.pad("'" + _quote_rune(ch, "'", self.f.plus) + "'")
+        self.pad("'" + quote_rune(ch, "'", self.f.plus) + "'")
 
     # -- strings ----------------------------------------------------------------------------------
     def truncate(self, s: str) -> str:
