@@ -13,6 +13,9 @@ Objects of every version are stored as one kind, under the version the CRD first
 (``status.storedVersions[0]``), and served in any served version by changing ``apiVersion`` only (the
 conversion strategy ``None``); reads get the storage version's defaults.
 
+A served version is :mod:`~capa_py.apiserver.crd_versions`; what the CRD controllers do to a CRD (its status,
+its deletion) is :mod:`~capa_py.apiserver.crd_lifecycle`.
+
 A CRD for a kind capa-py models (same group, and same plural or kind: the CRDs of ``capa manifests crds``,
 or Cluster API's own) does not replace the model: the model keeps serving the kind with its full admission,
 its objects stay when the CRD is deleted, and the CRD lends the kind its printer columns.
@@ -21,8 +24,6 @@ its objects stay when the CRD is deleted, and the CRD lends the kind its printer
 from __future__ import annotations
 
 import contextlib
-import copy
-import re
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,150 +31,38 @@ from typing import Any
 
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.custom_resource import CustomResource, define_custom_kind
-from capa_py.api.meta import KubeObject, utcnow
+from capa_py.api.meta import KubeObject
 from capa_py.api.registry import KindRegistry
-from capa_py.apiserver.discovery import STATUS_VERBS, VERBS, group_version
+from capa_py.apiserver.crd_lifecycle import (
+    CLEANUP_FINALIZER,
+    clean_up,
+    establish,
+    mark_terminating,
+    with_cleanup_finalizer,
+)
+from capa_py.apiserver.crd_versions import Names, ServedVersion, version_priority
+from capa_py.apiserver.discovery import group_version
 from capa_py.apiserver.printer_columns import AGE_COLUMN
-from capa_py.apiserver.schema_validation import SchemaIssue, StructuralSchema
+from capa_py.apiserver.schema_validation import StructuralSchema
 from capa_py.logging import get_logger
 from capa_py.manifests.crds import INSTALLED_BY_OTHERS, PRINTER_COLUMNS, is_builtin_group
 from capa_py.store.errors import Conflict, NotFound, StoreError
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 
-CLEANUP_FINALIZER = "customresourcecleanup.apiextensions.k8s.io"
+__all__ = [
+    "CLEANUP_FINALIZER",
+    "IDLE_RELIST_SECONDS",
+    "CrdKinds",
+    "Names",
+    "ServedVersion",
+    "version_priority",
+]
+
 IDLE_RELIST_SECONDS = 30.0
 """How often the CRDs are read again when no watch event came (a safety net; events come first)."""
 
 _log = get_logger("apiserver.crds")
-_VERSION = re.compile(r"^v(\d+)(?:(alpha|beta)(\d+))?$")
-
-
-def version_priority(version: str) -> tuple[int, int, int, str]:
-    """Kubernetes' version order, highest first when sorted in reverse: v2 > v1 > v1beta2 > v1beta1 >
-    v1alpha1 > anything else (alphabetically)."""
-    match = _VERSION.match(version)
-    if match is None:
-        return (0, 0, 0, "".join(chr(0x10FFFF - ord(c)) for c in version))
-    major, stage, minor = match.groups()
-    rank = {"alpha": 1, "beta": 2, None: 3}[stage]
-    return (rank, int(major), int(minor or 0), "")
-
-
-@dataclass(frozen=True)
-class Names:
-    plural: str
-    singular: str
-    kind: str
-    list_kind: str
-    short_names: tuple[str, ...] = ()
-    categories: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, spec_names: dict[str, Any]) -> Names:
-        kind = str(spec_names.get("kind", ""))
-        return cls(
-            plural=str(spec_names.get("plural", "")),
-            singular=str(spec_names.get("singular") or kind.lower()),
-            kind=kind,
-            list_kind=str(spec_names.get("listKind") or f"{kind}List"),
-            short_names=tuple(spec_names.get("shortNames") or ()),
-            categories=tuple(spec_names.get("categories") or ()),
-        )
-
-    def accepted(self) -> dict[str, Any]:
-        names: dict[str, Any] = {
-            "plural": self.plural,
-            "singular": self.singular,
-            "kind": self.kind,
-            "listKind": self.list_kind,
-        }
-        if self.short_names:
-            names["shortNames"] = list(self.short_names)
-        if self.categories:
-            names["categories"] = list(self.categories)
-        return names
-
-
-@dataclass(frozen=True)
-class ServedVersion:
-    """One served version of a CRD-defined kind: what a request on its path is checked against."""
-
-    crd: str
-    group: str
-    version: str
-    names: Names
-    namespaced: bool
-    has_status: bool
-    schema: StructuralSchema
-    storage_schema: StructuralSchema
-    columns: list[dict[str, Any]]
-    model: type[CustomResource]
-    terminating: bool = False
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    def render(self, obj: KubeObject) -> dict[str, Any]:
-        """A stored object as this version serves it: the storage version's defaults, this apiVersion."""
-        doc = obj.to_dict()
-        self.storage_schema.default(doc)
-        doc["apiVersion"] = self.api_version
-        return doc
-
-    def admit(
-        self, body: dict[str, Any], current: KubeObject | None, status_write: bool
-    ) -> tuple[dict[str, Any], list[str], list[SchemaIssue]]:
-        """The document to store (apiVersion the storage one), the unknown field paths pruned from it, and
-        the fields that fail the schema. With a status subresource the main resource keeps the current
-        status (a create none) and a status write keeps everything but status."""
-        doc = copy.deepcopy(body)
-        if self.has_status:
-            if status_write and current is not None:
-                written = doc
-                doc = self.render(current)
-                doc.pop("status", None)
-                if "status" in written:
-                    doc["status"] = written["status"]
-                meta = written.get("metadata") if isinstance(written.get("metadata"), dict) else {}
-                if meta and meta.get("resourceVersion"):
-                    doc["metadata"]["resourceVersion"] = meta["resourceVersion"]
-            else:
-                doc.pop("status", None)
-                previous = self.render(current) if current is not None else {}
-                if "status" in previous:
-                    doc["status"] = previous["status"]
-        pruned = self.schema.prune(doc)
-        self.schema.default(doc)
-        issues = self.schema.validate(doc)
-        doc["apiVersion"] = self.model.API_VERSION
-        return doc, pruned, issues
-
-    def discovery(self) -> list[dict[str, Any]]:
-        entry: dict[str, Any] = {
-            "name": self.names.plural,
-            "singularName": self.names.singular,
-            "namespaced": self.namespaced,
-            "kind": self.names.kind,
-            "verbs": VERBS,
-        }
-        if self.names.short_names:
-            entry["shortNames"] = list(self.names.short_names)
-        if self.names.categories:
-            entry["categories"] = list(self.names.categories)
-        entries = [entry]
-        if self.has_status:
-            entries.append(
-                {
-                    "name": f"{self.names.plural}/status",
-                    "singularName": "",
-                    "namespaced": self.namespaced,
-                    "kind": self.names.kind,
-                    "verbs": STATUS_VERBS,
-                }
-            )
-        return entries
 
 
 @dataclass
@@ -189,18 +78,6 @@ class _LiveRegistry(KindRegistry):
 
     def replace(self, models: Iterable[type[KubeObject]]) -> None:
         self._by_gvk = {(m.API_VERSION, m.KIND): m for m in models}
-
-
-def _condition(kind: str, reason: str, message: str, previous: list[dict[str, Any]]) -> dict[str, Any]:
-    old = next((c for c in previous if c.get("type") == kind), None)
-    since = old.get("lastTransitionTime") if old and old.get("status") == "True" else None
-    return {
-        "type": kind,
-        "status": "True",
-        "lastTransitionTime": since or utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "reason": reason,
-        "message": message,
-    }
 
 
 def _subresources(crd_version: dict[str, Any]) -> bool:
@@ -399,77 +276,9 @@ class CrdKinds:
     def _reconcile(self, crd: CustomResourceDefinition) -> None:
         if crd.being_deleted:
             if CLEANUP_FINALIZER in crd.metadata.finalizers:
-                self._clean_up(crd)
+                clean_up(self.store, crd, self._snapshot.models.get(crd.metadata.name))
             return
-        status = crd.status
-        names = Names.of(crd.spec.names.model_dump(by_alias=True, exclude_none=True))
-        conditions = [c for c in status.conditions if c.get("type") not in ("NamesAccepted", "Established")]
-        wanted = [
-            _condition("NamesAccepted", "NoConflicts", "no conflicts found", status.conditions),
-            _condition(
-                "Established",
-                "InitialNamesAccepted",
-                "the initial names have been accepted",
-                status.conditions,
-            ),
-            *conditions,
-        ]
-        stored = list(status.stored_versions)
-        storage = next((str(v.get("name")) for v in crd.spec.versions if v.get("storage")), None)
-        if storage and storage not in stored:
-            stored.append(storage)
-        if (wanted, names.accepted(), stored) == (
-            status.conditions,
-            status.accepted_names,
-            status.stored_versions,
-        ):
-            return
-        updated = crd.model_copy(deep=True)
-        updated.status.conditions = wanted
-        updated.status.accepted_names = names.accepted()
-        updated.status.stored_versions = stored
-        self.store.update_status(updated)
-        _log.info("custom resource definition established", name=crd.metadata.name)
-
-    def _terminating(
-        self, crd: CustomResourceDefinition, reason: str, message: str
-    ) -> CustomResourceDefinition:
-        old = next((c for c in crd.status.conditions if c.get("type") == "Terminating"), None)
-        if old is not None and old.get("reason") == reason:
-            return crd
-        condition = {
-            "type": "Terminating",
-            "status": "True",
-            "lastTransitionTime": (old or {}).get("lastTransitionTime")
-            or utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "reason": reason,
-            "message": message,
-        }
-
-        def mark(current: CustomResourceDefinition) -> None:
-            others = [c for c in current.status.conditions if c.get("type") != "Terminating"]
-            current.status.conditions = [*others, condition]
-
-        return retry_on_conflict(self.store, crd, mark, status=True)
-
-    def _clean_up(self, crd: CustomResourceDefinition) -> None:
-        """Delete the objects of a CRD being deleted; once none is left, let the CRD go."""
-        crd = self._terminating(crd, "InstanceDeletionInProgress", "CustomResource deletion is in progress")
-        model = self._snapshot.models.get(crd.metadata.name)
-        left = 0
-        if model is not None:
-            for obj in self.store.list(model):
-                left += 1
-                if not obj.being_deleted:
-                    with contextlib.suppress(NotFound):
-                        if self.store.delete(model, obj.metadata.name, obj.metadata.namespace) is None:
-                            left -= 1
-        if left:
-            return
-        done = crd.model_copy(deep=True)
-        done.metadata.finalizers = [f for f in done.metadata.finalizers if f != CLEANUP_FINALIZER]
-        self.store.update(done)
-        _log.info("custom resource definition deleted with its objects", name=crd.metadata.name)
+        establish(self.store, crd)
 
     def delete_definition(self, name: str, precondition_rv: str | None) -> dict[str, Any] | None:
         """``DELETE`` of a CRD that defines a kind: marked (with the cleanup finalizer) and Terminating, its
@@ -484,18 +293,14 @@ class CrdKinds:
             if CLEANUP_FINALIZER not in crd.metadata.finalizers:
                 # A refresh may bring the CRD's status up to date meanwhile: a conflict is retried on the
                 # current object, never answered to the client as 409.
-                crd = retry_on_conflict(self.store, crd, _with_cleanup_finalizer)
+                crd = retry_on_conflict(self.store, crd, with_cleanup_finalizer)
             marked = self.store.delete(CustomResourceDefinition, name, None, "Background")
             if marked is None:
                 return None
-            crd = self._terminating(
+            crd = mark_terminating(
+                self.store,
                 marked,
                 "InstanceDeletionPending",
                 "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
             )
         return crd.to_dict()
-
-
-def _with_cleanup_finalizer(crd: CustomResourceDefinition) -> None:
-    if CLEANUP_FINALIZER not in crd.metadata.finalizers:
-        crd.metadata.finalizers.append(CLEANUP_FINALIZER)

@@ -1,4 +1,5 @@
-"""The one error type of template parsing and execution."""
+"""The errors of templates: :class:`TemplateError` of parsing and execution, and :class:`FuncError`, a
+template function's own error (which the executor reports as a :class:`TemplateError`)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,7 @@ class TemplateError(ValueError):
         self.name = name
         self.line = line
         self.column = column
+
+
+class FuncError(Exception):
+    """A function's own error (Go's second return value)."""

@@ -3,6 +3,7 @@
 Go checks and converts each argument against the function's parameter type before the call; the types
 used here are ``VALUE`` (a ``reflect.Value``: passed as is), ``ANY`` (``interface {}``), ``STRING`` and
 ``INT``. A function raises ``FuncError`` with Go's message; the executor prefixes ``error calling NAME:``.
+Truth and the comparison functions are :mod:`~capa_py.tinkerbell.gotemplate.compare`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from capa_py.tinkerbell.gotemplate.compare import eq, ge, gt, is_true, le, lt, ne, negate
+from capa_py.tinkerbell.gotemplate.errors import FuncError
 from capa_py.tinkerbell.gotemplate.lex import is_print
 from capa_py.tinkerbell.gotemplate.printing import sprint, sprintf, sprintln
 from capa_py.tinkerbell.gotemplate.values import (
@@ -29,16 +32,22 @@ from capa_py.tinkerbell.gotemplate.values import (
     unbox,
 )
 
+__all__ = [
+    "BUILTINS",
+    "TINKERBELL_FUNCS",
+    "Func",
+    "FuncError",
+    "ParamType",
+    "format_partition",
+    "is_true",
+]
+
 
 class ParamType(Enum):
     VALUE = "reflect.Value"
     ANY = "interface {}"
     STRING = "string"
     INT = "int"
-
-
-class FuncError(Exception):
-    """A function's own error (Go's second return value)."""
 
 
 @dataclass(frozen=True)
@@ -48,138 +57,6 @@ class Func:
     variadic: bool
     impl: Callable[..., Any]
     builtin: bool = True
-
-
-# -- truth and comparison ---------------------------------------------------------------------------
-def is_true(value: Any) -> bool:
-    """Go's ``isTrue`` for an opened value: the zero value of its type is false."""
-    if value is NO_VALUE or value is None:
-        return False
-    if isinstance(value, Boxed):
-        return value.value is not None
-    if isinstance(value, (str, list, dict)):
-        return len(value) > 0
-    return bool(value)
-
-
-def _truth(value: Any) -> bool:
-    return is_true(unbox(value))
-
-
-def _not(arg: Any) -> bool:
-    return not _truth(arg)
-
-
-_BOOL, _INT, _UINT, _FLOAT, _COMPLEX, _STRING, _INVALID = (
-    "bool",
-    "int",
-    "uint",
-    "float",
-    "complex",
-    "string",
-    "invalid",
-)
-
-
-def _basic_kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return _BOOL
-    if isinstance(value, GoUint8):
-        return _UINT
-    if is_int(value):
-        return _INT
-    if isinstance(value, float):
-        return _FLOAT
-    if isinstance(value, complex):
-        return _COMPLEX
-    if isinstance(value, str):
-        return _STRING
-    return _INVALID
-
-
-def _is_nil(value: Any) -> bool:
-    return value is NO_VALUE or value is None
-
-
-def _eq(arg1: Any, *arg2: Any) -> bool:
-    arg1 = unbox(arg1)
-    if not arg2:
-        raise FuncError("missing argument for comparison")
-    k1 = _basic_kind(arg1)
-    for raw in arg2:
-        arg = unbox(raw)
-        k2 = _basic_kind(arg)
-        truth = False
-        if k1 != k2:
-            if {k1, k2} == {_INT, _UINT}:
-                truth = arg1 == arg
-            elif arg1 is not NO_VALUE and arg is not NO_VALUE:
-                raise FuncError(f"incompatible types for comparison: {type_name(arg1)} and {type_name(arg)}")
-        elif k1 != _INVALID:
-            truth = arg1 == arg
-        else:
-            # maps and slices: only comparable against nil, and an invalid value counts as nil
-            if not _same_kind(arg1, arg):
-                raise FuncError(
-                    f"non-comparable types {_value_string(arg1, 's')}: {type_name(arg1)}, "
-                    f"{type_name(arg)}: {_value_string(arg, 'v')}"
-                )
-            if _is_nil(arg1) or _is_nil(arg):
-                truth = _is_nil(arg) == _is_nil(arg1)
-            else:
-                raise FuncError(f"non-comparable type {_value_string(arg, 's')}: {type_name(arg)}")
-        if truth:
-            return True
-    return False
-
-
-def _same_kind(a: Any, b: Any) -> bool:
-    if a is NO_VALUE or b is NO_VALUE:
-        return True
-    return type(a) is type(b)
-
-
-def _value_string(value: Any, verb: str) -> str:
-    """``%s``/``%v`` of a ``reflect.Value`` (fmt prints the value it holds)."""
-    if value is NO_VALUE:
-        return "<invalid reflect.Value>"
-    return sprintf("%" + verb, [value])
-
-
-def _ne(arg1: Any, arg2: Any) -> bool:
-    return not _eq(arg1, arg2)
-
-
-def _lt(arg1: Any, arg2: Any) -> bool:
-    arg1 = unbox(arg1)
-    k1 = _basic_kind(arg1)
-    if k1 == _INVALID:
-        raise FuncError("invalid type for comparison")
-    arg2 = unbox(arg2)
-    k2 = _basic_kind(arg2)
-    if k2 == _INVALID:
-        raise FuncError("invalid type for comparison")
-    if k1 != k2:
-        if {k1, k2} == {_INT, _UINT}:
-            return bool(arg1 < arg2)
-        raise FuncError(f"incompatible types for comparison: {type_name(arg1)} and {type_name(arg2)}")
-    if k1 in (_BOOL, _COMPLEX):
-        raise FuncError("invalid type for comparison")
-    if k1 == _STRING:
-        return to_bytes(arg1) < to_bytes(arg2)
-    return bool(arg1 < arg2)
-
-
-def _le(arg1: Any, arg2: Any) -> bool:
-    return _lt(arg1, arg2) or _eq(arg1, arg2)
-
-
-def _gt(arg1: Any, arg2: Any) -> bool:
-    return not _le(arg1, arg2)
-
-
-def _ge(arg1: Any, arg2: Any) -> bool:
-    return not _lt(arg1, arg2)
 
 
 # -- index, slice, len ------------------------------------------------------------------------------
@@ -375,18 +252,18 @@ BUILTINS: dict[str, Func] = {
         Func("slice", (V, V), True, _slice),
         Func("js", (A,), True, _js),
         Func("len", (V,), False, _len),
-        Func("not", (V,), False, _not),
+        Func("not", (V,), False, negate),
         Func("or", (V, V), True, _and_or),
         Func("print", (A,), True, _print),
         Func("printf", (S, A), True, _printf),
         Func("println", (A,), True, _println),
         Func("urlquery", (A,), True, _urlquery),
-        Func("eq", (V, V), True, _eq),
-        Func("ge", (V, V), False, _ge),
-        Func("gt", (V, V), False, _gt),
-        Func("le", (V, V), False, _le),
-        Func("lt", (V, V), False, _lt),
-        Func("ne", (V, V), False, _ne),
+        Func("eq", (V, V), True, eq),
+        Func("ge", (V, V), False, ge),
+        Func("gt", (V, V), False, gt),
+        Func("le", (V, V), False, le),
+        Func("lt", (V, V), False, lt),
+        Func("ne", (V, V), False, ne),
     )
 }
 

@@ -5,147 +5,44 @@ trim markers and dropping comments, the way Go's ``text/template/parse`` lexer d
 becomes an ``ERROR`` item at the place it happened, so the parser reports it only when it reaches it (Go
 reports an earlier parse error first). Positions are character offsets into the template text; errors
 convert them to Go's byte offsets.
+
+The items are :mod:`~capa_py.tinkerbell.gotemplate.tokens`; Go's character classes and quoting are
+:mod:`~capa_py.tinkerbell.gotemplate.runes`.
 """
 
 from __future__ import annotations
 
-import unicodedata
-from dataclasses import dataclass
-from enum import Enum, auto
+from capa_py.tinkerbell.gotemplate.runes import (
+    go_quote,
+    go_rune_desc,
+    is_alphanumeric,
+    is_print,
+    is_space,
+)
+from capa_py.tinkerbell.gotemplate.tokens import KEYWORDS, Item, T
+
+__all__ = [
+    "KEYWORDS",
+    "LEFT_COMMENT",
+    "LEFT_DELIM",
+    "RIGHT_COMMENT",
+    "RIGHT_DELIM",
+    "SPACE_CHARS",
+    "Item",
+    "T",
+    "go_quote",
+    "go_rune_desc",
+    "is_alphanumeric",
+    "is_print",
+    "is_space",
+    "lex",
+]
 
 LEFT_DELIM = "{{"
 RIGHT_DELIM = "}}"
 LEFT_COMMENT = "/*"
 RIGHT_COMMENT = "*/"
 SPACE_CHARS = " \t\r\n"
-
-
-class T(Enum):
-    """Item types; the keywords follow ``KEYWORD``, as in Go (their printed form is ``<word>``)."""
-
-    ERROR = auto()
-    BOOL = auto()
-    CHAR = auto()
-    CHAR_CONSTANT = auto()
-    COMMENT = auto()
-    COMPLEX = auto()
-    ASSIGN = auto()
-    DECLARE = auto()
-    EOF = auto()
-    FIELD = auto()
-    IDENTIFIER = auto()
-    LEFT_DELIM = auto()
-    LEFT_PAREN = auto()
-    NUMBER = auto()
-    PIPE = auto()
-    RAW_STRING = auto()
-    RIGHT_DELIM = auto()
-    RIGHT_PAREN = auto()
-    SPACE = auto()
-    STRING = auto()
-    TEXT = auto()
-    VARIABLE = auto()
-    KEYWORD = auto()
-    BLOCK = auto()
-    BREAK = auto()
-    CONTINUE = auto()
-    DOT = auto()
-    DEFINE = auto()
-    ELSE = auto()
-    END = auto()
-    IF = auto()
-    NIL = auto()
-    RANGE = auto()
-    TEMPLATE = auto()
-    WITH = auto()
-
-
-KEYWORDS: dict[str, T] = {
-    ".": T.DOT,
-    "block": T.BLOCK,
-    "break": T.BREAK,
-    "continue": T.CONTINUE,
-    "define": T.DEFINE,
-    "else": T.ELSE,
-    "end": T.END,
-    "if": T.IF,
-    "range": T.RANGE,
-    "nil": T.NIL,
-    "template": T.TEMPLATE,
-    "with": T.WITH,
-}
-_KEYWORD_TYPES = frozenset(KEYWORDS.values())
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    typ: T
-    val: str
-    pos: int
-    line: int
-
-    def __str__(self) -> str:
-        if self.typ is T.EOF:
-            return "EOF"
-        if self.typ is T.ERROR:
-            return self.val
-        if self.typ in _KEYWORD_TYPES:
-            return f"<{self.val}>"
-        if len(self.val.encode("utf-8", "surrogateescape")) > 10:  # Go: longer than 10 bytes, cut at 10 runes
-            return go_quote(self.val[:10]) + "..."
-        return go_quote(self.val)
-
-
-def go_quote(s: str, ascii_only: bool = False) -> str:
-    """``strconv.Quote``: a double-quoted Go string literal (``strconv.QuoteToASCII`` with ascii_only)."""
-    out = ['"']
-    for ch in s:
-        out.append(_quote_rune(ch, '"', ascii_only))
-    out.append('"')
-    return "".join(out)
-
-
-_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v"}
-
-
-def _quote_rune(ch: str, quote: str, ascii_only: bool) -> str:
-    if ch in (quote, "\\"):
-        return "\\" + ch
-    code = ord(ch)
-    if 0xD800 <= code <= 0xDFFF:  # a byte that is not UTF-8 (kept as a surrogate escape)
-        return "\\ufffd" if code < 0xDC80 else f"\\x{code - 0xDC00:02x}"
-    if ascii_only:
-        if code < 0x80 and is_print(ch):
-            return ch
-    elif is_print(ch):
-        return ch
-    if ch in _ESCAPES:
-        return _ESCAPES[ch]
-    if code < 0x20 or code == 0x7F:
-        return f"\\x{code:02x}"
-    if code < 0x10000:
-        return f"\\u{code:04x}"
-    return f"\\U{code:08x}"
-
-
-def is_print(ch: str) -> bool:
-    """Go's ``unicode.IsPrint``: letters, marks, numbers, punctuation, symbols and the ASCII space."""
-    if ch == " ":
-        return True
-    return unicodedata.category(ch)[0] in "LMNPS"
-
-
-def is_space(ch: str) -> bool:
-    return ch in (" ", "\t", "\r", "\n")
-
-
-def is_alphanumeric(ch: str) -> bool:
-    if ch == "_":
-        return True
-    if not ch:
-        return False
-    cat = unicodedata.category(ch)
-    return cat[0] == "L" or cat == "Nd"
 
 
 def _has_left_trim_marker(text: str, pos: int) -> bool:
@@ -464,16 +361,6 @@ class _Lexer:
         self.pos = x + 1
         self.emit(T.RAW_STRING)
         return True
-
-
-def go_rune_desc(ch: str) -> str:
-    """Go's ``%#U`` of a rune: ``U+0041 'A'`` (the quoted form only when printable)."""
-    if ch == "":
-        return "U+FFFFFFFFFFFFFFFF"  # Go's eof rune is -1
-    code = ord(ch)
-    if is_print(ch):
-        return f"U+{code:04X} '{ch}'"
-    return f"U+{code:04X}"
 
 
 def lex(text: str) -> list[Item]:

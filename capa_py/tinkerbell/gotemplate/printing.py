@@ -4,208 +4,31 @@ widths, precisions, argument indexes and its ``%!verb(type=value)`` error notati
 Values are the runtime values of ``values`` (plain, not boxed: callers open boxes first). Floats use
 Go's ``strconv`` formatting: the shortest digits that round-trip for ``%v``, exact decimal rounding
 otherwise (Python's ``Decimal`` of a float is exact, so rounding agrees with Go's).
+
+The formatting of one operand is :mod:`~capa_py.tinkerbell.gotemplate.verbs`; floats' digits are
+:mod:`~capa_py.tinkerbell.gotemplate.floatfmt`.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal, localcontext
 from typing import Any
 
-from capa_py.tinkerbell.gotemplate.lex import _quote_rune, go_quote, is_print
-from capa_py.tinkerbell.gotemplate.values import (
-    GoUint8,
-    concrete_type_name,
-    is_int,
-    to_bytes,
+from capa_py.tinkerbell.gotemplate.floatfmt import format_float
+from capa_py.tinkerbell.gotemplate.values import GoUint8, concrete_type_name, is_int, to_bytes
+from capa_py.tinkerbell.gotemplate.verbs import (
+    LDIGITS,
+    MAX_RUNE,
+    UDIGITS,
+    Flags,
+    Formatter,
+    rune_count,
 )
 
-LDIGITS = "0123456789abcdefx"
-UDIGITS = "0123456789ABCDEFX"
-MAX_RUNE = 0x10FFFF
+__all__ = ["LDIGITS", "MAX_RUNE", "UDIGITS", "format_float", "rune_count", "sprint", "sprintf", "sprintln"]
 
 
-@dataclass
-class _Flags:
-    wid_present: bool = False
-    prec_present: bool = False
-    minus: bool = False
-    plus: bool = False
-    sharp: bool = False
-    space: bool = False
-    zero: bool = False
-    plus_v: bool = False
-    sharp_v: bool = False
-    wid: int = 0
-    prec: int = 0
-
-
-def rune_count(s: str) -> int:
-    return len(s)
-
-
-class _Printer:
-    def __init__(self) -> None:
-        self.buf: list[str] = []
-        self.f = _Flags()
-
-    # -- padding ----------------------------------------------------------------------------------
-    def write_padding(self, n: int) -> None:
-        if n <= 0:
-            return
-        self.buf.append(("0" if self.f.zero and not self.f.minus else " ") * n)
-
-    def pad(self, s: str) -> None:
-        if not self.f.wid_present or self.f.wid == 0:
-            self.buf.append(s)
-            return
-        width = self.f.wid - rune_count(s)
-        if not self.f.minus:
-            self.write_padding(width)
-            self.buf.append(s)
-        else:
-            self.buf.append(s)
-            self.write_padding(width)
-
-    def pad_no_zero(self, s: str) -> None:
-        old = self.f.zero
-        self.f.zero = False
-        self.pad(s)
-        self.f.zero = old
-
-    # -- integers ---------------------------------------------------------------------------------
-    def fmt_integer(self, u: int, base: int, signed: bool, verb: str, digits: str) -> None:
-        negative = signed and u < 0
-        if negative:
-            u = -u
-        f = self.f
-        prec = 0
-        if f.prec_present:
-            prec = f.prec
-            if prec == 0 and u == 0:
-                old = f.zero
-                f.zero = False
-                self.write_padding(f.wid)
-                f.zero = old
-                return
-        elif f.zero and not f.minus and f.wid_present:
-            prec = f.wid
-            if negative or f.plus or f.space:
-                prec -= 1
-        out = _to_base(u, base, digits)
-        if len(out) < prec:
-            out = "0" * (prec - len(out)) + out
-        if f.sharp:
-            if base == 2:
-                out = "0b" + out
-            elif base == 8:
-                if out[0] != "0":
-                    out = "0" + out
-            elif base == 16:
-                out = "0" + digits[16] + out
-        if verb == "O":
-            out = "0o" + out
-        if negative:
-            out = "-" + out
-        elif f.plus:
-            out = "+" + out
-        elif f.space:
-            out = " " + out
-        self.pad_no_zero(out)
-
-    def fmt_unicode(self, u: int) -> None:
-        prec = 4
-        if self.f.prec_present and self.f.prec > 4:
-            prec = self.f.prec
-        out = "U+" + format(u, "X").rjust(prec, "0")
-        if self.f.sharp and u <= MAX_RUNE and not 0xD800 <= u <= 0xDFFF and is_print(chr(u)):
-            out += " '" + chr(u) + "'"
-        self.pad_no_zero(out)
-
-    def fmt_c(self, u: int) -> None:
-        self.pad(_rune_char(u))
-
-    def fmt_qc(self, u: int) -> None:
-        ch = _rune_char(u)
-        self.pad("'" + _quote_rune(ch, "'", self.f.plus) + "'")
-
-    # -- strings ----------------------------------------------------------------------------------
-    def truncate(self, s: str) -> str:
-        if self.f.prec_present:
-            return s[: self.f.prec]
-        return s
-
-    def fmt_s(self, s: str) -> None:
-        self.pad(self.truncate(s))
-
-    def fmt_sx(self, s: str, digits: str) -> None:
-        b = to_bytes(s)
-        f = self.f
-        length = len(b)
-        if f.prec_present and f.prec < length:
-            length = f.prec
-        width = 2 * length
-        if width > 0:
-            if f.space:
-                if f.sharp:
-                    width *= 2
-                width += length - 1
-            elif f.sharp:
-                width += 2
-        else:
-            if f.wid_present:
-                self.write_padding(f.wid)
-            return
-        if f.wid_present and f.wid > width and not f.minus:
-            self.write_padding(f.wid - width)
-        out: list[str] = []
-        if f.sharp:
-            out.append("0" + digits[16])
-        for i in range(length):
-            if f.space and i > 0:
-                out.append(" ")
-                if f.sharp:
-                    out.append("0" + digits[16])
-            c = b[i]
-            out.append(digits[c >> 4] + digits[c & 0xF])
-        self.buf.append("".join(out))
-        if f.wid_present and f.wid > width and f.minus:
-            self.write_padding(f.wid - width)
-
-    def fmt_q(self, s: str) -> None:
-        s = self.truncate(s)
-        if self.f.sharp and _can_backquote(s):
-            self.pad("`" + s + "`")
-            return
-        self.pad(go_quote(s, ascii_only=self.f.plus))
-
-    # -- floats -----------------------------------------------------------------------------------
-    def fmt_float(self, v: float, verb: str, prec: int) -> None:
-        f = self.f
-        if f.prec_present:
-            prec = f.prec
-        num = format_float(v, verb, prec)
-        if num[0] not in "-+":
-            num = "+" + num
-        if f.space and num[0] == "+" and not f.plus:
-            num = " " + num[1:]
-        if num[1] in "IN":
-            if num[1] == "N" and not f.space and not f.plus:
-                num = num[1:]
-            self.pad_no_zero(num)
-            return
-        if f.sharp and verb != "b":
-            num = _sharp_float(num, verb, prec)
-        if f.plus or num[0] != "+":
-            if f.zero and not f.minus and f.wid_present and f.wid > len(num):
-                self.buf.append(num[0])
-                self.write_padding(f.wid - len(num))
-                self.buf.append(num[1:])
-                return
-            self.pad(num)
-            return
-        self.pad(num[1:])
+class _Printer(Formatter):
+    """Go's ``fmt.pp``: each template value printed under a verb, and ``Printf``'s format string."""
 
     # -- dispatch ---------------------------------------------------------------------------------
     def bad_verb(self, value: Any, verb: str, *, has_value: bool = True) -> None:
@@ -352,7 +175,7 @@ class _Printer:
             if i >= end:
                 break
             i += 1
-            self.f = _Flags()
+            self.f = Flags()
             simple = False
             while i < end:
                 c = fmt[i]
@@ -433,7 +256,7 @@ class _Printer:
                 self.print_arg(args[arg_num], verb)
                 arg_num += 1
         if not self.reordered and arg_num < len(args):
-            self.f = _Flags()
+            self.f = Flags()
             self.buf.append("%!(EXTRA ")
             for n, arg in enumerate(args[arg_num:]):
                 if n > 0:
@@ -497,207 +320,6 @@ def _int_from_arg(args: list[Any], arg_num: int) -> tuple[int, bool, int]:
         if _too_large(num):
             num, is_num = 0, False
     return num, is_num, new
-
-
-def _to_base(u: int, base: int, digits: str) -> str:
-    if u == 0:
-        return "0"
-    out = []
-    while u:
-        out.append(digits[u % base])
-        u //= base
-    return "".join(reversed(out))
-
-
-def _rune_char(u: int) -> str:
-    if u > MAX_RUNE or 0xD800 <= u <= 0xDFFF:
-        return "\ufffd"
-    return chr(u)
-
-
-def _can_backquote(s: str) -> bool:
-    for ch in s:
-        code = ord(ch)
-        if ch in ("`", "\ufeff") or 0xD800 <= code <= 0xDFFF:
-            return False
-        if (code < 0x20 and ch != "\t") or code == 0x7F:
-            return False
-    return True
-
-
-def _sharp_float(num: str, verb: str, prec: int) -> str:
-    """The ``#`` flag: always a decimal point, and for %g/%v the trailing zeros kept."""
-    digits = 0
-    if verb in "vgGx":
-        digits = 6 if prec == -1 else prec
-    tail = ""
-    body = num
-    has_point = False
-    saw_nonzero = False
-    for i in range(1, len(num)):
-        c = num[i]
-        if c == ".":
-            has_point = True
-        elif c in "pP" or (c in "eE" and verb not in "xX"):
-            tail, body = num[i:], num[:i]
-            break
-        else:
-            if c != "0":
-                saw_nonzero = True
-            if saw_nonzero:
-                digits -= 1
-    if not has_point:
-        if len(body) == 2 and body[1] == "0":
-            digits -= 1
-        body += "."
-    if digits > 0:
-        body += "0" * digits
-    return body + tail
-
-
-# -- strconv.FormatFloat ------------------------------------------------------------------------------
-def _digits_of(d: Decimal) -> tuple[str, int]:
-    """Significant digits (no leading or trailing zeros) and the decimal point position of ``d`` > 0."""
-    _, digit_tuple, exponent = d.as_tuple()
-    assert isinstance(exponent, int)
-    s = "".join(str(x) for x in digit_tuple).lstrip("0")
-    if not s:
-        return "", 0
-    dp = len(s) + exponent
-    s = s.rstrip("0")
-    return s, dp
-
-
-def format_float(v: float, fmt: str, prec: int) -> str:
-    """Go's ``strconv.FormatFloat(v, fmt, prec, 64)`` for fmt in ``eEfgGbxX``."""
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "+Inf" if v > 0 else "-Inf"
-    neg = math.copysign(1.0, v) < 0
-    a = abs(v)
-    if fmt == "b":
-        return _fmt_b(neg, a)
-    if fmt in "xX":
-        return _fmt_x(neg, a, prec, fmt)
-    shortest = prec < 0
-    if a == 0:
-        s, dp = "", 0
-    elif shortest:
-        s, dp = _digits_of(Decimal(repr(a)))
-        nd = len(s)
-        if fmt in "eE":
-            prec = max(nd - 1, 0)
-        elif fmt == "f":
-            prec = max(nd - dp, 0)
-        else:
-            prec = nd
-    else:
-        with localcontext() as ctx:
-            ctx.prec = 2000
-            exact = Decimal(a)
-            if fmt in "eE":
-                places = exact.adjusted() - prec
-            elif fmt == "f":
-                places = -prec
-            else:
-                places = exact.adjusted() - (prec or 1) + 1
-            rounded = exact.quantize(Decimal(1).scaleb(places), rounding=ROUND_HALF_EVEN)
-            s, dp = _digits_of(rounded) if rounded else ("", 0)
-    return _fmt_efg(neg, s, dp, prec, fmt, shortest)
-
-
-def _fmt_efg(neg: bool, s: str, dp: int, prec: int, fmt: str, shortest: bool) -> str:
-    nd = len(s)
-    if fmt in "gG":
-        if not shortest and prec == 0:
-            prec = 1
-        eprec = prec
-        if eprec > nd >= dp:
-            eprec = nd
-        if shortest:
-            eprec = 6
-        exp = dp - 1
-        if exp < -4 or exp >= eprec:
-            prec = min(prec, nd)
-            prec -= 1
-            fmt = "e" if fmt == "g" else "E"
-        else:
-            if prec > dp:
-                prec = nd
-            prec = max(prec - dp, 0)
-            fmt = "f"
-    out = ["-"] if neg else []
-    if fmt in "eE":
-        out.append(s[0] if nd else "0")
-        if prec > 0:
-            frac = s[1 : min(nd, prec + 1)]
-            out.append("." + frac + "0" * (prec - len(frac)))
-        exp = 0 if nd == 0 else dp - 1
-        out.append(fmt + ("-" if exp < 0 else "+") + str(abs(exp)).rjust(2, "0"))
-        return "".join(out)
-    # %f
-    if dp > 0:
-        m = min(nd, dp)
-        out.append(s[:m] + "0" * (dp - m))
-    else:
-        out.append("0")
-    if prec > 0:
-        lz = min(prec, max(0, -dp))
-        off = dp + lz
-        m = min(prec - lz, max(0, nd - off))
-        tz = max(0, prec - lz - m)
-        out.append("." + "0" * lz + s[off : off + m] + "0" * tz)
-    return "".join(out)
-
-
-def _fmt_b(neg: bool, a: float) -> str:
-    if a == 0:
-        mant, exp = 0, -1074
-    elif a < 2.0**-1022:
-        mant, exp = int(a * 2.0**1074), -1074
-    else:
-        m, e = math.frexp(a)
-        mant, exp = int(m * 2**53), e - 53
-    return ("-" if neg else "") + f"{mant}p{'-' if exp < 0 else '+'}{abs(exp)}"
-
-
-def _fmt_x(neg: bool, a: float, prec: int, fmt: str) -> str:
-    mask = (1 << 64) - 1
-    if a == 0:
-        mant, exp = 0, 0
-    else:
-        m, e = math.frexp(a)
-        mant = int(m * 2**53) << (60 - 52)
-        exp = e - 1
-    if 0 <= prec < 15:
-        shift = prec * 4
-        extra = (mant << shift) & ((1 << 60) - 1)
-        mant >>= 60 - shift
-        if extra | (mant & 1) > 1 << 59:
-            mant += 1
-        mant <<= 60 - shift
-        if mant & (1 << 61):
-            mant >>= 1
-            exp += 1
-    hexd = "0123456789abcdef" if fmt == "x" else "0123456789ABCDEF"
-    out = ["-"] if neg else []
-    out.append("0" + fmt + str((mant >> 60) & 1))
-    mant = (mant << 4) & mask
-    if prec < 0 and mant != 0:
-        out.append(".")
-        while mant != 0:
-            out.append(hexd[(mant >> 60) & 15])
-            mant = (mant << 4) & mask
-    elif prec > 0:
-        out.append(".")
-        for _ in range(prec):
-            out.append(hexd[(mant >> 60) & 15])
-            mant = (mant << 4) & mask
-    out.append("p" if fmt == "x" else "P")
-    out.append("-" if exp < 0 else "+")
-    out.append(str(abs(exp)).rjust(2, "0"))
-    return "".join(out)
 
 
 # -- public ---------------------------------------------------------------------------------------------

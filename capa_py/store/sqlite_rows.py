@@ -1,0 +1,211 @@
+"""How the SQLite store keeps objects: rows, resource versions, the events table, deletion and collection.
+
+Every write takes the next ``resourceVersion`` from one counter (like etcd's revision), stores the object's
+document and appends an event whose sequence number is that version; the events table is compacted in batches
+to keep :attr:`SQLiteRows.retain_events`. A deletion marks an object while it has finalizers and removes it
+when it has none; removing an object collects its dependents through the owner index (background
+propagation), and ``Orphan`` propagation strips the owner reference from them instead.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import pydantic
+
+from capa_py import __version__
+from capa_py.api.meta import KubeObject, utcnow
+from capa_py.logging import get_logger
+from capa_py.store.admission import check_registered, validated_document
+from capa_py.store.errors import Unreadable
+from capa_py.store.protocol import Propagation, T
+from capa_py.store.sqlite_connections import SQLiteConnections
+from capa_py.store.sqlite_layout import WRITER_KEY, newer
+
+ORPHAN_FINALIZER = "orphan"
+
+_log = get_logger("store.sqlite")
+
+
+def labels_of(doc: dict[str, Any]) -> dict[str, str]:
+    """The labels of a stored document."""
+    return dict(doc.get("metadata", {}).get("labels", {}))
+
+
+class SQLiteRows(SQLiteConnections):
+    """The rows and events of a store's objects, written inside the caller's transaction."""
+
+    retain_events: int
+    """How many events the table keeps (at most twice as many between compactions)."""
+
+    def _namespace(self, kind: type[KubeObject], namespace: str | None) -> str:
+        if not kind.NAMESPACED:
+            return ""
+        return namespace or "default"
+
+    def _check_kind(self, kind: type[KubeObject]) -> None:
+        check_registered(self.registry, kind)
+
+    def _validated(self, obj: KubeObject) -> dict[str, Any]:
+        """The object's wire form after full validation; raises Invalid naming the field."""
+        return validated_document(self.registry, obj)
+
+    def _next_rv(self, conn: sqlite3.Connection) -> int:
+        row = conn.execute(
+            "UPDATE counters SET value = value + 1 WHERE name = 'rv' RETURNING value"
+        ).fetchone()
+        return int(row[0])
+
+    def _row(
+        self, conn: sqlite3.Connection, kind: type[KubeObject], name: str, namespace: str
+    ) -> tuple[int, dict[str, Any]] | None:
+        row = conn.execute(
+            "SELECT rv, doc FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?",
+            (kind.API_VERSION, kind.KIND, namespace, name),
+        ).fetchone()
+        return None if row is None else (int(row[0]), json.loads(row[1]))
+
+    def _row_by_uid(self, conn: sqlite3.Connection, uid: str) -> dict[str, Any] | None:
+        row = conn.execute("SELECT doc FROM objects WHERE uid=?", (uid,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def _put(
+        self, conn: sqlite3.Connection, doc: dict[str, Any], event: str, prev: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        rv = self._next_rv(conn)
+        meta = doc["metadata"]
+        meta["resourceVersion"] = str(rv)
+        namespace = meta.get("namespace", "")
+        text = json.dumps(doc, separators=(",", ":"))
+        conn.execute(
+            "INSERT INTO objects (api_version, kind, namespace, name, uid, rv, doc) VALUES (?,?,?,?,?,?,?) "
+            "ON CONFLICT (api_version, kind, namespace, name) DO UPDATE SET rv=excluded.rv, doc=excluded.doc",
+            (doc["apiVersion"], doc["kind"], namespace, meta["name"], meta["uid"], rv, text),
+        )
+        self._record_event(conn, rv, event, doc, prev)
+        return doc
+
+    def _record_event(
+        self, conn: sqlite3.Connection, rv: int, event: str, doc: dict[str, Any], prev: dict[str, Any] | None
+    ) -> None:
+        meta = doc["metadata"]
+        conn.execute(
+            "INSERT INTO events (seq, type, api_version, kind, namespace, name, doc, prev_labels) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (
+                rv,
+                event,
+                doc["apiVersion"],
+                doc["kind"],
+                meta.get("namespace", ""),
+                meta["name"],
+                json.dumps(doc, separators=(",", ":")),
+                None if prev is None else json.dumps(labels_of(prev)),
+            ),
+        )
+        # Compact in batches, but never let the table grow past twice what the caller asked us to keep.
+        if rv % max(1, min(1000, self.retain_events)) == 0 and rv > self.retain_events:
+            floor = rv - self.retain_events
+            conn.execute("DELETE FROM events WHERE seq <= ?", (floor,))
+            conn.execute("UPDATE counters SET value = ? WHERE name = 'compacted'", (floor,))
+
+    def _remove(self, conn: sqlite3.Connection, doc: dict[str, Any]) -> dict[str, Any]:
+        """Remove an object for good, then collect its dependents (background propagation)."""
+        meta = doc["metadata"]
+        rv = self._next_rv(conn)
+        meta["resourceVersion"] = str(rv)
+        conn.execute("DELETE FROM objects WHERE uid=?", (meta["uid"],))
+        self._record_event(conn, rv, "DELETED", doc, doc)
+        self._collect_dependents(conn, meta["uid"], orphan=False)
+        return doc
+
+    def _collect_dependents(self, conn: sqlite3.Connection, owner_uid: str, orphan: bool) -> None:
+        dependents = [
+            row[0]
+            for row in conn.execute("SELECT dependent_uid FROM owner_index WHERE owner_uid=?", (owner_uid,))
+        ]
+        for dependent_uid in dependents:
+            dependent = self._row_by_uid(conn, dependent_uid)
+            if dependent is None:
+                continue
+            refs = dependent["metadata"].get("ownerReferences", [])
+            remaining = [
+                r for r in refs if r["uid"] != owner_uid and self._row_by_uid(conn, r["uid"]) is not None
+            ]
+            if orphan or remaining:
+                prev = json.loads(json.dumps(dependent))
+                dependent["metadata"]["ownerReferences"] = remaining
+                if not remaining:
+                    dependent["metadata"].pop("ownerReferences", None)
+                self._put(conn, dependent, "MODIFIED", prev)
+            else:
+                _log.debug(
+                    "garbage collecting dependent", kind=dependent["kind"], name=dependent["metadata"]["name"]
+                )
+                self._delete_doc(conn, dependent, "Background")
+
+    def _delete_doc(
+        self, conn: sqlite3.Connection, doc: dict[str, Any], propagation: Propagation
+    ) -> dict[str, Any]:
+        meta = doc["metadata"]
+        finalizers: list[str] = list(meta.get("finalizers", []))
+        if propagation == "Orphan" and ORPHAN_FINALIZER not in finalizers:
+            finalizers.append(ORPHAN_FINALIZER)
+        if finalizers == [ORPHAN_FINALIZER]:
+            self._collect_dependents(conn, meta["uid"], orphan=True)
+            finalizers = []
+        if not finalizers:
+            meta.pop("finalizers", None)
+            return self._remove(conn, doc)
+        if meta.get("deletionTimestamp") and finalizers == meta.get("finalizers"):
+            return doc
+        prev = json.loads(json.dumps(doc))
+        meta["finalizers"] = finalizers
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = utcnow().strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["deletionGracePeriodSeconds"] = 0
+            if "generation" in meta:
+                meta["generation"] = int(meta["generation"]) + 1
+        return self._put(conn, doc, "MODIFIED", prev)
+
+    def _to_model(self, model: type[T], doc: dict[str, Any]) -> T:
+        try:
+            return model.model_validate(doc)
+        except pydantic.ValidationError as exc:
+            raise self._unreadable(model, doc, exc) from exc
+
+    def _unreadable(
+        self, model: type[KubeObject], doc: dict[str, Any], exc: pydantic.ValidationError
+    ) -> Unreadable:
+        """A stored object this version's model refuses: named, with the field and who wrote the store."""
+        found = doc.get("metadata")
+        meta: dict[str, Any] = found if isinstance(found, dict) else {}
+        namespace = str(meta.get("namespace") or "")
+        name = f"{namespace + '/' if namespace else ''}{meta.get('name', '?')}"
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        try:  # a plain read, whether or not this thread is inside a transaction
+            row = self._conn().execute("SELECT value FROM store_meta WHERE name=?", (WRITER_KEY,)).fetchone()
+        except sqlite3.Error:
+            row = None
+        writer = None if row is None else str(row[0])
+        if error["type"] == "extra_forbidden":
+            problem = f"{field} is not a field this capa-py ({__version__}) knows"
+        else:
+            problem = f"{field}: {error['msg']} (this capa-py is {__version__})"
+        by = (
+            f"the store was written by capa-py {writer}: use that version or newer"
+            if newer(writer)
+            else "written by a newer capa-py?"
+        )
+        return Unreadable(f"cannot read {model.KIND} {name} from the store: {problem}; {by}")
+
+    def _from_text(self, model: type[T], text: str) -> T:
+        # Validating the stored JSON in one step (pydantic-core parses it) costs less than json.loads
+        # followed by validation, and less than deep-copying an already parsed object.
+        try:
+            return model.model_validate_json(text)
+        except pydantic.ValidationError as exc:
+            raise self._unreadable(model, json.loads(text), exc) from exc
