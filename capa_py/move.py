@@ -30,28 +30,18 @@ annotations even once the objects that led to them are gone.
 from __future__ import annotations
 
 import contextlib
-import graphlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from capa_py.api.aws import AWSCluster, AWSMachine
-from capa_py.api.aws_templates import AWSClusterTemplate, AWSMachineTemplate
-from capa_py.api.cluster import Cluster, Machine
-from capa_py.api.core import Namespace, Secret
-from capa_py.api.machinesets import MachineDeployment, MachineSet
-from capa_py.api.meta import KubeObject, ObjectReference
-from capa_py.api.tinkerbell import Hardware, Template, Workflow
-from capa_py.api.tinkerbell_capi import (
-    HARDWARE_OWNER_NAME_LABEL,
-    HARDWARE_OWNER_NAMESPACE_LABEL,
-    TinkerbellCluster,
-    TinkerbellMachine,
-    TinkerbellMachineTemplate,
-)
+from capa_py.api.cluster import Cluster
+from capa_py.api.core import Namespace
+from capa_py.api.meta import KubeObject
 from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.logging import get_logger
+from capa_py.move_graph import CLUSTER_NAME_LABEL, MOVABLE_KINDS, Graph, Key, discover, select_clusters
 from capa_py.store.errors import AlreadyExists, NotFound, StoreError
 from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
@@ -60,31 +50,8 @@ MOVED_FROM_UID = "capa-py.io/moved-from-uid"
 """On a moved object on the target: the uid of the source object it was copied from."""
 PAUSED_BY_MOVE = "capa-py.io/paused-by-move"
 """On a Cluster: the move paused it (it was not paused before), so the move unpauses it on the target."""
-CLUSTER_NAME_LABEL = "cluster.x-k8s.io/cluster-name"
-
-MOVABLE_KINDS: tuple[type[KubeObject], ...] = (
-    Cluster,
-    AWSCluster,
-    TinkerbellCluster,
-    MachineDeployment,
-    MachineSet,
-    Machine,
-    AWSMachine,
-    TinkerbellMachine,
-    AWSClusterTemplate,
-    AWSMachineTemplate,
-    TinkerbellMachineTemplate,
-    Hardware,
-    Template,
-    Workflow,
-    Secret,
-)
-"""Every kind a move considers, in the order used between objects no owner reference orders."""
 
 _log = get_logger("move")
-
-Key = tuple[str, str | None, str]
-"""(kind, namespace, name)"""
 
 
 class MoveError(Exception):
@@ -114,112 +81,6 @@ class MoveResult:
         return dict(Counter(o.kind for o in self.objects))
 
 
-def _key(obj: KubeObject) -> Key:
-    return (obj.kind, obj.namespace, obj.name)
-
-
-def _ref_key(ref: ObjectReference | None, namespace: str | None) -> Key | None:
-    if ref is None or not ref.kind or not ref.name:
-        return None
-    return (ref.kind, ref.namespace or namespace, ref.name)
-
-
-def _referenced(obj: KubeObject) -> list[Key]:
-    """The objects ``obj``'s spec names."""
-    ns = obj.namespace
-    found: list[Key | None] = []
-    if isinstance(obj, Cluster):
-        found += [_ref_key(obj.spec.infrastructure_ref, ns), _ref_key(obj.spec.control_plane_ref, ns)]
-        found.append(("Secret", ns, f"{obj.name}-kubeconfig"))
-    elif isinstance(obj, MachineDeployment | MachineSet):
-        found.append(_ref_key(obj.spec.template.spec.infrastructure_ref, ns))
-        if obj.spec.template.spec.bootstrap.data_secret_name:
-            found.append(("Secret", ns, obj.spec.template.spec.bootstrap.data_secret_name))
-    elif isinstance(obj, Machine):
-        found.append(_ref_key(obj.spec.infrastructure_ref, ns))
-        found.append(_ref_key(obj.spec.bootstrap.config_ref, ns))
-        if obj.spec.bootstrap.data_secret_name:
-            found.append(("Secret", ns, obj.spec.bootstrap.data_secret_name))
-    return [k for k in found if k is not None]
-
-
-class _Graph:
-    """Discovery of the clusters' graph on the source (see the module docstring)."""
-
-    def __init__(self, source: ObjectStore, moved_uids: set[str]) -> None:
-        self.source = source
-        self.moved_uids = moved_uids
-        self.members: dict[str, KubeObject] = {}
-
-    def discover(self, clusters: list[Cluster]) -> list[KubeObject]:
-        for namespace in sorted({c.namespace or "" for c in clusters}):
-            self._discover_namespace(namespace, [c for c in clusters if (c.namespace or "") == namespace])
-        return self._ordered()
-
-    def _candidates(self, namespace: str) -> list[KubeObject]:
-        found: list[KubeObject] = []
-        for kind in MOVABLE_KINDS[1:]:
-            found.extend(self.source.list(kind, namespace=namespace))
-        return found
-
-    def _discover_namespace(self, namespace: str, clusters: list[Cluster]) -> None:
-        names = {c.name for c in clusters}
-        for c in clusters:
-            self.members[c.uid] = c
-        candidates = self._candidates(namespace)
-        changed = True
-        while changed:
-            changed = False
-            referenced = {k for o in self.members.values() for k in _referenced(o)}
-            claimed = {
-                o.spec.hardware_name
-                for o in self.members.values()
-                if isinstance(o, TinkerbellMachine) and o.spec.hardware_name
-            }
-            machines = {o.name for o in self.members.values() if isinstance(o, TinkerbellMachine)}
-            for obj in candidates:
-                if obj.uid in self.members:
-                    continue
-                labels = obj.metadata.labels
-                belongs = (
-                    labels.get(CLUSTER_NAME_LABEL) in names
-                    or (isinstance(obj, Machine) and obj.spec.cluster_name in names)
-                    or obj.uid in self.moved_uids
-                    or _key(obj) in referenced
-                    or any(r.uid in self.members for r in obj.metadata.owner_references)
-                    or (
-                        isinstance(obj, Hardware)
-                        and (
-                            obj.name in claimed
-                            or (
-                                labels.get(HARDWARE_OWNER_NAME_LABEL) in machines
-                                and labels.get(HARDWARE_OWNER_NAMESPACE_LABEL, "") == namespace
-                            )
-                        )
-                    )
-                )
-                if belongs:
-                    self.members[obj.uid] = obj
-                    changed = True
-
-    def _ordered(self) -> list[KubeObject]:
-        """Owners before their dependents; otherwise by :data:`MOVABLE_KINDS` order, then name."""
-        rank = {k.KIND: i for i, k in enumerate(MOVABLE_KINDS)}
-        sorter: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
-        for uid, obj in self.members.items():
-            sorter.add(uid, *(r.uid for r in obj.metadata.owner_references if r.uid in self.members))
-        sorter.prepare()
-        ordered: list[KubeObject] = []
-        while sorter.is_active():
-            ready = sorted(
-                sorter.get_ready(), key=lambda u: (rank[self.members[u].kind], _key(self.members[u]))
-            )
-            for uid in ready:
-                ordered.append(self.members[uid])
-                sorter.done(uid)
-        return ordered
-
-
 def _moved_uids(target: ObjectStore, namespaces: Iterable[str | None]) -> dict[str, KubeObject]:
     """Objects on the target that a move created, by the uid of their source object."""
     found: dict[str, KubeObject] = {}
@@ -230,13 +91,6 @@ def _moved_uids(target: ObjectStore, namespaces: Iterable[str | None]) -> dict[s
                 if source_uid:
                     found[source_uid] = obj
     return found
-
-
-def _select_clusters(store: ObjectStore, namespace: str | None, cluster: str | None) -> list[Cluster]:
-    if cluster is not None:
-        found = get_or_none(store, Cluster, cluster, namespace or "default")
-        return [] if found is None else [found]
-    return list(store.list(Cluster, namespace=namespace))
 
 
 def _copy_for_target(obj: KubeObject, uid_map: dict[str, str], source_uid: str) -> KubeObject:
@@ -257,14 +111,6 @@ def _copy_for_target(obj: KubeObject, uid_map: dict[str, str], source_uid: str) 
     return copy
 
 
-def discover(
-    source: ObjectStore, namespace: str | None = None, cluster: str | None = None
-) -> list[KubeObject]:
-    """The graph a move of these clusters would move, owners first."""
-    clusters = _select_clusters(source, namespace, cluster)
-    return _Graph(source, set()).discover(clusters)
-
-
 def move(
     source: ObjectStore,
     target: ObjectStore,
@@ -283,13 +129,13 @@ def move(
     """
     notify = after_write or (lambda _: None)
     result = MoveResult(dry_run=dry_run)
-    clusters = _select_clusters(source, namespace, cluster)
+    clusters = select_clusters(source, namespace, cluster)
     # Where earlier runs of this move may have left objects on the target (None: every namespace).
     namespaces: set[str | None] = {namespace or "default"} if cluster is not None else {namespace}
     if cluster is not None and not clusters:
         require_cluster(source, target, namespace or "default", cluster)
     moved = _moved_uids(target, namespaces)
-    graph = _Graph(source, set(moved)).discover(clusters)
+    graph = Graph(source, set(moved)).discover(clusters)
     result.objects = graph
     result.clusters = [f"{c.namespace}/{c.name}" for c in clusters]
     _refuse_taken_names(target, graph, moved)
@@ -408,3 +254,18 @@ def _refuse_taken_names(target: ObjectStore, graph: list[KubeObject], moved: dic
             f"{found.ref()} already exists on the target and was not moved there from this source; "
             "nothing was changed"
         )
+
+
+__all__ = [
+    "CLUSTER_NAME_LABEL",
+    "MOVABLE_KINDS",
+    "MOVED_FROM_UID",
+    "PAUSED_BY_MOVE",
+    "Key",
+    "MoveError",
+    "MoveResult",
+    "UnknownCluster",
+    "discover",
+    "move",
+    "require_cluster",
+]

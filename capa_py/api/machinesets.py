@@ -22,15 +22,22 @@ clone a bootstrap config template from, so a templated Machine must name its boo
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, WithJsonSchema
 
-from capa_py.api.cluster import CLUSTER_API_VERSION, CLUSTER_NAME_LABEL, MachineSpec
+from capa_py.api.cluster import CLUSTER_API_VERSION, CLUSTER_NAME_LABEL
 from capa_py.api.immutable import immutable
+from capa_py.api.machine_template import (
+    SUFFIX_ALPHABET,
+    MachineTemplateMetadata,
+    MachineTemplateSpec,
+    default_template,
+    encode_digest,
+    template_hash,
+    template_issues,
+)
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject
 from capa_py.api.tinkerbell_capi import LabelSelector
 
@@ -62,11 +69,6 @@ IntOrString = Annotated[int | str, WithJsonSchema({"x-kubernetes-int-or-string":
 """A Kubernetes ``intstr.IntOrString``: an integer, or a percentage such as ``"25%"``."""
 
 _PERCENT = re.compile(r"^(0|[1-9][0-9]*)%$")
-_SEMVER = re.compile(
-    r"^v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
-    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$"
-)
-_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
 
 def scaled_value(value: IntOrString, total: int, round_up: bool) -> int:
@@ -82,34 +84,6 @@ def scaled_value(value: IntOrString, total: int, round_up: bool) -> int:
     percent = int(match.group(1))
     whole, rest = divmod(percent * total, 100)
     return whole + (1 if round_up and rest else 0)
-
-
-SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-"""The characters of generated name suffixes and hashes (no vowels, no look-alikes)."""
-
-
-def encode_digest(digest: bytes, length: int) -> str:
-    return "".join(SUFFIX_ALPHABET[b % len(SUFFIX_ALPHABET)] for b in digest[:length])
-
-
-def template_hash(template: MachineTemplateSpec) -> str:
-    """What makes Machines of a template different ones: the version, failure domain, bootstrap and the
-    infrastructure template (group, kind and name). Labels and annotations are not part of it: changing
-    them does not replace Machines."""
-    spec = template.spec
-    ref = spec.infrastructure_ref
-    material: dict[str, Any] = {
-        "version": spec.version,
-        "failureDomain": spec.failure_domain,
-        "bootstrap": spec.bootstrap.model_dump(mode="json", by_alias=True, exclude_none=True),
-        "infrastructureRef": {
-            "group": (ref.api_version or "").rpartition("/")[0],
-            "kind": ref.kind,
-            "name": ref.name,
-        },
-    }
-    digest = hashlib.sha256(json.dumps(material, sort_keys=True).encode()).digest()
-    return encode_digest(digest, 10)
 
 
 def template_hash_label(digest: str, suffix: str) -> str:
@@ -128,18 +102,6 @@ def _issue(path: str, message: str) -> FieldIssue:
     return FieldIssue(path=path, message=message)
 
 
-class MachineTemplateMetadata(KubeModel):
-    """What a template gives every Machine it makes: labels and annotations."""
-
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
-
-
-class MachineTemplateSpec(KubeModel):
-    metadata: MachineTemplateMetadata = Field(default_factory=MachineTemplateMetadata)
-    spec: MachineSpec
-
-
 class MachineRollingUpdateDeployment(KubeModel):
     max_unavailable: IntOrString | None = None
     max_surge: IntOrString | None = None
@@ -149,50 +111,6 @@ class MachineRollingUpdateDeployment(KubeModel):
 class MachineDeploymentStrategy(KubeModel):
     type: StrategyType | None = None
     rolling_update: MachineRollingUpdateDeployment | None = None
-
-
-def _template_issues(
-    owner: KubeObject, selector: LabelSelector, template: MachineTemplateSpec
-) -> list[FieldIssue]:
-    """The rules a MachineDeployment and a MachineSet share."""
-    found: list[FieldIssue] = []
-    if not _LABEL_VALUE.match(owner.name) or len(owner.name) > 63:
-        found.append(
-            _issue(
-                "metadata.name",
-                "must be a valid label value (at most 63 characters, alphanumerics, '-', '_', '.')",
-            )
-        )
-    selector_issues = selector.issues("spec.selector")
-    found += selector_issues
-    if not selector_issues and not selector.matches(template.metadata.labels):
-        found.append(
-            _issue("spec.template.metadata.labels", f"must match spec.selector {str(selector.selector())!r}")
-        )
-    version = template.spec.version
-    if version is not None and not _SEMVER.match(version):
-        found.append(_issue("spec.template.spec.version", f"{version!r} must be a valid semantic version"))
-    if template.spec.bootstrap.config_ref is not None:
-        found.append(
-            _issue(
-                "spec.template.spec.bootstrap.configRef",
-                "capa-py's Cluster API core has no bootstrap provider to clone a bootstrap config from: "
-                "set spec.template.spec.bootstrap.dataSecretName (a Secret holding the bootstrap data)",
-            )
-        )
-    ref = template.spec.infrastructure_ref
-    if not ref.api_version or not ref.kind or not ref.name:
-        found.append(_issue("spec.template.spec.infrastructureRef", "apiVersion, kind and name are required"))
-    return found
-
-
-def _default_template(owner: KubeObject, cluster_name: str, template: MachineTemplateSpec) -> None:
-    template.metadata.labels[CLUSTER_NAME_LABEL] = cluster_name
-    spec = template.spec
-    if spec.version is not None and spec.version and not spec.version.startswith("v"):
-        spec.version = "v" + spec.version
-    if not spec.infrastructure_ref.namespace and owner.namespace:
-        spec.infrastructure_ref.namespace = owner.namespace
 
 
 # -- MachineDeployment -----------------------------------------------------------------------------
@@ -288,7 +206,7 @@ class MachineDeployment(KubeObject):
             spec.selector.match_labels[DEPLOYMENT_NAME_LABEL] = self.name
             spec.template.metadata.labels[DEPLOYMENT_NAME_LABEL] = self.name
         spec.selector.match_labels[CLUSTER_NAME_LABEL] = spec.cluster_name
-        _default_template(self, spec.cluster_name, spec.template)
+        default_template(self, spec.cluster_name, spec.template)
 
     def prepare_for_create(self) -> None:
         self._default()
@@ -306,7 +224,7 @@ class MachineDeployment(KubeObject):
         return defaulted._issues()
 
     def _issues(self) -> list[FieldIssue]:
-        found = _template_issues(self, self.spec.selector, self.spec.template)
+        found = template_issues(self, self.spec.selector, self.spec.template)
         rolling = self.spec.strategy.rolling_update if self.spec.strategy else None
         if rolling is not None:
             values: dict[str, int] = {}
@@ -400,7 +318,7 @@ class MachineSet(KubeObject):
             spec.selector.match_labels[SET_NAME_LABEL] = self.name
             spec.template.metadata.labels[SET_NAME_LABEL] = self.name
         spec.selector.match_labels[CLUSTER_NAME_LABEL] = spec.cluster_name
-        _default_template(self, spec.cluster_name, spec.template)
+        default_template(self, spec.cluster_name, spec.template)
 
     def prepare_for_create(self) -> None:
         self._default()
@@ -414,7 +332,7 @@ class MachineSet(KubeObject):
             return []
         defaulted = self.model_copy(deep=True)
         defaulted._default()
-        found = _template_issues(defaulted, defaulted.spec.selector, defaulted.spec.template)
+        found = template_issues(defaulted, defaulted.spec.selector, defaulted.spec.template)
         if not defaulted.spec.selector.match_labels and not defaulted.spec.selector.match_expressions:
             found.append(_issue("spec.selector", "empty selector is not valid for MachineSet."))
         return found
@@ -435,3 +353,41 @@ class MachineSet(KubeObject):
 
 
 MACHINE_SET_KINDS: tuple[type[KubeObject], ...] = (MachineDeployment, MachineSet)
+
+__all__ = [
+    "CLONED_FROM_GROUPKIND_ANNOTATION",
+    "CLONED_FROM_NAME_ANNOTATION",
+    "DEFAULT_PROGRESS_DEADLINE_SECONDS",
+    "DEFAULT_REVISION_HISTORY_LIMIT",
+    "DELETE_MACHINE_ANNOTATION",
+    "DEPLOYMENT_NAME_LABEL",
+    "DESIRED_REPLICAS_ANNOTATION",
+    "DISABLE_MACHINE_CREATE_ANNOTATION",
+    "MACHINE_DEPLOYMENT_FINALIZER",
+    "MACHINE_SET_FINALIZER",
+    "MACHINE_SET_KINDS",
+    "MAX_REPLICAS_ANNOTATION",
+    "REVISION_ANNOTATION",
+    "SET_NAME_LABEL",
+    "SUFFIX_ALPHABET",
+    "TEMPLATE_HASH_LABEL",
+    "DeletePolicy",
+    "IntOrString",
+    "MachineDeployment",
+    "MachineDeploymentPhase",
+    "MachineDeploymentSpec",
+    "MachineDeploymentStatus",
+    "MachineDeploymentStrategy",
+    "MachineRollingUpdateDeployment",
+    "MachineSet",
+    "MachineSetSpec",
+    "MachineSetStatus",
+    "MachineTemplateMetadata",
+    "MachineTemplateSpec",
+    "StrategyType",
+    "encode_digest",
+    "scaled_value",
+    "template_hash",
+    "template_hash_label",
+    "template_of",
+]

@@ -3,7 +3,8 @@
 Each controller names the kind it reconciles and, through ``map_event``, which of its objects an event on
 another kind concerns (an AWSCluster becoming ready wakes its AWSMachines). Results drive the queue as in
 controller-runtime: an error or ``requeue`` backs off exponentially per key, ``requeue_after`` schedules
-the key, and a clean result waits for the next event.
+the key, and a clean result waits for the next event. What a controller provides, and what the manager
+tells its observers and listeners, is in :mod:`capa_py.runtime.controller`.
 
 A manager may be given a *scope* (``capa apply`` reconciles only what it was given and what that depends
 on): objects outside it are neither queued nor mapped, their events cost nothing but being read. A
@@ -14,12 +15,10 @@ finished, so a caller waiting on some objects learns of their changes without re
 from __future__ import annotations
 
 import contextvars
-import json
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
 
 from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import CallCounter, call_scope
@@ -28,6 +27,15 @@ from capa_py.aws.deadline import current as current_deadline
 from capa_py.ctrlkit.result import Result
 from capa_py.logging import get_logger
 from capa_py.runtime.context import current_controller
+from capa_py.runtime.controller import (
+    Controller,
+    ManagerListener,
+    ReconcileObserver,
+    Scope,
+    desired_fingerprint,
+    key_of,
+    result_label,
+)
 from capa_py.runtime.queue import ObjectKey, QueueRouter, WorkQueue
 from capa_py.store.errors import Conflict, Expired, NotFound, ObjectRef
 from capa_py.store.protocol import ObjectStore, WatchEvent, change_sequence_of
@@ -35,77 +43,9 @@ from capa_py.store.protocol import ObjectStore, WatchEvent, change_sequence_of
 _log = get_logger("runtime")
 
 
-def key_of(obj: KubeObject) -> ObjectKey:
-    return ObjectKey(obj.KIND, obj.metadata.namespace or "", obj.metadata.name)
-
-
-def desired_fingerprint(obj: KubeObject) -> str:
-    """Everything but status and resourceVersion: what a controller reacts to on its own kind."""
-    doc = obj.to_dict()
-    doc.pop("status", None)
-    doc.get("metadata", {}).pop("resourceVersion", None)
-    return json.dumps(doc, sort_keys=True)
-
-
-class Controller(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def kind(self) -> type[KubeObject]: ...
-
-    @property
-    def watched_kinds(self) -> Sequence[type[KubeObject]]: ...
-
-    def reconcile(self, key: ObjectKey) -> Result: ...
-
-    # Optional: ``status_kinds``, the watched kinds whose *status* changes matter to this controller.
-    # A status-only change of any other watched kind is not passed to ``map_event``.
-    # Optional: ``views``, per watched kind name, a function giving what of such an object the controller
-    # reacts to; a modification that leaves that view unchanged is not passed to ``map_event``.
-
-    def map_event(self, event: WatchEvent[KubeObject]) -> Iterable[ObjectKey]: ...
-
-
-class ReconcileObserver(Protocol):
-    def reconciled(self, controller: str, result: str, seconds: float) -> None: ...
-
-
-class ManagerListener(Protocol):
-    """Hears what a manager sees, on the thread that saw it (``listed`` and ``dispatched`` on the one
-    polling the store, ``reconciled`` on a worker): keep each call short."""
-
-    def listed(self, kind: str, objects: Sequence[KubeObject]) -> None:
-        """Every object of ``kind`` as a (re-)list found it; one not listed is gone."""
-        ...
-
-    def dispatched(self, event: WatchEvent[KubeObject]) -> None:
-        """A change to an object in scope, as the watch delivered it (its object already parsed)."""
-        ...
-
-    def reconciled(self, key: ObjectKey) -> None:
-        """A reconcile of ``key`` finished and its result went to the queue."""
-        ...
-
-
-Scope = Callable[[ObjectKey], bool]
-"""Which objects a manager reconciles (None: every object of a controlled kind)."""
-
-
 def _is_about(exc: NotFound, key: ObjectKey) -> bool:
     """Whether ``exc`` says the object of ``key`` itself is missing (whatever its message reads)."""
     return exc.about == ObjectRef(key.kind, key.namespace, key.name)
-
-
-def result_label(result: Result) -> str:
-    """controller-runtime's ``result`` label: error, requeue, requeue_after or success."""
-    if result.error is not None:
-        return "error"
-    if result.requeue:
-        return "requeue"
-    if result.requeue_after > 0:
-        return "requeue_after"
-    return "success"
 
 
 class Manager:
@@ -403,3 +343,15 @@ class Manager:
             for thread in threads:
                 thread.join(timeout=120)
         return outcome
+
+
+__all__ = [
+    "Controller",
+    "Manager",
+    "ManagerListener",
+    "ReconcileObserver",
+    "Scope",
+    "desired_fingerprint",
+    "key_of",
+    "result_label",
+]

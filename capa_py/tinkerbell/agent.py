@@ -45,77 +45,39 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 import grpc
-from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from capa_py.logging import get_logger
+from capa_py.tinkerbell.agent_channel import (
+    DEFAULT_ACTION_TIMEOUT,
+    DEFAULT_RECONNECT_INITIAL,
+    DEFAULT_RECONNECT_MAX,
+    DEFAULT_SERVER,
+    KEEPALIVE_MS,
+    KEEPALIVE_TIMEOUT_MS,
+    AgentConfig,
+    call_metadata,
+    open_channel,
+)
+from capa_py.tinkerbell.agent_events import (
+    PUBLISH_DEADLINE,
+    REFUSED,
+    Delivery,
+    Event,
+    EventPublisher,
+    action_failed,
+    action_started,
+    action_succeeded,
+    status_details,
+    status_name,
+    workflow_rejected,
+)
 from capa_py.tinkerbell.proto import workflow_pb2, workflow_pb2_grpc
 from capa_py.tinkerbell.runtimes import Action, Outcome, Runtime
 
 _log = get_logger("tinkerbell.agent")
-
-DEFAULT_SERVER = "127.0.0.1:42113"
-DEFAULT_ACTION_TIMEOUT = 3600.0
-DEFAULT_RECONNECT_INITIAL = 0.5
-DEFAULT_RECONNECT_MAX = 30.0
-KEEPALIVE_MS = 30_000
-KEEPALIVE_TIMEOUT_MS = 10_000
-PUBLISH_DEADLINE = 10.0
-"""Seconds one ``PublishEvent`` attempt may take before it counts as failed (and is retried)."""
-
-REFUSED = (
-    grpc.StatusCode.NOT_FOUND,
-    grpc.StatusCode.FAILED_PRECONDITION,
-    grpc.StatusCode.INVALID_ARGUMENT,
-    grpc.StatusCode.UNAUTHENTICATED,
-    grpc.StatusCode.PERMISSION_DENIED,
-)
-"""Answers to ``PublishEvent`` that mean the server decided against the event: never retried (no retry
-could change a NOT_FOUND, FAILED_PRECONDITION or INVALID_ARGUMENT answer, nor the server's verdict on
-this agent's credentials)."""
-
-Event = workflow_pb2.Event
-Delivery = Literal["delivered", "refused", "abandoned"]
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """What ``capa tink agent``'s flags set."""
-
-    agent_id: str
-    server: str = DEFAULT_SERVER
-    tls_ca: bytes | None = None
-    tls_cert: bytes | None = None
-    """The client certificate (PEM) presented to a server that requires one, with ``tls_key``."""
-    tls_key: bytes | None = field(default=None, repr=False)
-    token: str | None = field(default=None, repr=False)
-    token_file: Path | None = None
-    """A file holding the token, read for each call (a rotated token is picked up without a restart)."""
-    action_timeout: float = DEFAULT_ACTION_TIMEOUT
-    reconnect_initial: float = DEFAULT_RECONNECT_INITIAL
-    reconnect_max: float = DEFAULT_RECONNECT_MAX
-    once: bool = False
-
-
-def action_started(workflow_id: str, action_id: str) -> Event:
-    return Event(workflow_id=workflow_id, action_started=Event.ActionStarted(action_id=action_id))
-
-
-def action_succeeded(workflow_id: str, action_id: str) -> Event:
-    return Event(workflow_id=workflow_id, action_succeeded=Event.ActionSucceeded(action_id=action_id))
-
-
-def action_failed(workflow_id: str, action_id: str, reason: str, message: str) -> Event:
-    failed = Event.ActionFailed(action_id=action_id, failure_reason=reason, failure_message=message)
-    return Event(workflow_id=workflow_id, action_failed=failed)
-
-
-def workflow_rejected(workflow_id: str, reason: str, message: str) -> Event:
-    rejected = Event.WorkflowRejected(failure_reason=reason, failure_message=message)
-    return Event(workflow_id=workflow_id, workflow_rejected=rejected)
 
 
 @dataclass(frozen=True)
@@ -158,43 +120,13 @@ class Agent:
         self.last_finished: Finished | None = None
         """The last workflow that ended on this agent (None before the first)."""
         self._log = _log.bind(agent_id=config.agent_id, server=config.server)
-        self._channel = self._open_channel()
+        self._channel = open_channel(config)
         self._stub = workflow_pb2_grpc.WorkflowServiceStub(self._channel)
-
-    def _open_channel(self) -> grpc.Channel:
-        backoff_ms = int(self.config.reconnect_initial * 1000)
-        options = [
-            # The channel's own reconnects follow the agent's back-off, so a server that comes back is
-            # found within reconnect_max rather than gRPC's default two minutes.
-            ("grpc.initial_reconnect_backoff_ms", max(backoff_ms, 1)),
-            ("grpc.min_reconnect_backoff_ms", max(backoff_ms, 1)),
-            ("grpc.max_reconnect_backoff_ms", max(int(self.config.reconnect_max * 1000), 1)),
-            # A server that vanished without closing the connection (power loss, a cut network) is noticed
-            # by keepalive pings on the command stream; the workflow server allows one every 10 s.
-            ("grpc.keepalive_time_ms", KEEPALIVE_MS),
-            ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
-        ]
-        if self.config.tls_ca is not None:
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=self.config.tls_ca,
-                private_key=self.config.tls_key,
-                certificate_chain=self.config.tls_cert,
-            )
-            return grpc.secure_channel(self.config.server, credentials, options=options)
-        return grpc.insecure_channel(self.config.server, options=options)
+        self._events = EventPublisher(self._stub, config, self._shutdown, self._log, self._metadata)
 
     def _metadata(self) -> tuple[tuple[str, str], ...]:
         """The call metadata proving this agent's Hardware (none without a token)."""
-        token = self.config.token
-        if self.config.token_file is not None:
-            try:
-                token = self.config.token_file.read_text().strip()
-            except OSError as exc:
-                self._log.warning(
-                    "cannot read the token file", path=str(self.config.token_file), error=str(exc)
-                )
-                token = None
-        return (("authorization", f"Bearer {token}"),) if token else ()
+        return call_metadata(self.config, self._log)
 
     # --- the command stream ---------------------------------------------------------------------
 
@@ -218,7 +150,10 @@ class Agent:
                     if self._done():
                         break
                     self._log.warning(
-                        "command stream broke", code=_code_name(exc), retry_in=delay, details=_details(exc)
+                        "command stream broke",
+                        code=status_name(exc),
+                        retry_in=delay,
+                        details=status_details(exc),
                     )
                 else:
                     self._log.warning("command stream ended by the server", retry_in=delay)
@@ -379,87 +314,12 @@ class Agent:
             self._settling.pop(execution.workflow_id, None)
         return delivery
 
-    # --- publishing events -----------------------------------------------------------------------
-
     def _publish(self, event: Event) -> Delivery:
         """Publish ``event``, retrying with back-off until delivered, refused, or the agent shuts down."""
-        log = self._log.bind(workflow_id=event.workflow_id, event=event.WhichOneof("event"))
-
-        def retryable(exc: BaseException) -> bool:
-            return isinstance(exc, grpc.RpcError) and _code(exc) not in REFUSED
-
-        def before_sleep(state: RetryCallState) -> None:
-            exc = state.outcome.exception() if state.outcome is not None else None
-            log.warning("event not delivered, retrying", code=_code_name(exc), attempt=state.attempt_number)
-
-        retrying = Retrying(
-            retry=retry_if_exception(retryable),
-            wait=wait_exponential(multiplier=self.config.reconnect_initial, max=self.config.reconnect_max),
-            stop=lambda _: self._shutdown.is_set(),
-            sleep=self._pause,
-            before_sleep=before_sleep,
-            reraise=True,
-        )
-        try:
-            retrying(self._send, event)
-        except grpc.RpcError as exc:
-            retried = retrying.statistics["attempt_number"] > 1
-            if _code(exc) == grpc.StatusCode.FAILED_PRECONDITION and retried:
-                # An earlier attempt whose answer was lost landed: the repeat is out of order.
-                log.info("event refused on a retry: an earlier attempt was delivered", **_event_fields(event))
-                return "delivered"
-            if _code(exc) in REFUSED:
-                log.warning("event refused: dropped", code=_code_name(exc), details=_details(exc))
-                return "refused"
-            log.warning("event not delivered before the agent stopped", code=_code_name(exc))
-            return "abandoned"
-        log.info("event delivered", **_event_fields(event))
-        return "delivered"
-
-    def _pause(self, seconds: float) -> None:
-        self._shutdown.wait(seconds)
+        return self._events.publish(event)
 
     def _publish_once(self, event: Event) -> Delivery:
-        try:
-            self._send(event)
-        except grpc.RpcError as exc:
-            self._log.warning("event not delivered", workflow_id=event.workflow_id, code=_code_name(exc))
-            return "refused" if _code(exc) in REFUSED else "abandoned"
-        return "delivered"
-
-    def _send(self, event: Event) -> None:
-        self._stub.PublishEvent(
-            workflow_pb2.PublishEventRequest(event=event),
-            timeout=PUBLISH_DEADLINE,
-            metadata=self._metadata(),
-        )
-
-
-def _event_fields(event: Event) -> dict[str, str]:
-    which = event.WhichOneof("event")
-    if which == "action_failed":
-        failed = event.action_failed
-        return {"action": failed.action_id, "reason": failed.failure_reason}
-    if which == "workflow_rejected":
-        return {"reason": event.workflow_rejected.failure_reason}
-    if which in ("action_started", "action_succeeded"):
-        return {"action": getattr(event, which).action_id}
-    return {}
-
-
-def _code(exc: BaseException | None) -> grpc.StatusCode | None:
-    code = getattr(exc, "code", None)
-    return code() if callable(code) else None
-
-
-def _code_name(exc: BaseException | None) -> str:
-    code = _code(exc)
-    return code.name if code is not None else type(exc).__name__
-
-
-def _details(exc: BaseException) -> str:
-    details = getattr(exc, "details", None)
-    return str(details()) if callable(details) else str(exc)
+        return self._events.publish_once(event)
 
 
 __all__ = [
@@ -467,6 +327,10 @@ __all__ = [
     "DEFAULT_RECONNECT_INITIAL",
     "DEFAULT_RECONNECT_MAX",
     "DEFAULT_SERVER",
+    "KEEPALIVE_MS",
+    "KEEPALIVE_TIMEOUT_MS",
+    "PUBLISH_DEADLINE",
+    "REFUSED",
     "Agent",
     "AgentConfig",
     "Finished",

@@ -27,6 +27,9 @@ Errors:
 
 Neither the errors nor the log lines carry a document's contents: a manifest may hold Secrets, and a
 kubeconfig holds credentials.
+
+Reading manifests lives in :mod:`capa_py.workflow.manifest_read`, a cluster's kubeconfig in
+:mod:`capa_py.workflow.kubeconfigs`; their names are also exported here.
 """
 
 from __future__ import annotations
@@ -35,12 +38,9 @@ import copy
 import json
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import urllib3
 import yaml
@@ -54,14 +54,24 @@ from kubernetes.dynamic.exceptions import (
     ResourceNotUniqueError,
 )
 
-from capa_py.api.core import Secret
 from capa_py.apiserver.patch import MERGE, merge_patch
 from capa_py.logging import get_logger
-from capa_py.store.helpers import get_or_none
-from capa_py.store.protocol import ObjectStore
-
-KUBECONFIG_KEY = "value"
-"""The data key of Cluster API's ``<cluster>-kubeconfig`` Secret that holds the kubeconfig."""
+from capa_py.workflow.kubeconfigs import (
+    KUBECONFIG_KEY,
+    cluster_kubeconfig,
+    kubeconfig_from_secret,
+    kubeconfig_secret_name,
+)
+from capa_py.workflow.manifest_read import (
+    AppliedDocument,
+    ClusterUnreachable,
+    ManifestError,
+    Outcome,
+    flatten_document,
+    parse_manifest,
+    read_manifest,
+    yaml_problem,
+)
 
 CRD_POLL_INTERVAL = 0.25
 SHOWN_APPLIED = 5
@@ -83,171 +93,6 @@ _SERVER_OWNED_METADATA = (
 
 _log = get_logger("workflow.kubeapply")
 
-Outcome = Literal["created", "configured", "unchanged"]
-
-
-class ManifestError(ValueError):
-    """A manifest or one of its documents cannot be read or applied; the message names which."""
-
-    def __init__(self, message: str, applied: Sequence[AppliedDocument] = ()) -> None:
-        super().__init__(message)
-        self.applied: list[AppliedDocument] = list(applied)
-
-
-class ClusterUnreachable(ConnectionError):
-    """The cluster's API server did not answer; applying again later is safe."""
-
-
-@dataclass(frozen=True)
-class AppliedDocument:
-    """One document applied: ``ref`` is ``Kind/namespace/name`` (``Kind/name`` when cluster-scoped)."""
-
-    ref: str
-    outcome: Outcome
-
-
-# -- reading ------------------------------------------------------------------------------------------
-
-
-def _yaml_problem(exc: yaml.YAMLError) -> str:
-    """Where and what, without the offending text (which may be a secret)."""
-    problem = getattr(exc, "problem", None) or "not valid YAML"
-    mark = getattr(exc, "problem_mark", None)
-    if mark is None:
-        return str(problem)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})"
-
-
-def _fetch(source: str, timeout: float) -> bytes:
-    try:
-        with urllib.request.urlopen(source, timeout=timeout) as response:
-            data: bytes = response.read()
-            return data
-    except urllib.error.HTTPError as exc:
-        raise ManifestError(f"{source}: cannot be fetched: HTTP {exc.code} {exc.reason}") from exc
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
-        raise ManifestError(f"{source}: cannot be fetched: {reason}") from exc
-
-
-def _read_file(source: str, base_dir: Path) -> bytes:
-    path = base_dir / source
-    try:
-        return path.read_bytes()
-    except FileNotFoundError as exc:
-        raise ManifestError(f"{source}: no such file ({path})") from exc
-    except OSError as exc:
-        raise ManifestError(f"{source}: cannot be read ({path}): {exc.strerror or exc}") from exc
-
-
-def _check_document(doc: Any, where: str) -> dict[str, Any]:
-    """``doc`` when it has what applying needs; ``where`` names it (``cni.yaml: document 3``)."""
-    if not isinstance(doc, dict):
-        raise ManifestError(f"{where}: a document must be a mapping, not {type(doc).__name__}")
-    for field in ("apiVersion", "kind"):
-        value = doc.get(field)
-        if value is None or value == "":
-            raise ManifestError(f"{where}: {field}: required")
-        if not isinstance(value, str):
-            raise ManifestError(f"{where}: {field}: must be a string")
-    metadata = doc.get("metadata")
-    if metadata is None:
-        raise ManifestError(f"{where}: metadata.name: required")
-    if not isinstance(metadata, dict):
-        raise ManifestError(f"{where}: metadata: must be a mapping")
-    name = metadata.get("name")
-    if name is None or name == "":
-        raise ManifestError(f"{where}: metadata.name: required")
-    if not isinstance(name, str):
-        raise ManifestError(f"{where}: metadata.name: must be a string")
-    namespace = metadata.get("namespace")
-    if namespace is not None and not isinstance(namespace, str):
-        raise ManifestError(f"{where}: metadata.namespace: must be a string")
-    return doc
-
-
-def _flatten(doc: Any, where: str) -> list[dict[str, Any]]:
-    """A ``kind: List`` (what ``kubectl get -o yaml`` prints) as its items, anything else as itself."""
-    if isinstance(doc, dict) and doc.get("kind") == "List":
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise ManifestError(f"{where}: items: must be a list")
-        return [_check_document(item, f"{where}: items[{i}]") for i, item in enumerate(items)]
-    return [_check_document(doc, where)]
-
-
-def parse_manifest(text: str, source: str) -> list[dict[str, Any]]:
-    """The documents of a multi-document YAML text, ``source`` naming it in errors: empty documents
-    skipped, ``kind: List`` flattened. Documents are numbered from 1 as they stand in the text, empty ones
-    included, so the number in an error is the one a reader counts."""
-    docs: list[dict[str, Any]] = []
-    number = 0
-    loader = yaml.safe_load_all(text)
-    while True:
-        number += 1
-        try:
-            doc = next(loader)
-        except StopIteration:
-            break
-        except yaml.YAMLError as exc:
-            raise ManifestError(f"{source}: document {number}: {_yaml_problem(exc)}") from exc
-        if doc is None:
-            continue
-        docs.extend(_flatten(doc, f"{source}: document {number}"))
-    return docs
-
-
-def read_manifest(source: str, base_dir: Path, *, timeout: float = 30.0) -> list[dict[str, Any]]:
-    """The documents of a manifest: a file path (relative to ``base_dir``, or absolute) or an ``http(s)://``
-    URL, fetched with ``timeout`` seconds to answer. Every document has ``apiVersion``, ``kind`` and
-    ``metadata.name``; a missing file, a URL that cannot be fetched, text that is not UTF-8 YAML or a
-    document without one of those fields is a :class:`ManifestError` naming ``source``."""
-    is_url = source.startswith(("http://", "https://"))
-    data = _fetch(source, timeout) if is_url else _read_file(source, base_dir)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ManifestError(f"{source}: not UTF-8 text (byte {exc.start})") from exc
-    docs = parse_manifest(text, source)
-    _log.debug("manifest read", source=source, documents=len(docs))
-    return docs
-
-
-# -- the cluster's kubeconfig -------------------------------------------------------------------------
-
-
-def kubeconfig_secret_name(cluster: str) -> str:
-    """Cluster API's name for the Secret holding a cluster's admin kubeconfig."""
-    return f"{cluster}-kubeconfig"
-
-
-def kubeconfig_from_secret(secret: Secret) -> dict[str, Any]:
-    """The kubeconfig a Cluster API ``<cluster>-kubeconfig`` Secret holds under data key ``value``."""
-    where = f"{secret.ref()} key {KUBECONFIG_KEY!r}"
-    try:
-        raw = secret.value(KUBECONFIG_KEY)
-    except KeyError as exc:
-        raise ManifestError(f"{where}: missing; it holds no kubeconfig") from exc
-    try:
-        parsed = yaml.safe_load(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ManifestError(f"{where}: not UTF-8 text") from exc
-    except yaml.YAMLError as exc:
-        raise ManifestError(f"{where}: not a YAML kubeconfig: {_yaml_problem(exc)}") from exc
-    if not isinstance(parsed, dict) or not isinstance(parsed.get("clusters"), list):
-        raise ManifestError(f"{where}: not a kubeconfig (no clusters list)")
-    return parsed
-
-
-def cluster_kubeconfig(store: ObjectStore, namespace: str, cluster: str) -> dict[str, Any] | None:
-    """The kubeconfig in Secret ``<cluster>-kubeconfig`` of ``namespace``, or None while there is none
-    (the cluster's control plane has not published it yet)."""
-    secret = get_or_none(store, Secret, kubeconfig_secret_name(cluster), namespace)
-    return None if secret is None else kubeconfig_from_secret(secret)
-
-
-# -- applying -----------------------------------------------------------------------------------------
-
 
 def _api_client(kubeconfig: dict[str, Any] | Path) -> client.ApiClient:
     """A client of its own: the process-wide default configuration stays as it was."""
@@ -266,7 +111,7 @@ def _api_client(kubeconfig: dict[str, Any] | Path) -> client.ApiClient:
     except ConfigException as exc:
         raise ManifestError(f"{where}: not usable: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{where}: not YAML: {_yaml_problem(exc)}") from exc
+        raise ManifestError(f"{where}: not YAML: {yaml_problem(exc)}") from exc
     except (ValueError, TypeError, KeyError, AttributeError, OSError) as exc:
         # The loader reports a malformed kubeconfig through whatever lookup failed first.
         raise ManifestError(f"{where}: not usable ({type(exc).__name__})") from exc
@@ -436,7 +281,9 @@ def apply_documents(
     ``timeout`` bounds each request and each wait for a CRD's kind. Stops at the first document that fails
     with a :class:`ManifestError` naming it (number from 1 in ``docs``, and ref) and the server's message;
     an unreachable server is :class:`ClusterUnreachable`. Returns the outcome of every document."""
-    checked = [item for number, doc in enumerate(docs, 1) for item in _flatten(doc, f"document {number}")]
+    checked = [
+        item for number, doc in enumerate(docs, 1) for item in flatten_document(doc, f"document {number}")
+    ]
     api = _api_client(kubeconfig)
     server = str(api.configuration.host)
     # The client caches discovery in a file named after the server's address; a file of our own keeps
@@ -456,3 +303,21 @@ def apply_documents(
             # Discovery itself was refused (credentials, a broken aggregated API).
             message = f"discovery refused by {server}: {_server_message(exc)}"
             raise (applier.fail(message) if applier else ManifestError(message)) from exc
+
+
+__all__ = [
+    "CRD_POLL_INTERVAL",
+    "KUBECONFIG_KEY",
+    "SHOWN_APPLIED",
+    "AppliedDocument",
+    "ClusterUnreachable",
+    "ManifestError",
+    "Outcome",
+    "apply_documents",
+    "cluster_kubeconfig",
+    "document_ref",
+    "kubeconfig_from_secret",
+    "kubeconfig_secret_name",
+    "parse_manifest",
+    "read_manifest",
+]

@@ -1,0 +1,249 @@
+"""Cluster API Provider AWS's ``AWSCluster`` (``infrastructure.cluster.x-k8s.io/v1beta2``): its spec (the
+region, the network, the control-plane load balancer), its status, and the rules an update and a write
+must follow."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from capa_py.api.aws_checks import REGION_PATTERN, block_size_issue, check_cidr, check_tags, known_regions
+from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
+from capa_py.api.cluster import APIEndpoint
+from capa_py.api.contract import InfrastructureStatus
+from capa_py.api.immutable import immutable, without
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
+from capa_py.api.zones import zone_issue
+
+
+class VPCSpec(KubeModel):
+    id: str | None = None
+    cidr_block: str | None = None
+    availability_zone_usage_limit: int = Field(default=3, ge=1, le=16)
+    availability_zone_selection: Literal["Ordered", "Random"] = "Ordered"
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
+    _check_tags = field_validator("tags")(check_tags)
+
+
+class SubnetSpec(KubeModel):
+    id: str | None = None
+    cidr_block: str | None = None
+    availability_zone: str | None = None
+    is_public: bool = False
+    tags: dict[str, str] = Field(default_factory=dict)
+
+    _check_cidr = field_validator("cidr_block")(lambda v: check_cidr(v) if v is not None else v)
+    _check_tags = field_validator("tags")(check_tags)
+
+
+class NetworkSpec(KubeModel):
+    vpc: VPCSpec = Field(default_factory=VPCSpec)
+    subnets: list[SubnetSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _tags_only_on_what_capa_creates(self) -> NetworkSpec:
+        """Resources the user brings are never tagged: tags for them would be silently ignored."""
+        if self.vpc.id is not None and self.vpc.tags:
+            raise ValueError("vpc.tags: a bring-your-own VPC (vpc.id) is never tagged; remove the tags")
+        for index, subnet in enumerate(self.subnets):
+            if subnet.id is not None and subnet.tags:
+                raise ValueError(
+                    f"subnets[{index}].tags: a bring-your-own subnet (id) is never tagged; remove the tags"
+                )
+        return self
+
+
+class AWSLoadBalancerSpec(KubeModel):
+    name: str | None = Field(default=None, max_length=32, pattern=r"^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$")
+    scheme: Literal["internet-facing", "internal"] = "internet-facing"
+    load_balancer_type: Literal["nlb"] = "nlb"
+    cross_zone_load_balancing: bool = False
+    additional_security_groups: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str | None) -> str | None:
+        if value is not None and value.lower().startswith("internal-"):
+            raise ValueError("a load balancer name must not start with 'internal-' (AWS reserves it)")
+        return value
+
+
+class AWSClusterSpec(KubeModel):
+    region: str
+    ssh_key_name: str | None = None
+    control_plane_endpoint: APIEndpoint = Field(default_factory=APIEndpoint)
+    additional_tags: dict[str, str] = Field(default_factory=dict)
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    control_plane_load_balancer: AWSLoadBalancerSpec = Field(default_factory=AWSLoadBalancerSpec)
+
+    @field_validator("region")
+    @classmethod
+    def _check_region(cls, value: str) -> str:
+        if not REGION_PATTERN.match(value) or value not in known_regions():
+            raise ValueError(f"unknown AWS region {value!r}")
+        return value
+
+    _check_tags = field_validator("additional_tags")(check_tags)
+
+
+class SubnetStatus(KubeModel):
+    id: str
+    cidr_block: str
+    availability_zone: str
+    is_public: bool
+    route_table_id: str | None = None
+    nat_gateway_id: str | None = None
+
+
+class SecurityGroupStatus(KubeModel):
+    id: str
+    name: str
+
+
+class LoadBalancerStatus(KubeModel):
+    name: str
+    arn: str | None = None
+    dns_name: str | None = None
+    target_group_arn: str | None = None
+    listener_arn: str | None = None
+
+
+class NetworkStatus(KubeModel):
+    vpc_id: str | None = None
+    internet_gateway_id: str | None = None
+    subnets: list[SubnetStatus] = Field(default_factory=list)
+    security_groups: dict[str, SecurityGroupStatus] = Field(default_factory=dict)
+    api_server_load_balancer: LoadBalancerStatus | None = None
+
+
+class AWSClusterStatus(InfrastructureStatus):
+    network: NetworkStatus = Field(default_factory=NetworkStatus)
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    observed_generation: int | None = None
+    resources: dict[str, RecordedResource] = Field(default_factory=dict)
+    intents: dict[str, IntentRecord] = Field(default_factory=dict)
+
+
+def _within(inner: str, outer: str) -> bool:
+    return ipaddress.IPv4Network(inner).subnet_of(ipaddress.IPv4Network(outer))
+
+
+def _overlaps(a: str, b: str) -> bool:
+    return ipaddress.ip_network(a).overlaps(ipaddress.ip_network(b))
+
+
+class AWSCluster(KubeObject):
+    API_VERSION: ClassVar[str] = INFRA_API_VERSION
+    KIND: ClassVar[str] = "AWSCluster"
+    PLURAL: ClassVar[str] = "awsclusters"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("awsc",)
+
+    spec: AWSClusterSpec
+    status: AWSClusterStatus = Field(default_factory=AWSClusterStatus)
+
+    def immutable_issues(self, old: AWSCluster) -> list[FieldIssue]:
+        """Cluster API Provider AWS's rule (region, the load balancer's scheme and name, the control-plane
+        endpoint once set, the VPC id once set), and capa-py's for what it creates once and never changes
+        in place: the VPC block, the zones chosen for default subnets, the subnets (their tags stay
+        mutable) and the load balancer's type and additional security groups."""
+        new, was = self.spec, old.spec
+        lb_fields = ("scheme", "name", "loadBalancerType", "additionalSecurityGroups")
+        lb_path = "spec.controlPlaneLoadBalancer"
+        issues = immutable("spec.region", was.region, new.region)
+        for name in lb_fields:
+            issues += immutable(
+                f"{lb_path}.{name}",
+                was.control_plane_load_balancer.model_dump(mode="json", by_alias=True)[name],
+                new.control_plane_load_balancer.model_dump(mode="json", by_alias=True)[name],
+            )
+        if was.control_plane_endpoint != APIEndpoint():
+            issues += immutable(
+                "spec.controlPlaneEndpoint", was.control_plane_endpoint, new.control_plane_endpoint
+            )
+        vpc_fields = ("id", "cidrBlock", "availabilityZoneUsageLimit", "availabilityZoneSelection")
+        old_vpc, new_vpc = without(was.network.vpc, ["tags"]), without(new.network.vpc, ["tags"])
+        for name in vpc_fields:
+            issues += immutable(f"spec.network.vpc.{name}", old_vpc[name], new_vpc[name])
+        old_subnets, new_subnets = was.network.subnets, new.network.subnets
+        if len(old_subnets) != len(new_subnets):
+            issues.append(
+                FieldIssue(
+                    path="spec.network.subnets",
+                    message=f"immutable (was {len(old_subnets)} subnets, now {len(new_subnets)})",
+                )
+            )
+        else:
+            for index, (before, after) in enumerate(zip(old_subnets, new_subnets, strict=True)):
+                issues += immutable(
+                    f"spec.network.subnets[{index}]", without(before, ["tags"]), without(after, ["tags"])
+                )
+        return issues
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        issues: list[FieldIssue] = [] if self.being_deleted else self.aws_limit_issues()
+        vpc = self.spec.network.vpc
+        managed_vpc = vpc.id is None
+        if managed_vpc and vpc.cidr_block is None:
+            issues.append(
+                FieldIssue(path="spec.network.vpc.cidrBlock", message="required when vpc.id is not set")
+            )
+        seen: list[tuple[int, str]] = []
+        for index, subnet in enumerate(self.spec.network.subnets):
+            base = f"spec.network.subnets[{index}]"
+            if subnet.id is None:
+                if not managed_vpc:
+                    issues.append(
+                        FieldIssue(
+                            path=f"{base}.id",
+                            message="a bring-your-own VPC needs bring-your-own subnets (set id)",
+                        )
+                    )
+                    continue
+                if subnet.cidr_block is None:
+                    issues.append(FieldIssue(path=f"{base}.cidrBlock", message="required when id is not set"))
+                if subnet.availability_zone is None:
+                    issues.append(
+                        FieldIssue(path=f"{base}.availabilityZone", message="required when id is not set")
+                    )
+            if subnet.cidr_block is None:
+                continue
+            if managed_vpc and vpc.cidr_block is not None and not _within(subnet.cidr_block, vpc.cidr_block):
+                issues.append(
+                    FieldIssue(
+                        path=f"{base}.cidrBlock",
+                        message=f"{subnet.cidr_block} is outside the VPC block {vpc.cidr_block}",
+                    )
+                )
+            for other_index, other in seen:
+                if _overlaps(subnet.cidr_block, other):
+                    issues.append(
+                        FieldIssue(
+                            path=f"{base}.cidrBlock",
+                            message=(
+                                f"{subnet.cidr_block} overlaps spec.network.subnets[{other_index}] ({other})"
+                            ),
+                        )
+                    )
+            seen.append((index, subnet.cidr_block))
+        return issues
+
+    def aws_limit_issues(self) -> list[FieldIssue]:
+        """Block sizes and zones AWS would refuse."""
+        issues: list[FieldIssue] = []
+        vpc_block = self.spec.network.vpc.cidr_block
+        if vpc_block is not None and (problem := block_size_issue(vpc_block, "VPC")) is not None:
+            issues.append(FieldIssue(path="spec.network.vpc.cidrBlock", message=problem))
+        for index, subnet in enumerate(self.spec.network.subnets):
+            base = f"spec.network.subnets[{index}]"
+            if subnet.cidr_block is not None and (problem := block_size_issue(subnet.cidr_block, "subnet")):
+                issues.append(FieldIssue(path=f"{base}.cidrBlock", message=problem))
+            if subnet.availability_zone is not None:
+                problem = zone_issue(subnet.availability_zone, self.spec.region)
+                if problem is not None:
+                    issues.append(FieldIssue(path=f"{base}.availabilityZone", message=problem))
+        return issues

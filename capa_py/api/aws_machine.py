@@ -1,0 +1,122 @@
+"""Cluster API Provider AWS's ``AWSMachine`` (``infrastructure.cluster.x-k8s.io/v1beta2``): its spec (the
+AMI, the instance type, the root volume, ...), its status, and the rules an update and a write must
+follow."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from capa_py.api.aws_checks import check_tags, known_instance_types
+from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
+from capa_py.api.cluster import MachineAddress
+from capa_py.api.contract import InfrastructureStatus
+from capa_py.api.immutable import immutable, without
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
+
+
+class AMIReference(KubeModel):
+    id: str | None = None
+
+
+class AWSResourceReference(KubeModel):
+    id: str | None = None
+
+
+class Volume(KubeModel):
+    size: int = Field(default=8, ge=8, le=16384)
+    type: Literal["gp2", "gp3", "io1", "io2", "st1", "sc1", "standard"] = "gp3"
+    iops: int | None = Field(default=None, ge=100)
+    encrypted: bool | None = None
+
+    @model_validator(mode="after")
+    def _provisioned_types_need_iops(self) -> Volume:
+        if self.type in ("io1", "io2") and self.iops is None:
+            raise ValueError(f"iops is required for volume type {self.type}")
+        return self
+
+
+class AWSMachineSpec(KubeModel):
+    provider_id: str | None = Field(default=None, alias="providerID")
+    instance_id: str | None = Field(default=None, alias="instanceID")
+    ami: AMIReference = Field(default_factory=AMIReference)
+    instance_type: str
+    additional_tags: dict[str, str] = Field(default_factory=dict)
+    iam_instance_profile: str | None = None
+    public_ip: bool | None = Field(default=None, alias="publicIP")
+    additional_security_groups: list[AWSResourceReference] = Field(default_factory=list)
+    subnet: AWSResourceReference | None = None
+    ssh_key_name: str | None = None
+    root_volume: Volume | None = None
+
+    _check_tags = field_validator("additional_tags")(check_tags)
+
+
+InstanceState = Literal["pending", "running", "shutting-down", "terminated", "stopping", "stopped"]
+
+
+class AWSMachineStatus(InfrastructureStatus):
+    instance_id: str | None = Field(default=None, alias="instanceID")
+    provider_id: str | None = Field(default=None, alias="providerID")
+    instance_state: InstanceState | None = None
+    addresses: list[MachineAddress] = Field(default_factory=list)
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    observed_generation: int | None = None
+    resources: dict[str, RecordedResource] = Field(default_factory=dict)
+    intents: dict[str, IntentRecord] = Field(default_factory=dict)
+
+
+class AWSMachine(KubeObject):
+    API_VERSION: ClassVar[str] = INFRA_API_VERSION
+    KIND: ClassVar[str] = "AWSMachine"
+    PLURAL: ClassVar[str] = "awsmachines"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("awsm",)
+
+    spec: AWSMachineSpec
+    status: AWSMachineStatus = Field(default_factory=AWSMachineStatus)
+
+    MUTABLE_SPEC_FIELDS: ClassVar[tuple[str, ...]] = (
+        "providerID",
+        "instanceID",
+        "additionalTags",
+        "additionalSecurityGroups",
+    )
+    """What Cluster API Provider AWS lets an update change; every other spec field is immutable."""
+
+    def immutable_issues(self, old: AWSMachine) -> list[FieldIssue]:
+        """CAPA's rule, once there is an instance to protect: until the machine has one (recorded, or an
+        interrupted create's intent), its spec is still a request that can be corrected — a bad AMI, an
+        instance type AWS refused — and the next reconcile launches from the corrected spec."""
+        if not (old.status.instance_id or old.status.resources or old.status.intents):
+            return []
+        return immutable(
+            "spec", without(old.spec, self.MUTABLE_SPEC_FIELDS), without(self.spec, self.MUTABLE_SPEC_FIELDS)
+        )
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        issues: list[FieldIssue] = []
+        if not self.being_deleted and self.spec.instance_type not in known_instance_types():
+            issues.append(
+                FieldIssue(
+                    path="spec.instanceType",
+                    message=(
+                        f"not an EC2 instance type: {self.spec.instance_type!r} "
+                        "(expected one in botocore's EC2 model, e.g. t3.medium)"
+                    ),
+                )
+            )
+        if self.spec.ami.id is None and not self.being_deleted:
+            issues.append(FieldIssue(path="spec.ami.id", message="required (capa-py does not look AMIs up)"))
+        elif self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
+            issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
+        volume = self.spec.root_volume
+        if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
+            issues.append(
+                FieldIssue(
+                    path="spec.rootVolume.iops", message=f"iops cannot be set for volume type {volume.type}"
+                )
+            )
+        return issues
