@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from capa_py.audit import AuditClass, AuditOptions, AuditReport, AuditRow, DiscoveryMode, run_audit
+from capa_app.audit import AuditClass, AuditOptions, AuditReport, AuditRow, DiscoveryMode, run_audit
 from capa_py.aws.accounting import call_scope
 from capa_py.store import SQLiteStore
 from tests.audit.world import World, build_world

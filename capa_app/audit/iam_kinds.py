@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from capa_py.audit.model import GLOBAL_REGION, Found
+from capa_app.audit.model import GLOBAL_REGION, Found
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import tag_dict
 

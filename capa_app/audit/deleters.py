@@ -14,9 +14,9 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.audit.ec2_kinds import describe_ec2
-from capa_py.audit.iam_kinds import iam_pages
-from capa_py.audit.model import AuditRow
+from capa_app.audit.ec2_kinds import describe_ec2
+from capa_app.audit.iam_kinds import iam_pages
+from capa_app.audit.model import AuditRow
 from capa_py.aws.errors import NotFound, classify_code
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import ResourceClass

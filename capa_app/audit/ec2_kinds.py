@@ -17,7 +17,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.audit.model import Found
+from capa_app.audit.model import Found
 from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import tag_dict

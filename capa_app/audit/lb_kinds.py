@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from capa_py.audit.model import Found
+from capa_app.audit.model import Found
 from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClient, AWSClients
 from capa_py.engine.resource import tag_dict
