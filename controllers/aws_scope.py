@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from capa_py.api.conditions import READY, set_condition
+from capa_py.api.conditions import READY, set_condition, summarize_ready
 from capa_py.api.meta import KubeObject
 from capa_py.aws.errors import AWSError, Fatal, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
@@ -121,7 +121,7 @@ class ReconcileScope(Generic[T]):
 
     def summarize(self, condition_types: Sequence[str]) -> None:
         """End of a create pass: observedGeneration, the failure (if a step failed permanently), and
-        ``Ready`` from the first of ``condition_types`` that is not true."""
+        ``Ready`` summarised from ``condition_types`` (:func:`~capa_py.api.conditions.summarize_ready`)."""
         generation = self.obj.metadata.generation
         failure = self.failure
 
@@ -136,20 +136,10 @@ class ReconcileScope(Generic[T]):
                 # A pass that met no permanent failure (after the spec was fixed) clears the old one.
                 status.failure_reason = None
                 status.failure_message = None
-            pending = [c for c in status.conditions if c.type in condition_types and c.status != "True"]
-            if pending:
-                status.ready = False  # something it depends on has drifted or failed since
-            if status.ready:
-                return
-            first = pending[0] if pending else None
-            set_condition(
-                status,
-                READY,
-                False,
-                first.reason if first else "Reconciling",
-                first.message if first else "reconciling",
-                first.severity if first else "Info",
-            )
+            # A condition not set yet is a step this pass did not reach; whether the pass finished is
+            # status.ready (set by mark_ready, cleared by a failure), so Ready turns False while something
+            # it depends on has drifted or failed since.
+            status.ready = summarize_ready(status, condition_types, complete=bool(status.ready))
 
         self.change_status(summary)
 

@@ -8,7 +8,7 @@ import contextlib
 from typing import Any, cast
 
 from capa_py.api.cluster import CLUSTER_NAME_LABEL
-from capa_py.api.conditions import READY, set_condition
+from capa_py.api.conditions import READY, set_condition, summarize_ready
 from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.tinkerbell import (
     Action as TemplateAction,
@@ -42,6 +42,8 @@ from controllers.tinkerbell_hardware import hardware_addresses, is_free, owned_b
 
 HARDWARE_READY = "HardwareReady"
 WORKFLOW_READY = "WorkflowReady"
+MACHINE_CONDITIONS = (HARDWARE_READY, WORKFLOW_READY)
+"""What a TinkerbellMachine's Ready summarises, in order (where a workflow failure is not the reason)."""
 NO_HARDWARE = "NoHardwareAvailable"
 WORKFLOW_FAILED = "WorkflowFailed"
 EVENT_CLAIMED = "HardwareClaimed"
@@ -180,7 +182,7 @@ class MachineCreate:
         def apply(o: TinkerbellMachine) -> None:
             o.status.ready = False
             set_condition(o.status, HARDWARE_READY, False, NO_HARDWARE, message, "Warning")
-            set_condition(o.status, READY, False, NO_HARDWARE, message, "Warning")
+            summarize_ready(o.status, MACHINE_CONDITIONS)
 
         before = self.obj
         self._status(apply)
@@ -193,7 +195,7 @@ class MachineCreate:
         def apply(o: TinkerbellMachine) -> None:
             o.status.ready = False
             set_condition(o.status, HARDWARE_READY, False, "HardwareLost", message, "Error")
-            set_condition(o.status, READY, False, "HardwareLost", message, "Error")
+            summarize_ready(o.status, MACHINE_CONDITIONS)
 
         self._status(apply)
         return exit_workflow("HardwareLost")
@@ -298,7 +300,7 @@ class MachineCreate:
             o.status.instance_status = state
             set_condition(o.status, HARDWARE_READY, True)
             set_condition(o.status, WORKFLOW_READY, False, "Workflow" + state, message, "Info")
-            set_condition(o.status, READY, False, "Workflow" + state, message, "Info")
+            summarize_ready(o.status, MACHINE_CONDITIONS)
 
         self._status(waiting)
         # The Workflow's own status writes wake the machine: nothing to poll.
@@ -324,7 +326,7 @@ class MachineCreate:
             o.status.observed_generation = o.metadata.generation
             set_condition(o.status, HARDWARE_READY, True)
             set_condition(o.status, WORKFLOW_READY, True)
-            set_condition(o.status, READY, True)
+            summarize_ready(o.status, MACHINE_CONDITIONS)
 
         before = self.obj
         self._status(ready)

@@ -76,17 +76,58 @@ def mark_false(
 
 
 def summarize_ready(
-    holder: HasConditions, condition_types: Sequence[str], observed_generation: int | None = None
-) -> None:
-    """Set ``Ready`` from the listed conditions: the first one not True gives its reason and message."""
+    holder: HasConditions,
+    condition_types: Sequence[str],
+    observed_generation: int | None = None,
+    *,
+    complete: bool | None = None,
+) -> bool:
+    """Set ``Ready`` as the summary of ``condition_types`` and return whether it is True.
+
+    The first of them, in the order given, that is set but not True gives ``Ready`` its status, reason,
+    message and severity. ``complete`` says whether the caller's pass finished:
+
+    * None: the conditions alone decide; one not set yet makes ``Ready`` Unknown (``<Type>Pending``);
+    * False: a condition not set yet belongs to a step the pass did not reach and is passed over; when
+      nothing listed is pending, ``Ready`` is False (``Reconciling``: something the conditions do not
+      cover is still under way);
+    * True: a condition not set yet is passed over, and ``Ready`` is True when nothing listed is pending.
+    """
     for condition_type in condition_types:
         condition = get_condition(holder, condition_type)
-        if condition is None or condition.status != "True":
-            reason = condition.reason if condition and condition.reason else f"{condition_type}Pending"
-            message = (
-                condition.message if condition and condition.message else f"{condition_type} not yet true"
+        if condition is None:
+            if complete is not None:
+                continue
+            set_condition(
+                holder,
+                READY,
+                "Unknown",
+                f"{condition_type}Pending",
+                f"{condition_type} not yet true",
+                observed_generation=observed_generation,
             )
-            status: ConditionStatus = condition.status if condition else "Unknown"
-            set_condition(holder, READY, status, reason, message, observed_generation=observed_generation)
-            return
+            return False
+        if condition.status != "True":
+            set_condition(
+                holder,
+                READY,
+                condition.status,
+                condition.reason or f"{condition_type}Pending",
+                condition.message or f"{condition_type} not yet true",
+                condition.severity,
+                observed_generation=observed_generation,
+            )
+            return False
+    if complete is False:
+        set_condition(
+            holder,
+            READY,
+            False,
+            "Reconciling",
+            "reconciling",
+            "Info",
+            observed_generation=observed_generation,
+        )
+        return False
     set_condition(holder, READY, True, observed_generation=observed_generation)
+    return True

@@ -1,6 +1,6 @@
 """``capa audit``: find the AWS resources clusters leaked, say why each is one, and remove orphans safely.
 
-A thin layer over :mod:`capa_py.audit`: options in, a table or JSON out. ``--delete`` is a dry run that
+A thin layer over :mod:`capa_app.audit`: options in, a table or JSON out. ``--delete`` is a dry run that
 prints the plan unless ``--yes`` is given or the deletion is confirmed by typing ``yes`` on a terminal.
 
 The default scope is this store's: the clusters it has objects for, and whatever carries its
@@ -21,8 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from capa_py.api.aws import known_regions
-from capa_py.audit import (
+from capa_app.audit import (
     AuditClass,
     AuditOptions,
     AuditReport,
@@ -34,6 +33,7 @@ from capa_py.audit import (
     plan_deletion,
     run_audit,
 )
+from capa_py.api.aws import known_regions
 from capa_py.aws.accounting import call_scope
 from capa_py.aws.errors import AWSError
 from capa_py.cli.common import (

@@ -1,7 +1,8 @@
 """The last step of a cluster's delete: whatever else carries the cluster's owned tag and this store's tag.
 
 Duplicates from lost records are deleted (what AWS refuses while attached — an attached internet gateway,
-a route table's associations — released first), their observations forgotten; another store's resources,
+a route table's associations — released first, by :func:`resources.deletion.release_and_delete`, as
+``capa audit --delete`` does), their observations forgotten; another store's resources,
 and those with no capa-py store tag, are left alone. The cluster's instances are swept only once no
 AWSMachine of the cluster is left. A resource that waiting cannot free (a permission, another cluster's
 use) is logged for ``capa audit`` rather than holding the finalizer forever.
@@ -9,7 +10,6 @@ use) is logged for ``capa audit`` rather than holding the finalizer forever.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from capa_py.api.aws import AWSMachine
@@ -17,18 +17,19 @@ from capa_py.api.cluster import CLUSTER_NAME_LABEL
 from capa_py.aws.errors import AWSError, DependencyViolation, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.engine.errors import Waiting
-from capa_py.engine.resource import Observed, ResourceClass
+from capa_py.engine.resource import ResourceClass
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, foreign_store, tagging_store_uid
 from capa_py.logging import get_logger
 from controllers.services.cluster_scope import ClusterScope
+from resources.deletion import DELETION_ORDER, release_and_delete
 from resources.instance import Instance
-from resources.internet_gateway import attachment_id
 
 _log = get_logger("controller.awscluster")
 
 
 def _swept(scope: ClusterScope) -> list[ResourceClass[Any]]:
-    """The kinds swept, in order: the cluster's instances first when no AWSMachine of it is left."""
+    """The kinds swept, in :data:`~resources.deletion.DELETION_ORDER`; the cluster's instances (first) only
+    when no AWSMachine of it is left."""
     rcs = scope.resources
     machines_left = list(
         scope.store.list(
@@ -38,6 +39,7 @@ def _swept(scope: ClusterScope) -> list[ResourceClass[Any]]:
         )
     )
     classes: list[ResourceClass[Any]] = [
+        rcs.vpc,
         rcs.listener,
         rcs.load_balancer,
         rcs.target_group,
@@ -47,11 +49,10 @@ def _swept(scope: ClusterScope) -> list[ResourceClass[Any]]:
         rcs.internet_gateway,
         rcs.subnet,
         rcs.security_group,
-        rcs.vpc,
     ]
     if not machines_left:
-        classes.insert(0, Instance(scope.aws))
-    return classes
+        classes.append(Instance(scope.aws))
+    return sorted(classes, key=lambda rc: DELETION_ORDER.index(rc.kind))
 
 
 def sweep_cluster_resources(scope: ClusterScope) -> None:
@@ -71,9 +72,8 @@ def sweep_cluster_resources(scope: ClusterScope) -> None:
                     cluster=cluster,
                 )
                 continue
-            _release_dependents(scope, rc, observed)
             try:
-                rc.delete(observed.id)
+                release_and_delete(rc, observed.id, observed)
                 scope.engine.forget(rc, observed.id, cluster)
                 if scope.engine_scope.events is not None:
                     scope.engine_scope.events.deleted(rc.kind, "stray", observed.id)
@@ -102,17 +102,3 @@ def sweep_cluster_resources(scope: ClusterScope) -> None:
                 waiting.append(f"{rc.kind} {observed.id} deleting")
     if waiting:
         raise Waiting("sweeping stray cluster resources: " + "; ".join(waiting[:5]), 10.0)
-
-
-def _release_dependents(scope: ClusterScope, rc: ResourceClass[Any], observed: Observed) -> None:
-    """What AWS refuses to delete while attached: detach gateways, disassociate route tables."""
-    rcs = scope.resources
-    if rc is rcs.internet_gateway:
-        for attachment in observed.attributes.get("attachments", []):
-            with contextlib.suppress(AWSNotFound):
-                rcs.internet_gateway_attachment.delete(attachment_id(observed.id, str(attachment["vpc_id"])))
-    elif rc is rcs.route_table:
-        for association in observed.attributes.get("associations", []):
-            if not association.get("main") and association.get("id"):
-                with contextlib.suppress(AWSNotFound):
-                    rcs.route_table_association.delete(str(association["id"]))

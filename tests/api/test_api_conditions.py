@@ -130,3 +130,41 @@ def test_summarize_ready_is_true_when_every_condition_is() -> None:
     assert ready is not None
     assert ready.status == "True"
     assert ready.last_transition_time == LONG_AGO, "re-asserting Ready must not move its transition time"
+
+
+def test_summarize_ready_copies_the_severity_of_the_condition_it_reports() -> None:
+    holder = ClusterStatus()
+    mark_true(holder, "VPCReady")
+    set_condition(holder, "SubnetsReady", False, "Waiting", "subnets pending", "Info")
+
+    assert summarize_ready(holder, ["VPCReady", "SubnetsReady"]) is False
+
+    ready = get_condition(holder, READY)
+    assert ready is not None
+    assert (ready.status, ready.reason, ready.severity) == ("False", "Waiting", "Info")
+
+
+def test_summarize_ready_of_an_unfinished_pass_passes_over_unreached_conditions() -> None:
+    """A pass that stopped before a step (complete=False) does not report the step's missing condition as
+    Unknown: Ready is False, Reconciling, unless a condition it reached is not True."""
+    holder = ClusterStatus()
+    mark_true(holder, "VPCReady")
+
+    assert summarize_ready(holder, ["VPCReady", "SubnetsReady"], complete=False) is False
+    ready = get_condition(holder, READY)
+    assert ready is not None
+    assert (ready.status, ready.reason, ready.severity) == ("False", "Reconciling", "Info")
+
+    mark_false(holder, "VPCReady", "Drifted", "the VPC is gone", "Error")
+    assert summarize_ready(holder, ["VPCReady", "SubnetsReady"], complete=True) is False
+    ready = get_condition(holder, READY)
+    assert ready is not None
+    assert (ready.status, ready.reason, ready.severity) == ("False", "Drifted", "Error")
+
+
+def test_summarize_ready_of_a_finished_pass_is_true_without_every_condition() -> None:
+    holder = ClusterStatus()
+    mark_true(holder, "VPCReady")
+
+    assert summarize_ready(holder, ["VPCReady", "LoadBalancerReady"], complete=True) is True
+    assert is_true(holder, READY)

@@ -5,18 +5,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from capa_py.audit import AuditClass, AuditOptions, AuditReport, AuditRow, DiscoveryMode, run_audit
+from capa_app.audit import AuditClass, AuditOptions, AuditReport, AuditRow, DiscoveryMode, run_audit
 from capa_py.aws.accounting import call_scope
 from capa_py.store import SQLiteStore
+from resources import resource_class
+from tests.audit.helpers import REGION
 from tests.audit.world import World, build_world
 from tests.harness.moto_server import MotoServer
 
 GONE = AuditClass.ORPHAN_CLUSTER_GONE
 UNRECORDED = AuditClass.ORPHAN_UNRECORDED
 UNTAGGED = AuditClass.UNTAGGED_IN_MANAGED_VPC
+MODELED = {
+    "vpc",
+    "subnet",
+    "internet-gateway",
+    "elastic-ip",
+    "nat-gateway",
+    "route-table",
+    "security-group",
+    "instance",
+    "load-balancer",
+    "target-group",
+    "listener",
+}
+"""Kinds a resource class manages that the audit lists on their own or as a load balancer's listeners."""
 
 
 @pytest.fixture(scope="module")
@@ -185,3 +202,30 @@ def test_older_than_leaves_out_resources_known_to_be_younger(world: World) -> No
     kept = {r.kind for r in report.rows}
     assert "instance" not in kept  # launched seconds ago
     assert "vpc" in kept  # AWS gives no creation time: kept, never silently dropped
+
+
+def _without_listing_facts(attributes: dict[str, Any]) -> dict[str, Any]:
+    """A route's ``origin`` is a fact only a listing adds (which routes CreateRoute made)."""
+    routes = attributes.get("routes")
+    if routes is None:
+        return attributes
+    return {**attributes, "routes": [{k: v for k, v in r.items() if k != "origin"} for r in routes]}
+
+
+@pytest.mark.parametrize("mode", list(DiscoveryMode))
+def test_the_audit_reads_managed_kinds_as_their_resource_classes_do(
+    world: World, mode: DiscoveryMode
+) -> None:
+    """One model: every resource the audit found of a kind a resource class manages carries what that class's
+    own describe observes (tags, state, attributes), whichever discovery found it. Before the audit parsed
+    them through the classes, its own parsers kept other attributes (no ingress rules, no subnet ids)."""
+    report = run_audit(world.store, world.pool, AuditOptions(discovery=mode))
+    modeled = [r for r in report.rows if r.kind in MODELED and r.classification is not AuditClass.MISSING]
+    assert {r.kind for r in modeled} == MODELED
+    aws = world.pool.for_region(REGION)
+    for row in modeled:
+        observed = resource_class(row.kind)(aws).describe_by_id(row.id)
+        assert observed is not None, row.ref
+        assert (row.state, row.tags) == (observed.state, observed.tags), row.ref
+        listed = _without_listing_facts(row.attributes)
+        assert {k: listed.get(k) for k in observed.attributes} == observed.attributes, row.ref

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from capa_py.audit import (
+from capa_app.audit import (
     AuditClass,
     AuditOptions,
     AuditReport,

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from capa_app.audit.classify import matches_intent
+from capa_app.audit.model import Found
+from capa_app.audit.records import Intent
 from capa_py.api.aws import IntentRecord
-from capa_py.audit.classify import matches_intent
-from capa_py.audit.model import Found
-from capa_py.audit.records import Intent
 from capa_py.engine.engine import PREEXISTING
 from capa_py.engine.profiles import ADOPTION_WINDOW, CLOCK_SKEW
 

@@ -9,9 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from capa_py.api.aws import AWSCluster
-from capa_py.api.loader import load_manifest_text
-from capa_py.audit import (
+from capa_app.audit import (
     AuditClass,
     AuditOptions,
     AuditReport,
@@ -23,6 +21,8 @@ from capa_py.audit import (
     plan_deletion,
     run_audit,
 )
+from capa_py.api.aws import AWSCluster
+from capa_py.api.loader import load_manifest_text
 from capa_py.aws.session import ClientPool
 from capa_py.engine.engine import Engine, Scope
 from capa_py.engine.errors import RetryableError

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from capa_app.audit import AuditClass, AuditOptions, DiscoveryMode, run_audit
 from capa_py.api.aws import AWSCluster, AWSClusterSpec, NetworkSpec, VPCSpec
 from capa_py.api.meta import ObjectMeta, utcnow
-from capa_py.audit import AuditClass, AuditOptions, DiscoveryMode, run_audit
 from capa_py.engine.engine import Engine, Scope
 from capa_py.engine.errors import UndecidableIntent
 from capa_py.engine.profiles import ADOPTION_WINDOW, MOTO

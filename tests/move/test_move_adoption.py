@@ -64,7 +64,7 @@ def test_an_audit_of_the_target_counts_a_moved_clusters_resources_as_its_own(
     moved cluster only, so its audit reports the moved cluster's unrecorded resource as its own leak (an
     orphan it may delete), not another store's (a pivoted management cluster audits itself once its
     bootstrap store is gone)."""
-    from capa_py.audit import AuditClass, AuditOptions, run_audit
+    from capa_app.audit import AuditClass, AuditOptions, run_audit
 
     applied = harness.apply(example())
     assert harness.converge(_targets(applied)).converged

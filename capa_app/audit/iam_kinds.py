@@ -4,7 +4,8 @@ IAM is global (one listing per audit, whatever the regions) and absent from the 
 (moto's and, for roles, AWS's), so both discovery modes describe it. ``ListRoles`` does not return tags;
 ``GetAccountAuthorizationDetails`` does, for every role and the instance profiles it is in, in one
 paginated call instead of one ``ListRoleTags`` per role. IAM paginates with ``IsTruncated``/``Marker``
-(not ``NextMarker``), so the pages are walked here.
+(not ``NextMarker``), so the pages are walked here. The parsers are the audit's own: no resource class
+models IAM (capa-py names the instance profile a machine uses but does not make it).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from capa_py.audit.model import GLOBAL_REGION, Found
+from capa_app.audit.model import GLOBAL_REGION, Found
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import tag_dict
 

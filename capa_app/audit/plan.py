@@ -21,8 +21,8 @@ the VPC, and IAM last.
 
 from __future__ import annotations
 
-from capa_py.audit.classify import UNTAGGABLE_PARTS, shared_with
-from capa_py.audit.model import (
+from capa_app.audit.classify import UNTAGGABLE_PARTS, shared_with
+from capa_app.audit.model import (
     FOREIGN_CLASSES,
     ORPHAN_CLASSES,
     AuditClass,

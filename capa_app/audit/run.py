@@ -1,6 +1,6 @@
 """The audit end to end: read the store, discover, classify, check records against AWS, filter by age.
 
-:func:`run_audit` returns an :class:`~capa_py.audit.model.AuditReport`; :func:`delete_leaks` plans and
+:func:`run_audit` returns an :class:`~capa_app.audit.model.AuditReport`; :func:`delete_leaks` plans and
 carries out the deletion of its leaks, re-reading the store right before each delete so that a resource a
 reconcile has recorded (or whose cluster is back) since the audit is left alone.
 """
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from capa_py.audit.classify import classify, drift_rows, matches_intent
-from capa_py.audit.discovery import DiscoveryScope, discover
-from capa_py.audit.execute import DeletionSettings, Recheck, execute_plan
-from capa_py.audit.model import (
+from capa_app.audit.classify import classify, drift_rows, matches_intent
+from capa_app.audit.discovery import DiscoveryScope, discover
+from capa_app.audit.execute import DeletionSettings, Recheck, execute_plan
+from capa_app.audit.model import (
     AuditClass,
     AuditReport,
     AuditRow,
@@ -22,8 +22,8 @@ from capa_py.audit.model import (
     DiscoveryMode,
     Found,
 )
-from capa_py.audit.plan import KIND_ORDER, plan_deletion
-from capa_py.audit.records import Record, StoreView, read_store
+from capa_app.audit.plan import KIND_ORDER, plan_deletion
+from capa_app.audit.records import Record, StoreView, read_store
 from capa_py.aws.session import ClientPool
 from capa_py.engine.tags import role_of
 from capa_py.store.protocol import ObjectStore
@@ -166,7 +166,7 @@ def delete_leaks(
     plan: DeletionPlan | None = None,
     include_foreign: bool = False,
 ) -> DeletionReport:
-    """Delete the report's deletable leaks (see :mod:`capa_py.audit.plan`); report every leak's fate.
+    """Delete the report's deletable leaks (see :mod:`capa_app.audit.plan`); report every leak's fate.
     ``include_foreign`` deletes the foreign rows too (only for a report of named clusters)."""
     plan = plan or plan_deletion(report, include_foreign=include_foreign)
     return execute_plan(plan, pool, settings, store_recheck(store, pool.settings.region))

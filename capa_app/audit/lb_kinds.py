@@ -1,5 +1,7 @@
 """Describe calls for load balancers: ELBv2 load balancers, target groups, listeners and registrations, and
-classic load balancers — each item turned into a :class:`Found`.
+classic load balancers — each item turned into a :class:`Found`. The ELBv2 kinds are parsed by their
+resource classes (:mod:`resources.listing`); classic load balancers, which no resource class models (capa-py
+makes network load balancers only; CAPA's default is classic), keep a parser here.
 
 Neither ELB API filters by tag or by VPC, so both list and read tags in batches of 20 (``DescribeTags``'
 limit); narrowing to ids or VPCs happens here. A describe by ids fails as a whole when one of them is gone,
@@ -11,15 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from capa_py.audit.model import Found
+from capa_app.audit.ec2_kinds import found_from
+from capa_app.audit.model import Found
 from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClient, AWSClients
 from capa_py.engine.resource import tag_dict
-from resources.load_balancer import registration_id
+from resources.listing import parse_listener, parse_load_balancer, parse_registration, parse_target_group
 
 TAGS_PER_CALL = 20
 """``DescribeTags`` of both ELB APIs takes at most 20 resources."""
-_NOT_REGISTERED = frozenset({"Target.NotRegistered", "Target.DeregistrationInProgress"})
 
 
 def _batches(values: Sequence[str]) -> Iterable[list[str]]:
@@ -88,20 +90,8 @@ def describe_load_balancers(
 ) -> list[Found]:
     items = _list_or_get(aws.elbv2, "DescribeLoadBalancers", "LoadBalancers", "LoadBalancerArns", ids)
     tags = _tags(aws.elbv2, "ResourceArns", "ResourceArn", [i["LoadBalancerArn"] for i in items])
-    found = [
-        Found(
-            aws.region,
-            "load-balancer",
-            item["LoadBalancerArn"],
-            tags.get(item["LoadBalancerArn"], {}),
-            state=item.get("State", {}).get("Code"),
-            vpc_id=item.get("VpcId"),
-            created_at=item.get("CreatedTime"),
-            name=item.get("LoadBalancerName"),
-            attributes={"type": item.get("Type"), "scheme": item.get("Scheme")},
-        )
-        for item in items
-    ]
+    observed = [parse_load_balancer(i, tags.get(i["LoadBalancerArn"], {})) for i in items]
+    found = found_from(aws.region, "load-balancer", observed)
     return _narrow(found, vpc_ids)
 
 
@@ -110,19 +100,8 @@ def describe_target_groups(
 ) -> list[Found]:
     items = _list_or_get(aws.elbv2, "DescribeTargetGroups", "TargetGroups", "TargetGroupArns", ids)
     tags = _tags(aws.elbv2, "ResourceArns", "ResourceArn", [i["TargetGroupArn"] for i in items])
-    found = [
-        Found(
-            aws.region,
-            "target-group",
-            item["TargetGroupArn"],
-            tags.get(item["TargetGroupArn"], {}),
-            state="active" if item.get("LoadBalancerArns") else "unused",
-            vpc_id=item.get("VpcId"),
-            name=item.get("TargetGroupName"),
-            attributes={"load_balancer_arns": list(item.get("LoadBalancerArns", []))},
-        )
-        for item in items
-    ]
+    observed = [parse_target_group(i, tags.get(i["TargetGroupArn"], {})) for i in items]
+    found = found_from(aws.region, "target-group", observed)
     return _narrow(found, vpc_ids)
 
 
@@ -159,19 +138,15 @@ def listeners_of(aws: AWSClients, load_balancers: Iterable[Found]) -> list[Found
         except NotFound:
             continue
         tags = _tags(aws.elbv2, "ResourceArns", "ResourceArn", [i["ListenerArn"] for i in items])
-        found.extend(
-            Found(
-                aws.region,
-                "listener",
-                item["ListenerArn"],
-                tags.get(item["ListenerArn"], {}),
-                state="active",
-                vpc_id=lb.vpc_id,
-                parent=lb.id,
-                name=f"{item.get('Protocol')}:{item.get('Port')}",
-            )
-            for item in items
-        )
+        for listener in found_from(
+            aws.region,
+            "listener",
+            [parse_listener(i, tags.get(i["ListenerArn"], {})) for i in items],
+        ):
+            listener.vpc_id = lb.vpc_id
+            listener.parent = lb.id
+            listener.name = f"{listener.attributes.get('protocol')}:{listener.attributes.get('port')}"
+            found.append(listener)
     return found
 
 
@@ -183,23 +158,14 @@ def registrations_of(aws: AWSClients, target_groups: Iterable[Found]) -> list[Fo
             response = aws.elbv2.call("DescribeTargetHealth", TargetGroupArn=tg.id)
         except NotFound:
             continue
-        for description in response.get("TargetHealthDescriptions", []):
-            target = description.get("Target", {})
-            health = description.get("TargetHealth", {})
-            gone = health.get("Reason") in _NOT_REGISTERED or health.get("State") == "draining"
-            if not target.get("Id") or gone:
-                continue
-            found.append(
-                Found(
-                    aws.region,
-                    "target-registration",
-                    registration_id(tg.id, str(target["Id"])),
-                    state=health.get("State"),
-                    vpc_id=tg.vpc_id,
-                    parent=tg.id,
-                    attributes={"instance_id": target["Id"], "port": target.get("Port")},
-                )
-            )
+        registrations = [
+            parse_registration(tg.id, description)
+            for description in response.get("TargetHealthDescriptions", [])
+        ]
+        for registration in found_from(aws.region, "target-registration", filter(None, registrations)):
+            registration.vpc_id = tg.vpc_id
+            registration.parent = tg.id
+            found.append(registration)
     return found
 
 

@@ -28,17 +28,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from capa_py.audit.arns import parse_arn
-from capa_py.audit.ec2_kinds import (
+from capa_app.audit.arns import parse_arn
+from capa_app.audit.ec2_kinds import (
     EC2_KINDS,
     describe_ec2,
     internet_gateway_parts,
     route_table_parts,
     security_group_rules_referencing,
 )
-from capa_py.audit.iam_kinds import describe_iam
-from capa_py.audit.lb_kinds import LB_KINDS, listeners_of, registrations_of
-from capa_py.audit.model import DiscoveryMode, Found
+from capa_app.audit.iam_kinds import describe_iam
+from capa_app.audit.lb_kinds import LB_KINDS, listeners_of, registrations_of
+from capa_app.audit.model import DiscoveryMode, Found
 from capa_py.aws.session import AWSClients, ClientPool
 from capa_py.engine.resource import tag_dict
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, cluster_tag_key

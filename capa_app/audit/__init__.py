@@ -5,18 +5,18 @@ finds what still slips through — a create whose record was lost, a cluster obj
 resources stayed, an interface left behind by a terminated instance — and the reverse, records AWS no longer
 knows. ``capa audit`` is its command line; this package is the library:
 
-* :mod:`~capa_py.audit.discovery` finds resources with the Resource Groups Tagging API or with per-service
-  describe calls (:mod:`~capa_py.audit.ec2_kinds`, :mod:`~capa_py.audit.lb_kinds`,
-  :mod:`~capa_py.audit.iam_kinds`);
-* :mod:`~capa_py.audit.records` reads what the object store records and intends;
-* :mod:`~capa_py.audit.classify` compares the two (the classes are listed in :mod:`~capa_py.audit.model`);
-* :mod:`~capa_py.audit.plan` decides what ``--delete`` may remove and in which order,
-  :mod:`~capa_py.audit.execute` does it with :mod:`~capa_py.audit.deleters`;
-* :mod:`~capa_py.audit.run` ties them together.
+* :mod:`~capa_app.audit.discovery` finds resources with the Resource Groups Tagging API or with per-service
+  describe calls (:mod:`~capa_app.audit.ec2_kinds`, :mod:`~capa_app.audit.lb_kinds`,
+  :mod:`~capa_app.audit.iam_kinds`);
+* :mod:`~capa_app.audit.records` reads what the object store records and intends;
+* :mod:`~capa_app.audit.classify` compares the two (the classes are listed in :mod:`~capa_app.audit.model`);
+* :mod:`~capa_app.audit.plan` decides what ``--delete`` may remove and in which order,
+  :mod:`~capa_app.audit.execute` does it with :mod:`~capa_app.audit.deleters`;
+* :mod:`~capa_app.audit.run` ties them together.
 """
 
-from capa_py.audit.execute import DeletionSettings, execute_plan
-from capa_py.audit.model import (
+from capa_app.audit.execute import DeletionSettings, execute_plan
+from capa_app.audit.model import (
     LEAK_CLASSES,
     AuditClass,
     AuditReport,
@@ -29,8 +29,8 @@ from capa_py.audit.model import (
     PlannedDeletion,
     SkippedLeak,
 )
-from capa_py.audit.plan import plan_deletion
-from capa_py.audit.run import AuditOptions, delete_leaks, run_audit, store_recheck
+from capa_app.audit.plan import plan_deletion
+from capa_app.audit.run import AuditOptions, delete_leaks, run_audit, store_recheck
 
 __all__ = [
     "LEAK_CLASSES",

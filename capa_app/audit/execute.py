@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import groupby
 
-from capa_py.audit.deleters import DELETERS, revoke_cross_references
-from capa_py.audit.model import (
+from capa_app.audit.deleters import DELETERS, revoke_cross_references
+from capa_app.audit.model import (
     GLOBAL_REGION,
     AuditRow,
     DeletionPlan,
@@ -28,7 +28,7 @@ from capa_py.audit.model import (
     Outcome,
     PlannedDeletion,
 )
-from capa_py.audit.plan import GOES_WITH_PARENT
+from capa_app.audit.plan import GOES_WITH_PARENT
 from capa_py.aws.errors import AWSError, NotFound, Retryable
 from capa_py.aws.session import AWSClients, ClientPool
 from capa_py.logging import get_logger

@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import cache
 
-from capa_py.audit.model import FOREIGN_CLASSES, ORPHAN_CLASSES, AuditClass, AuditRow, Found
-from capa_py.audit.records import Intent, Record, StoreView
+from capa_app.audit.model import FOREIGN_CLASSES, ORPHAN_CLASSES, AuditClass, AuditRow, Found
+from capa_app.audit.records import Intent, Record, StoreView
 from capa_py.engine.engine import PREEXISTING
 from capa_py.engine.profiles import ADOPTION_WINDOW, CLOCK_SKEW
 from capa_py.engine.resource import ResourceClass

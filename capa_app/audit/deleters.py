@@ -1,10 +1,11 @@
 """How to delete each kind the audit may delete, and how to tell a slow delete has finished.
 
-Kinds capa-py manages go through their resource class (``resources/``), so a delete here is the delete the
-controllers make; the others (network interfaces, volumes, launch templates, VPC endpoints, classic load
-balancers, security group rules, IAM) are a call or two each. A deleter raises the classified AWS errors:
-:class:`~capa_py.aws.errors.NotFound` means already gone, the retryable ones (a dependency still going away,
-throttling) are retried by the executor.
+Kinds capa-py manages go through their resource class and :func:`resources.deletion.release_and_delete`
+(an internet gateway detached from its VPCs first), the routine the cluster delete's stray sweep uses, so a
+delete here is the delete the controllers make; the others (network interfaces, volumes, launch templates,
+VPC endpoints, classic load balancers, security group rules, IAM) are a call or two each. A deleter raises
+the classified AWS errors: :class:`~capa_py.aws.errors.NotFound` means already gone, the retryable ones (a
+dependency still going away, throttling) are retried by the executor.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.audit.ec2_kinds import describe_ec2
-from capa_py.audit.iam_kinds import iam_pages
-from capa_py.audit.model import AuditRow
+from capa_app.audit.ec2_kinds import describe_ec2
+from capa_app.audit.iam_kinds import iam_pages
+from capa_app.audit.model import AuditRow
 from capa_py.aws.errors import NotFound, classify_code
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import ResourceClass
 from resources import resource_class
-from resources.internet_gateway import InternetGateway, InternetGatewayAttachment, attachment_id
-from resources.security_group import SecurityGroup
+from resources.deletion import release_and_delete, revoke_cross_references
 
 Start = Callable[[AWSClients, AuditRow], None]
 Gone = Callable[[AWSClients, AuditRow], bool]
@@ -35,10 +35,14 @@ class Deleter:
     """For deletes AWS finishes later (instances, NAT gateways, load balancers): whether it has."""
 
 
-def _via_resource_class(kind: str) -> Start:
+def _via_resource_class(kind: str, *, describe: bool = False) -> Start:
+    """The resource class's delete, after releasing what holds the resource: what a describe shows when
+    ``describe`` is set (an internet gateway's attachments); otherwise the plan has removed the parts as rows
+    of their own already (a route table's associations)."""
+
     def start(aws: AWSClients, row: AuditRow) -> None:
         rc: ResourceClass[Any] = resource_class(kind)(aws)
-        rc.delete(row.id)
+        release_and_delete(rc, row.id, describe=describe)
 
     return start
 
@@ -57,18 +61,6 @@ def _ec2_call(operation: str, parameter: str) -> Start:
         aws.ec2.call(operation, **params)
 
     return start
-
-
-def _delete_internet_gateway(aws: AWSClients, row: AuditRow) -> None:
-    """Detach from every VPC (as AWS requires), then delete."""
-    gateway = InternetGateway(aws).describe_by_id(row.id)
-    if gateway is None:
-        raise NotFound(f"ec2:DeleteInternetGateway: {row.id} does not exist", "ec2", "DeleteInternetGateway")
-    for attachment in gateway.attributes.get("attachments", []):
-        if attachment.get("vpc_id") and attachment.get("state") in ("attaching", "attached", "available"):
-            with suppress(NotFound):
-                InternetGatewayAttachment(aws).delete(attachment_id(row.id, str(attachment["vpc_id"])))
-    InternetGateway(aws).delete(row.id)
 
 
 def _delete_vpc_endpoint(aws: AWSClients, row: AuditRow) -> None:
@@ -124,14 +116,6 @@ def _delete_role(aws: AWSClients, row: AuditRow) -> None:
     iam.call("DeleteRole", RoleName=row.id)
 
 
-def revoke_cross_references(aws: AWSClients, group_ids: list[str]) -> None:
-    """Revoke the rules by which the given groups reference each other, so that they can go in any order."""
-    groups = SecurityGroup(aws)
-    for group_id in group_ids:
-        with suppress(NotFound):
-            groups.revoke_references_to(group_id, group_ids)
-
-
 DELETERS: dict[str, Deleter] = {
     "instance": Deleter(_via_resource_class("instance"), _gone_via_resource_class("instance")),
     "classic-load-balancer": Deleter(_delete_classic_load_balancer),
@@ -146,7 +130,7 @@ DELETERS: dict[str, Deleter] = {
     "route": Deleter(_via_resource_class("route")),
     "route-table": Deleter(_via_resource_class("route-table")),
     "internet-gateway-attachment": Deleter(_via_resource_class("internet-gateway-attachment")),
-    "internet-gateway": Deleter(_delete_internet_gateway),
+    "internet-gateway": Deleter(_via_resource_class("internet-gateway", describe=True)),
     "network-interface": Deleter(_ec2_call("DeleteNetworkInterface", "NetworkInterfaceId")),
     "volume": Deleter(_ec2_call("DeleteVolume", "VolumeId")),
     "launch-template": Deleter(_ec2_call("DeleteLaunchTemplate", "LaunchTemplateId")),
@@ -157,3 +141,5 @@ DELETERS: dict[str, Deleter] = {
     "iam-instance-profile": Deleter(_delete_instance_profile),
     "iam-role": Deleter(_delete_role),
 }
+
+__all__ = ["DELETERS", "Deleter", "revoke_cross_references"]
