@@ -92,7 +92,7 @@ def _param_row(param: Any, ctx: Any) -> str:
 
 def cli_reference() -> str:
     """The CLI reference page: every command of ``capa``, as the typer app declares it."""
-    from capa_py.cli.main import app
+    from capa_app.cli.main import app
 
     root = typer.main.get_command(app)
     out = [
@@ -250,7 +250,7 @@ def spec_reference() -> str:
 
 def graph_mermaid(target: str) -> str:
     """What ``capa ctrlkit graph TARGET`` prints (Mermaid)."""
-    from capa_py.cli.ctrlkit_cmd import load_workflow
+    from capa_app.cli.ctrlkit_cmd import load_workflow
     from capa_py.ctrlkit.graph import to_mermaid
 
     return to_mermaid(load_workflow(target))

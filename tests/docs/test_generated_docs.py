@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from capa_py.cli.main import app
+from capa_app.cli.main import app
 from capa_py.docsgen import (
     CLI_PAGE,
     GRAPH_REGION,
@@ -88,7 +88,7 @@ def test_the_graphs_in_the_pages_are_current() -> None:
 def test_the_graphs_are_what_capa_ctrlkit_graph_prints() -> None:
     for target in sorted(GRAPHS):
         cli = subprocess.run(
-            [sys.executable, "-m", "capa_py.cli", "ctrlkit", "graph", target],
+            [sys.executable, "-m", "capa_app.cli", "ctrlkit", "graph", target],
             capture_output=True,
             text=True,
             check=True,

@@ -498,7 +498,7 @@ def capa_cluster_create(
 ) -> subprocess.CompletedProcess[str]:
     command = ["--state", str(state / "capa.db"), "cluster", "create", "-f", str(path), "--management"]
     return subprocess.run(
-        [sys.executable, "-m", "capa_py.cli", *command, "--aws-endpoint", url, *extra],
+        [sys.executable, "-m", "capa_app.cli", *command, "--aws-endpoint", url, *extra],
         capture_output=True,
         text=True,
         timeout=TIMEOUT * 2,

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from capa_app.cli.common import EXIT_FAILED, EXIT_OK, fail, stderr
+from capa_app.cli.controller_flags import HegelOptions, WebhookOptions
 from capa_py.aws.session import ClientPool
-from capa_py.cli.common import EXIT_FAILED, EXIT_OK, fail, stderr
-from capa_py.cli.controller_flags import HegelOptions, WebhookOptions
 from capa_py.engine.engine import Engine
 from capa_py.runtime.endpoints import BindAddress, Endpoints
 from capa_py.runtime.leader import LeaseTiming, holder_identity
@@ -23,7 +23,7 @@ from capa_py.runtime.servers import HegelServer, WebhookServer, WorkflowServer
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
-    from capa_py.cli.tink_cmd import WorkflowServerOptions
+    from capa_app.cli.tink_cmd import WorkflowServerOptions
     from controllers.tinkerbell import WorkflowTimeouts
 
 CORE_CONTROLLERS = ("cluster", "machine", "machinedeployment", "machineset")

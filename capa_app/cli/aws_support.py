@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 from rich.console import Console
 
+from capa_app.cli.common import fail, globals_of, stdout
+from capa_app.cli.output import format_table
+from capa_app.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.aws.accounting import CallCounter
 from capa_py.aws.deadline import Deadline
-from capa_py.cli.common import fail, globals_of, stdout
-from capa_py.cli.output import format_table
-from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
+    from capa_app.cli.aws_context import AWSContext
     from capa_py.api.meta import KubeObject
-    from capa_py.cli.aws_context import AWSContext
     from controllers.run import ConvergeResult
 
 
@@ -79,10 +79,10 @@ def _report_in_progress(console: Console, result: ConvergeResult, deadline: Dead
 
 def refuse_stale_local_store(ctx: typer.Context, store: ObjectStore, aws: AWSContext | None) -> None:
     """Exit 1, before anything changes, when the store's AWS resources lived on a local endpoint that has
-    been stopped (see :mod:`capa_py.cli.local_binding`)."""
+    been stopped (see :mod:`capa_app.cli.local_binding`)."""
     if aws is None or aws.local is None:
         return
-    from capa_py.cli.local_binding import stale_store
+    from capa_app.cli.local_binding import stale_store
 
     problem = stale_store(globals_of(ctx).state, store, aws.local)
     if problem is not None:

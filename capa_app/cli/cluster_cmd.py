@@ -17,8 +17,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from capa_py.api.loader import ManifestError
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     aws_context,
@@ -28,8 +27,9 @@ from capa_py.cli.common import (
     stderr,
     stdout,
 )
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.output import render_json
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.output import render_json
+from capa_py.api.loader import ManifestError
 from capa_py.manifests.deployment import DEFAULT_IMAGE
 from capa_py.store.kube import KubeStore
 from capa_py.store.protocol import ObjectStore

@@ -9,10 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from capa_py.api.meta import KubeObject, ObjectMeta
-from capa_py.api.registry import REGISTRY, UnknownKind
-from capa_py.aws.deadline import Deadline, aws_deadline
-from capa_py.cli.aws_support import (
+from capa_app.cli.aws_support import (
     RunControllersOption,
     label,
     observe_elsewhere,
@@ -21,7 +18,7 @@ from capa_py.cli.aws_support import (
     report_unfinished,
     stored_copies,
 )
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     EndpointOption,
@@ -38,16 +35,19 @@ from capa_py.cli.common import (
     stderr,
     stdout,
 )
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.lease import NoWaitForLockOption, store_lease
-from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
-from capa_py.cli.tink_cmd import report_workflow_outcomes
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.lease import NoWaitForLockOption, store_lease
+from capa_app.cli.progress import DeletionNotices, ProgressView, ticker
+from capa_app.cli.tink_cmd import report_workflow_outcomes
+from capa_py.api.meta import KubeObject, ObjectMeta
+from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.aws.deadline import Deadline, aws_deadline
 from capa_py.operations import delete_objects
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
-    from capa_py.cli.aws_context import AWSContext
+    from capa_app.cli.aws_context import AWSContext
 
 
 def _requested(

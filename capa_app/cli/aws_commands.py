@@ -4,7 +4,7 @@ Each takes ``--aws-endpoint`` (``local`` for the embedded endpoint, or a URL) an
 are validated before any AWS call or store write; invalid input exits 2 and changes nothing.
 
 ``apply`` is here; ``delete``, ``resources`` and ``local`` are in their own modules
-(:mod:`~capa_py.cli.delete_cmd`, :mod:`~capa_py.cli.resources_cmd`, :mod:`~capa_py.cli.local_cmd`), and
+(:mod:`~capa_app.cli.delete_cmd`, :mod:`~capa_app.cli.resources_cmd`, :mod:`~capa_app.cli.local_cmd`), and
 :func:`register` adds them all.
 """
 
@@ -17,10 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from capa_py.api.core import Secret
-from capa_py.api.meta import KubeObject
-from capa_py.aws.deadline import Deadline, aws_deadline
-from capa_py.cli.aws_support import (
+from capa_app.cli.aws_support import (
     RunControllersOption,
     label,
     observe_elsewhere,
@@ -28,7 +25,7 @@ from capa_py.cli.aws_support import (
     refuse_stale_local_store,
     report_unfinished,
 )
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     EndpointOption,
@@ -47,10 +44,13 @@ from capa_py.cli.common import (
     stderr,
     stdout,
 )
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.lease import NoWaitForLockOption, store_lease
-from capa_py.cli.output import format_table, render_json
-from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.lease import NoWaitForLockOption, store_lease
+from capa_app.cli.output import format_table, render_json
+from capa_app.cli.progress import DeletionNotices, ProgressView, ticker
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
+from capa_py.aws.deadline import Deadline, aws_deadline
 from capa_py.cluster_names import name_clashes
 from capa_py.operations import apply_objects, being_deleted
 from capa_py.store.errors import Invalid, StoreError
@@ -58,7 +58,7 @@ from capa_py.store.protocol import ObjectStore
 from capa_py.tag_budget import tag_budget_issues
 
 if TYPE_CHECKING:
-    from capa_py.cli.aws_context import AWSContext
+    from capa_app.cli.aws_context import AWSContext
     from controllers.run import ConvergeResult
 
 
@@ -235,7 +235,7 @@ def apply(
 
 def register(app: typer.Typer) -> None:
     """Add ``apply``, ``delete``, ``resources`` and the ``local`` group to ``app``, in that order."""
-    from capa_py.cli import delete_cmd, local_cmd, resources_cmd
+    from capa_app.cli import delete_cmd, local_cmd, resources_cmd
 
     app.command()(apply)
     app.command()(delete_cmd.delete)

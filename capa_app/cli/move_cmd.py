@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from capa_py.cli.common import EXIT_INVALID, fail, globals_of, reachable_kube_store, stdout
+from capa_app.cli.common import EXIT_INVALID, fail, globals_of, reachable_kube_store, stdout
 from capa_py.move import MoveError, MoveResult, UnknownCluster, move, require_cluster
 from capa_py.store import Unavailable, open_store
 from capa_py.store.errors import StoreError

@@ -21,6 +21,18 @@ from typing import Annotated, Any
 
 import typer
 
+from capa_app.cli.common import (
+    EndpointOption,
+    ProfileOption,
+    TraitsOption,
+    aws_context,
+    calls_summary,
+    fail,
+    globals_of,
+    region_of,
+)
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.output import format_table, render_json
 from capa_py.api.aws import known_regions
 from capa_py.audit import (
     AuditClass,
@@ -36,18 +48,6 @@ from capa_py.audit import (
 )
 from capa_py.aws.accounting import call_scope
 from capa_py.aws.errors import AWSError
-from capa_py.cli.common import (
-    EndpointOption,
-    ProfileOption,
-    TraitsOption,
-    aws_context,
-    calls_summary,
-    fail,
-    globals_of,
-    region_of,
-)
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.output import format_table, render_json
 from capa_py.store.errors import StoreError
 
 EXIT_OK = 0
