@@ -42,7 +42,7 @@ lint: setup
 # Regenerates the CLI reference, the spec reference and the ctrlkit diagrams in docs/ (tests/docs fails when
 # they are stale).
 docs-gen: setup
-	$(BIN)/python -m capa_py.docsgen
+	$(BIN)/python -m capa_app.docsgen
 
 bench: setup
 	$(BIN)/python benchmarks/run.py

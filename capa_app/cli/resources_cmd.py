@@ -41,7 +41,8 @@ def resources(
 ) -> None:
     """List every AWS resource recorded for a cluster: kind, id, strategy class, tags complete."""
     check_output(output)
-    from capa_py.inventory import recorded_resources, verify_tags
+    from capa_app.inventory import verify_tags
+    from capa_py.inventory import recorded_resources
 
     rows = []
     opened = globals_of(ctx).existing_store()
