@@ -19,6 +19,7 @@ import typer
 
 from capa_app.cli.aws_support import (
     RunControllersOption,
+    converge_here,
     label,
     observe_elsewhere,
     print_calls,
@@ -45,9 +46,8 @@ from capa_app.cli.common import (
     stdout,
 )
 from capa_app.cli.durations import parse_duration
-from capa_app.cli.lease import NoWaitForLockOption, store_lease
+from capa_app.cli.lease import NoWaitForLockOption
 from capa_app.cli.output import format_table, render_json
-from capa_app.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
 from capa_py.aws.deadline import Deadline, aws_deadline
@@ -69,34 +69,25 @@ class _Controllers:
 
     store: ObjectStore
     elsewhere: bool
-    deadline: float
+    limit: Deadline
     table: bool
     aws: AWSContext | None
     wait_for_lock: bool
 
     def run(self, targets: list[KubeObject], goal: Literal["ready", "gone"]) -> ConvergeResult:
-        left = max(self.deadline - time.monotonic(), 0.0)
         if self.elsewhere:
-            return observe_elsewhere(stderr, self.store, targets, goal, left, self.table)
-        from controllers import embedded_controllers
-        from controllers.run import converge
-
-        aws = self.aws
-        with (
-            store_lease(self.store, "capa apply", self.wait_for_lock, left) as lease,
-            ProgressView(stderr, targets, enabled=self.table) as view,
-        ):
-            notices = DeletionNotices(stderr, self.store, targets)
-            result = converge(
-                self.store,
-                embedded_controllers(self.store, aws.pool if aws else None, aws.engine if aws else None),
-                targets,
-                goal=goal,
-                timeout=max(self.deadline - time.monotonic(), 0.0),
-                on_tick=lease.guard(ticker(view.update, notices.update)),
-            )
-            view.show_blocked(result.blocked)
-            return result
+            return observe_elsewhere(stderr, self.store, targets, goal, self.limit.left(), self.table)
+        return converge_here(
+            stderr,
+            self.store,
+            targets,
+            goal,
+            command="capa apply",
+            aws=self.aws,
+            wait_for_lock=self.wait_for_lock,
+            limit=self.limit,
+            show=self.table,
+        )
 
 
 def _refuse_clashes(store: ObjectStore, objects: list[KubeObject]) -> None:
@@ -216,7 +207,7 @@ def apply(
             else None
         )
         refuse_stale_local_store(ctx, store, aws)
-        controllers = _Controllers(store, elsewhere, deadline, output == "table", aws, not no_wait_for_lock)
+        controllers = _Controllers(store, elsewhere, limit, output == "table", aws, not no_wait_for_lock)
         _wait_for_deletions(controllers, deleting, objects, timeout, limit)
         try:
             applied = apply_objects(store, objects)

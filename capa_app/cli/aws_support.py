@@ -1,5 +1,6 @@
-"""What ``capa apply`` and ``capa delete`` share: running or observing the controllers, and reporting why a
-wait ended before every object was done. Whatever prints takes the console it prints on."""
+"""What ``capa apply`` and ``capa delete`` share: running the controllers in this process under the store's
+lease (:func:`converge_here`) or observing those running elsewhere (:func:`observe_elsewhere`), and reporting
+why a wait ended before every object was done. Whatever prints takes the console it prints on."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import typer
 from rich.console import Console
 
 from capa_app.cli.common import fail, globals_of, stdout
+from capa_app.cli.lease import store_lease
 from capa_app.cli.output import format_table
 from capa_app.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.aws.accounting import CallCounter
@@ -116,3 +118,38 @@ def observe_elsewhere(
         return observe(
             store, targets, goal=goal, timeout=seconds, on_tick=ticker(view.update, notices.update)
         )
+
+
+def converge_here(
+    console: Console,
+    store: ObjectStore,
+    targets: list[KubeObject],
+    goal: Literal["ready", "gone"],
+    *,
+    command: str,
+    aws: AWSContext | None,
+    wait_for_lock: bool,
+    limit: Deadline,
+    show: bool,
+) -> ConvergeResult:
+    """Run the controllers in this process, holding the store's lease as ``command``, until ``targets``
+    reach ``goal`` or are blocked, within what is left of ``limit``; the progress (with ``show``) and the
+    deletion notices go to ``console``."""
+    from controllers import embedded_controllers
+    from controllers.run import converge
+
+    with (
+        store_lease(store, command, wait_for_lock, limit.left()) as lease,
+        ProgressView(console, targets, enabled=show) as view,
+    ):
+        notices = DeletionNotices(console, store, targets)
+        result = converge(
+            store,
+            embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
+            targets,
+            goal=goal,
+            timeout=limit.left(),
+            on_tick=lease.guard(ticker(view.update, notices.update)),
+        )
+        view.show_blocked(result.blocked)
+    return result

@@ -11,6 +11,7 @@ import typer
 
 from capa_app.cli.aws_support import (
     RunControllersOption,
+    converge_here,
     label,
     observe_elsewhere,
     print_calls,
@@ -36,8 +37,7 @@ from capa_app.cli.common import (
     stdout,
 )
 from capa_app.cli.durations import parse_duration
-from capa_app.cli.lease import NoWaitForLockOption, store_lease
-from capa_app.cli.progress import DeletionNotices, ProgressView, ticker
+from capa_app.cli.lease import NoWaitForLockOption
 from capa_app.cli.tink_cmd import report_workflow_outcomes
 from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.registry import REGISTRY, UnknownKind
@@ -98,22 +98,17 @@ def _converge(
     limit: Deadline,
 ) -> None:
     """The controllers run in this process, holding the store lease, until ``targets`` are gone."""
-    from controllers import embedded_controllers
-    from controllers.run import converge
-
-    with (
-        store_lease(store, "capa delete", wait_for_lock, limit.left()) as lease,
-        ProgressView(stderr, targets, enabled=True) as view,
-    ):
-        result = converge(
-            store,
-            embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
-            targets,
-            goal="gone",
-            timeout=limit.left(),
-            on_tick=lease.guard(ticker(view.update, DeletionNotices(stderr, store, targets).update)),
-        )
-        view.show_blocked(result.blocked)
+    result = converge_here(
+        stderr,
+        store,
+        targets,
+        "gone",
+        command="capa delete",
+        aws=aws,
+        wait_for_lock=wait_for_lock,
+        limit=limit,
+        show=True,
+    )
     report_workflow_outcomes(store, targets)
     print_calls(result.calls)
     if not result.converged:

@@ -48,52 +48,54 @@ def _print(result: MoveResult) -> None:
     )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command(name="move")
-    def move_command(
-        ctx: typer.Context,
-        to_kubeconfig: Annotated[
-            Path | None,
-            typer.Option("--to-kubeconfig", help="Move to the Kubernetes API server this kubeconfig names."),
-        ] = None,
-        to_state: Annotated[
-            Path | None, typer.Option("--to-state", help="Move to another embedded SQLite store.")
-        ] = None,
-        namespace: Annotated[
-            str, typer.Option("--namespace", "-n", help="The namespace whose clusters move.")
-        ] = "default",
-        cluster: Annotated[
-            str | None, typer.Option("--cluster", help="Move only this cluster (of --namespace).")
-        ] = None,
-        dry_run: Annotated[
-            bool, typer.Option("--dry-run", help="Print the objects that would move; change nothing.")
-        ] = False,
-    ) -> None:
-        """Move clusters with everything that belongs to them to another store: pause them here, create
-        them there (uids remapped, status kept), delete them here, unpause them there. AWS is not touched.
-        Re-run an interrupted move to complete it."""
-        options = globals_of(ctx)
-        if cluster is not None and to_state is not None and not to_state.exists():
-            # A target store that does not exist yet holds no interrupted move: an unknown cluster is refused
-            # before the target is created.
-            source = options.store()
-            try:
-                require_cluster(source, None, namespace, cluster)
-            except UnknownCluster as exc:
-                fail(f"--cluster: {exc}", EXIT_INVALID)
-            finally:
-                source.close()
-        target = _open_target(to_kubeconfig, to_state, None if options.remote else options.state)
+def move_command(
+    ctx: typer.Context,
+    to_kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--to-kubeconfig", help="Move to the Kubernetes API server this kubeconfig names."),
+    ] = None,
+    to_state: Annotated[
+        Path | None, typer.Option("--to-state", help="Move to another embedded SQLite store.")
+    ] = None,
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", help="The namespace whose clusters move.")
+    ] = "default",
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Move only this cluster (of --namespace).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the objects that would move; change nothing.")
+    ] = False,
+) -> None:
+    """Move clusters with everything that belongs to them to another store: pause them here, create
+    them there (uids remapped, status kept), delete them here, unpause them there. AWS is not touched.
+    Re-run an interrupted move to complete it."""
+    options = globals_of(ctx)
+    if cluster is not None and to_state is not None and not to_state.exists():
+        # A target store that does not exist yet holds no interrupted move: an unknown cluster is refused
+        # before the target is created.
         source = options.store()
         try:
-            result = move(source, target, namespace=namespace, cluster=cluster, dry_run=dry_run)
+            require_cluster(source, None, namespace, cluster)
         except UnknownCluster as exc:
             fail(f"--cluster: {exc}", EXIT_INVALID)
-        except MoveError as exc:
-            fail(str(exc))
-        except StoreError as exc:
-            fail(f"the move stopped (run it again to complete it): {exc}")
         finally:
             source.close()
-            target.close()
-        _print(result)
+    target = _open_target(to_kubeconfig, to_state, None if options.remote else options.state)
+    source = options.store()
+    try:
+        result = move(source, target, namespace=namespace, cluster=cluster, dry_run=dry_run)
+    except UnknownCluster as exc:
+        fail(f"--cluster: {exc}", EXIT_INVALID)
+    except MoveError as exc:
+        fail(str(exc))
+    except StoreError as exc:
+        fail(f"the move stopped (run it again to complete it): {exc}")
+    finally:
+        source.close()
+        target.close()
+    _print(result)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="move")(move_command)
