@@ -56,10 +56,11 @@ from capa_py.operations import apply_objects, being_deleted
 from capa_py.store.errors import Invalid, StoreError
 from capa_py.store.protocol import ObjectStore
 from capa_py.tag_budget import tag_budget_issues
+from controllers import needs_aws
+from controllers.run import ConvergeResult
 
 if TYPE_CHECKING:
     from capa_app.cli.aws_context import AWSContext
-    from controllers.run import ConvergeResult
 
 
 @dataclass
@@ -199,8 +200,6 @@ def apply(
         _refuse_clashes(store, objects)
         deleting = being_deleted(store, objects)
         _refuse_deleting(deleting, no_recreate, wait)
-        from controllers import needs_aws
-
         aws = (
             aws_context(ctx, aws_endpoint, region or region_of(objects), profile, endpoint_profile)
             if wait and not elsewhere and needs_aws(objects)

@@ -18,11 +18,13 @@ from capa_py.aws.accounting import CallCounter
 from capa_py.aws.deadline import Deadline
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
+from controllers import embedded_controllers
+from controllers.observe import observe
+from controllers.run import ConvergeResult, converge
 
 if TYPE_CHECKING:
     from capa_app.cli.aws_context import AWSContext
     from capa_py.api.meta import KubeObject
-    from controllers.run import ConvergeResult
 
 
 RunControllersOption = Annotated[
@@ -111,8 +113,6 @@ def observe_elsewhere(
     show: bool,
 ) -> ConvergeResult:
     """Wait while the controllers running at the API server bring ``targets`` to ``goal``."""
-    from controllers.observe import observe
-
     with ProgressView(console, targets, enabled=show) as view:
         notices = DeletionNotices(console, store, targets)
         return observe(
@@ -135,9 +135,6 @@ def converge_here(
     """Run the controllers in this process, holding the store's lease as ``command``, until ``targets``
     reach ``goal`` or are blocked, within what is left of ``limit``; the progress (with ``show``) and the
     deletion notices go to ``console``."""
-    from controllers import embedded_controllers
-    from controllers.run import converge
-
     with (
         store_lease(store, command, wait_for_lock, limit.left()) as lease,
         ProgressView(console, targets, enabled=show) as view,

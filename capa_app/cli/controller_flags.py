@@ -16,11 +16,11 @@ from capa_py.runtime.leader import LEASE_DURATION_ENV, LeaseTiming
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
 from capa_py.webhooks import CertificateReloader, WebhookConfigError
+from controllers.tinkerbell import WorkflowTimeouts
 
 if TYPE_CHECKING:
     from capa_app.cli.tink_cmd import WorkflowServerOptions
     from capa_py.tinkerbell.hegel import IPNetwork
-    from controllers.tinkerbell import WorkflowTimeouts
 
 CLUSTER_CRD = "clusters.cluster.x-k8s.io"
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
@@ -71,7 +71,6 @@ def lease_timing(duration: str | None, renew_deadline: str | None, retry_period:
 
 def workflow_timeouts(scheduling: str, cancel: str, action: str) -> WorkflowTimeouts:
     """The supervisor's timeouts from the ``--workflow-*-timeout`` flags; ValueError naming a bad one."""
-    from controllers.tinkerbell import WorkflowTimeouts
 
     seconds: dict[str, float] = {}
     for flag, text in (("scheduling", scheduling), ("cancel", cancel), ("action", action)):

@@ -45,6 +45,7 @@ from capa_py.aws.deadline import Deadline, aws_deadline
 from capa_py.operations import delete_objects
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
+from controllers import needs_aws
 
 if TYPE_CHECKING:
     from capa_app.cli.aws_context import AWSContext
@@ -146,8 +147,6 @@ def delete(
     objects = _requested(filename, kind, name, namespace)
     deadline = time.monotonic() + seconds
     elsewhere = wait and globals_of(ctx).remote and not in_process
-    from controllers import needs_aws
-
     # --timeout bounds the whole command: no AWS call starts after the deadline.
     with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
         aws = None
