@@ -10,6 +10,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY capa_py ./capa_py
+COPY capa_app ./capa_app
 COPY resources ./resources
 COPY controllers ./controllers
 RUN pip install . && rm -rf /src

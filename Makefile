@@ -36,13 +36,14 @@ test: setup
 lint: setup
 	$(BIN)/ruff check capa_py capa_app resources controllers tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	@site=$$(mktemp -d) && NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir "$$site"; \
 		status=$$?; rm -rf "$$site"; exit $$status
 
 # Regenerates the CLI reference, the spec reference and the ctrlkit diagrams in docs/ (tests/docs fails when
 # they are stale).
 docs-gen: setup
-	$(BIN)/python -m capa_py.docsgen
+	$(BIN)/python -m capa_app.docsgen
 
 bench: setup
 	$(BIN)/python benchmarks/run.py
@@ -93,4 +94,4 @@ e2e: setup
 	CAPA_E2E_KUBECONFIG="$(KUBECONFIG)" $(BIN)/python -m pytest -q -m slow tests $(PYTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .venv-localstack .capa .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-localstack .capa .pytest_cache .mypy_cache .ruff_cache .import_linter_cache

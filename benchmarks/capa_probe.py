@@ -2,7 +2,7 @@
 
     python benchmarks/capa_probe.py RECONCILES_OUT.json [capa arguments...]
 
-This is the ``capa`` console script (``capa_py.cli.main:run``) with one addition: the result of the
+This is the ``capa`` console script (``capa_app.cli.main:run``) with one addition: the result of the
 command's converge loop (``controllers.run.converge``) is kept, and its per-controller reconcile counts are
 written to ``RECONCILES_OUT.json`` when the command ends. Nothing else changes — same arguments, output,
 exit code and AWS calls. If capa-py no longer has that function, the command still runs and the file is
@@ -34,7 +34,7 @@ def main() -> None:
         run_module.converge = converge
     except (ImportError, AttributeError):
         pass
-    from capa_py.cli.main import run
+    from capa_app.cli.main import run
 
     sys.argv = ["capa", *sys.argv[2:]]
     run()

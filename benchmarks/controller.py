@@ -52,9 +52,9 @@ for entry in (str(REPO), str(BENCH)):
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 from run import environment, finish  # noqa: E402
 
+from capa_app.cli.durations import parse_duration  # noqa: E402
 from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
 from capa_py.aws.accounting import is_mutating  # noqa: E402
-from capa_py.cli.durations import parse_duration  # noqa: E402
 from capa_py.store import ObjectStore, open_store  # noqa: E402
 
 DEFAULT_TEMPLATE = REPO / "examples" / "aws-cluster-machines.yaml"
@@ -161,7 +161,7 @@ def child_env() -> dict[str, str]:
 
 def capa_command() -> list[str]:
     beside = Path(sys.executable).parent / "capa"
-    return [str(beside)] if beside.exists() else [sys.executable, "-m", "capa_py.cli"]
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "capa_app.cli"]
 
 
 def run_capa(args: Sequence[str], timeout: float = 120.0) -> str:

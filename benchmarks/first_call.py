@@ -3,7 +3,7 @@
     python benchmarks/first_call.py OUT.json capa [capa arguments...]
     python benchmarks/first_call.py OUT.json script PATH [script arguments...]
 
-``capa`` runs the ``capa`` console script's function (``capa_py.cli.main:run``), ``script`` runs a Python
+``capa`` runs the ``capa`` console script's function (``capa_app.cli.main:run``), ``script`` runs a Python
 file as ``__main__`` (``benchmarks/minimal.py``). Every botocore client's ``_make_api_call`` is wrapped: the
 first call writes ``{"firstCallAt": <time.time()>, "operation": <name>}`` to ``OUT.json`` and ends the
 process at once (exit status 0), before anything is sent. The caller notes ``time.time()`` just before
@@ -41,7 +41,7 @@ def main() -> None:
     out = Path(sys.argv[1])
     _stop_at_first_call(out)
     if sys.argv[2] == "capa":
-        from capa_py.cli.main import run
+        from capa_app.cli.main import run
 
         sys.argv = ["capa", *sys.argv[3:]]
         run()

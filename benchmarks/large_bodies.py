@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     url = f"http://127.0.0.1:{port}"
     bodies = [_body(i) for i in range(args.concurrency)]
     with tempfile.TemporaryDirectory() as directory:
-        command = [sys.executable, "-m", "capa_py.cli", "--state", f"{directory}/state.db", "serve"]
+        command = [sys.executable, "-m", "capa_app.cli", "--state", f"{directory}/state.db", "serve"]
         env = {**os.environ, "PYTHONPATH": str(_ROOT)}
         process = subprocess.Popen(
             [*command, "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -121,7 +121,7 @@ def _python(code: str) -> list[str]:
 
 IMPORTS = {
     "interpreter alone (python -c pass)": _python("pass"),
-    "import capa_py.cli.main": _python("import capa_py.cli.main"),
+    "import capa_app.cli.main": _python("import capa_app.cli.main"),
     "import capa-py's AWS layer, its ec2 and elbv2 clients": _python(
         "from capa_py.aws.session import AWSClients, AWSSettings; "
         "c = AWSClients(AWSSettings(region='us-east-1', endpoint_url='http://127.0.0.1:9')); c.ec2; c.elbv2"

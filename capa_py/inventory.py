@@ -1,6 +1,7 @@
-"""What the objects record: every AWS resource in AWSCluster/AWSMachine statuses, optionally checked live.
+"""What the objects record: every AWS resource in AWSCluster/AWSMachine statuses.
 
-Used by ``capa resources`` and by the orphan audit (the "managed" side of its comparison).
+Used by ``capa resources`` and by the orphan audit (the "managed" side of its comparison). Checking the rows
+live against AWS goes through the resource classes: ``capa_app.inventory.verify_tags``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,6 @@ from typing import Any
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL
-from capa_py.aws.session import ClientPool
-from capa_py.engine.engine import Engine
-from capa_py.engine.tags import lookup_tags
 from capa_py.store.protocol import ObjectStore
 
 
@@ -87,23 +85,3 @@ def recorded_resources(
                 )
             )
     return rows
-
-
-def verify_tags(rows: list[RecordedRow], pool: ClientPool, engine: Engine) -> None:
-    """Ask AWS about each recorded resource: does it exist, and does it carry its managed tags?"""
-    from resources import resource_class
-
-    for row in rows:
-        rc = resource_class(row.kind)(pool.for_region(row.region or None))
-        observed = rc.describe_by_id(row.id)
-        if observed is None:
-            row.state = "missing"
-            row.tags_complete = None
-            continue
-        row.state = observed.state or "present"
-        traits = engine.traits(rc)
-        if not (traits.taggable or traits.tag_on_create):
-            row.tags_complete = None
-            continue
-        wanted = {**lookup_tags(row.cluster, row.role), **(row.additional_tags or {})}
-        row.tags_complete = all(observed.tags.get(k) == v for k, v in wanted.items())

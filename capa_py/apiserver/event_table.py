@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from capa_py.cli.output import age
+from capa_py.api.columns import age
 
 
 def _column(name: str, description: str, priority: int = 0, fmt: str = "") -> dict[str, Any]:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from capa_py.api.columns import COLUMNS, WIDE_COLUMNS, age
 from capa_py.api.meta import KubeObject
 from capa_py.apiserver import event_table, printer_columns
-from capa_py.cli.output import COLUMNS, WIDE_COLUMNS, age
 
 
 def wants_table(accept: str) -> bool:

@@ -207,7 +207,7 @@ PRINTER_COLUMNS: dict[str, list[dict[str, Any]]] = {
     ],
 }
 """Per kind, kubectl's table columns; a kind not listed (Template: a count of actions has no JSONPath) gets
-Age only. ``capa get`` prints the same columns (:data:`capa_py.cli.output.COLUMNS`)."""
+Age only. ``capa get`` prints the same columns (:data:`capa_py.api.columns.COLUMNS`)."""
 
 
 SCALE_KINDS = frozenset({"MachineDeployment", "MachineSet"})

@@ -20,10 +20,13 @@ Layout:
   delete workflows of each cluster kind: their contexts, their tasks and their ``new_*_workflow``
   constructors;
 * what those workflows use: :mod:`~capa_py.workflow.config` (cluster files), :mod:`~capa_py.workflow.provider`
-  (the provider interface, the AWS and Tinkerbell providers, capa-py's own components),
+  (the provider interface: what a workflow asks of a provider and of capa-py's own components),
   :mod:`~capa_py.workflow.clusters` (reaching a cluster, the bootstrap cluster),
-  :mod:`~capa_py.workflow.steps` (behaviour several tasks share), :mod:`~capa_py.workflow.kubeapply`
-  (applying manifests to an API server) and :mod:`~capa_py.workflow.rollout` (Upgrade Cluster).
+  :mod:`~capa_py.workflow.steps` (behaviour several tasks share) and :mod:`~capa_py.workflow.kubeapply`
+  (applying manifests to an API server).
+
+The AWS and Tinkerbell providers, capa-py's own components and the rollout of Upgrade Cluster compose the
+controllers, so they live in the application layer (``capa_app.providers``, ``capa_app.rollout``).
 
 See ``docs/workflows.md`` for how to write a task, a hook and a constructor.
 """

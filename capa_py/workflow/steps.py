@@ -31,8 +31,15 @@ from capa_py.workflow.kubeapply import (
     kubeconfig_secret_name,
     read_manifest,
 )
-from capa_py.workflow.provider import CLUSTER_NAME_LABEL, CoreComponents, Provider, ProvisioningError, opened
-from capa_py.workflow.rollout import RolloutStep, StepPhase
+from capa_py.workflow.provider import (
+    CLUSTER_NAME_LABEL,
+    Components,
+    Provider,
+    ProvisioningError,
+    RolloutStep,
+    StepPhase,
+    opened,
+)
 
 _log = get_logger("workflow.steps")
 
@@ -109,7 +116,7 @@ def install_networking(kubeconfig: Path, spec: ClusterFile) -> None:
 
 
 def install_components(
-    cluster: ClusterAccess, spec: ClusterFile, core: CoreComponents, provider: Provider
+    cluster: ClusterAccess, spec: ClusterFile, core: Components, provider: Provider
 ) -> list[str]:
     """capa-py's components, then the provider's, on ``cluster``; the names of what was installed."""
     core.install(cluster, spec)
@@ -163,7 +170,7 @@ def describe_rollout_step(step: RolloutStep, phase: StepPhase) -> str | None:
 
 
 def rollout_reporter(notify: Callable[[str], None]) -> Callable[[RolloutStep, StepPhase], None]:
-    """An ``on_step`` for :func:`~capa_py.workflow.rollout.roll_out` that reports through ``notify``."""
+    """An ``on_step`` for :func:`capa_app.rollout.roll_out` that reports through ``notify``."""
 
     def report(step: RolloutStep, phase: StepPhase) -> None:
         line = describe_rollout_step(step, phase)

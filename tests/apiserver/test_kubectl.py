@@ -52,7 +52,7 @@ def kubectl(tmp_path: Path) -> Iterator[Kubectl]:
         [
             sys.executable,
             "-m",
-            "capa_py.cli",
+            "capa_app.cli",
             "--state",
             str(tmp_path / "state.db"),
             "serve",
@@ -200,7 +200,7 @@ def test_serve_refuses_a_port_in_use(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "capa_py.cli",
+                "capa_app.cli",
                 "--state",
                 str(tmp_path / "s.db"),
                 "serve",

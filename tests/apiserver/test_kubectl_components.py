@@ -23,7 +23,7 @@ __all__ = ["kubectl"]
 
 def _manifests(tmp_path: Path, what: str) -> Path:
     printed = subprocess.run(
-        [sys.executable, "-m", "capa_py.cli", "manifests", what],
+        [sys.executable, "-m", "capa_app.cli", "manifests", what],
         capture_output=True,
         text=True,
         check=True,

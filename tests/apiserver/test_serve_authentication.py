@@ -29,7 +29,7 @@ from tests.apiserver.apiserver_support import ROOT
 
 def _command(tmp_path: Path, *extra: str) -> list[str]:
     state = str(tmp_path / "state.db")
-    return [sys.executable, "-m", "capa_py.cli", "--state", state, "serve", "--port", "0", *extra]
+    return [sys.executable, "-m", "capa_app.cli", "--state", state, "serve", "--port", "0", *extra]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:

@@ -30,7 +30,7 @@ def _env(home: Path) -> dict[str, str]:
 
 def _serve(tmp_path: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "capa_py.cli", "--state", str(tmp_path / "state.db"), "serve", "--port", "0",
+        [sys.executable, "-m", "capa_app.cli", "--state", str(tmp_path / "state.db"), "serve", "--port", "0",
          *extra],
         env=_env(tmp_path), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

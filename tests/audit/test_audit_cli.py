@@ -16,8 +16,8 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from capa_py.cli import audit_cmd
-from capa_py.cli.main import app
+from capa_app.cli import audit_cmd
+from capa_app.cli.main import app
 from capa_py.store.sqlite import SQLiteStore
 from tests.audit.helpers import REGION, ZONE, clean_aws_env, cluster_manifest, make_pool, owned, tag_spec
 from tests.harness.moto_server import MotoServer

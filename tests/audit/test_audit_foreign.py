@@ -14,7 +14,7 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from capa_py.cli.main import app
+from capa_app.cli.main import app
 from capa_py.engine.tags import NAME_TAG, ROLE_TAG, STORE_TAG
 from capa_py.store.sqlite import SQLiteStore
 from tests.audit.helpers import ZONE, clean_aws_env, cluster_manifest, make_pool, owned, tag_spec

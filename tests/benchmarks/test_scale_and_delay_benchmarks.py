@@ -66,7 +66,7 @@ def test_the_scale_benchmark_measures_start_up_n_clusters_and_apply_one(tmp_path
     assert set(startup["firstCall"]) == {"capa", "minimal"}
     assert startup["firstCall"]["minimal"]["operation"] == "CreateVpc"  # minimal.py creates first
     assert startup["firstCall"]["capa"]["operation"]  # whatever capa asks first, it is named
-    assert len(startup["processSeconds"]["import capa_py.cli.main"]["runs"]) == 1
+    assert len(startup["processSeconds"]["import capa_app.cli.main"]["runs"]) == 1
 
     [one] = figures["clusters"]
     assert one["clusters"] == 1

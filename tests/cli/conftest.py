@@ -1,7 +1,7 @@
 """Fixtures for the CLI tests.
 
 * ``cli``: runs ``capa --state <tmp>/state.db ARGS`` in-process with :class:`typer.testing.CliRunner` on
-  :data:`capa_py.cli.main.app` (for commands that never reach AWS); the logging configuration each
+  :data:`capa_app.cli.main.app` (for commands that never reach AWS); the logging configuration each
   invocation binds to the runner's streams is put back afterwards, so no later test logs into a closed
   stream; the local AWS endpoint's record (``CAPA_LOCAL_AWS_DIR``) is the test's own;
 * ``closed_endpoint``: an endpoint URL on a loopback port nothing listens on — any AWS call would fail
@@ -21,7 +21,7 @@ import pytest
 import structlog
 from typer.testing import CliRunner
 
-from capa_py.cli.main import app
+from capa_app.cli.main import app
 from tests.cli.cli_support import Cli, CliResult
 from tests.harness.moto_server import MotoServer, start_moto_server
 

@@ -35,7 +35,7 @@ def capa_serve(home: Path) -> Iterator[Path]:
     writes (``home/kubeconfig``) once it serves. Terminated on the way out."""
     path = home / "kubeconfig"
     state = str(home / "served.db")
-    command = [sys.executable, "-m", "capa_py.cli", "--state", state, "serve", "--port", "0"]
+    command = [sys.executable, "-m", "capa_app.cli", "--state", state, "serve", "--port", "0"]
     server = subprocess.Popen(
         [*command, "--write-kubeconfig", str(path)],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
@@ -65,7 +65,7 @@ def served_process(
     """``capa ARGS``, once its first stdout line starts with ``announced``: the process and what follows
     that prefix (the address it serves). Killed on the way out if still running."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "capa_py.cli", *args],
+        [sys.executable, "-m", "capa_app.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,

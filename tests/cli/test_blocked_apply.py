@@ -15,7 +15,7 @@ import pytest
 import yaml
 from rich.console import Console
 
-from capa_py.cli import aws_commands
+from capa_app.cli import aws_commands
 from tests.cli.cli_support import Cli, CliResult
 from tests.e2e.e2e_support import EXAMPLE
 

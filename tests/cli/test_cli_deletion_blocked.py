@@ -43,7 +43,7 @@ def test_delete_wait_prints_the_deletion_blocked_reason_once_while_it_waits(
     argv += ["--aws-endpoint", cli_moto.url]
     lines: list[str] = []
     with subprocess.Popen(
-        [sys.executable, "-m", "capa_py.cli", *argv],
+        [sys.executable, "-m", "capa_app.cli", *argv],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""The console entry point (:func:`capa_py.cli.main.run`): a failure no command expected is one ``error:``
+"""The console entry point (:func:`capa_app.cli.main.run`): a failure no command expected is one ``error:``
 line and exit 1, its traceback only in the debug log (``-vv``); before, it was a Python traceback."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+from capa_app.cli import main
 from capa_py.api.registry import REGISTRY
-from capa_py.cli import main
 from capa_py.store.errors import Unavailable
 
 

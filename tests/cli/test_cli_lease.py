@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import typer
 
+from capa_app.cli.lease import store_lease
 from capa_py.api.coordination import Lease, now_micro
-from capa_py.cli.lease import store_lease
 from capa_py.runtime.leader import LEASE_DURATION_ENV, STORE_LEASE_NAME, STORE_LEASE_NAMESPACE, LeaderElector
 from capa_py.store import Conflict, SQLiteStore
 from tests.cli.cli_support import Cli

@@ -93,7 +93,7 @@ def read_only(request: pytest.FixtureRequest, capa: Capa) -> Iterator[Any]:
         argv = ["--state", str(state), *args]
         started = time.monotonic()
         done = subprocess.run(
-            [*prefix, sys.executable, "-m", "capa_py.cli", *argv],
+            [*prefix, sys.executable, "-m", "capa_app.cli", *argv],
             capture_output=True,
             text=True,
             timeout=120,

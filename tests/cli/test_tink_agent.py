@@ -97,7 +97,7 @@ def agent_process(
 ) -> subprocess.Popen[str]:
     """``capa tink agent`` as a process; its log (JSON lines, from INFO up) goes to ``log`` when given."""
     logging = ["-v", "--log-format", "json"] if log is not None else []
-    argv = [sys.executable, "-m", "capa_py.cli", *logging, "tink", "agent", "--id", agent_id]
+    argv = [sys.executable, "-m", "capa_app.cli", *logging, "tink", "agent", "--id", agent_id]
     argv += ["--server", address]
     with ExitStack() as files:
         stderr = files.enter_context(log.open("w")) if log is not None else subprocess.DEVNULL
@@ -120,7 +120,7 @@ def issue_tokens(
     directory.mkdir(parents=True, exist_ok=True)
     for name in hardware:
         token_file = directory / f"{name}.token"
-        argv = [sys.executable, "-m", "capa_py.cli", *store_flags, "tink", "agent-credentials", name]
+        argv = [sys.executable, "-m", "capa_app.cli", *store_flags, "tink", "agent-credentials", name]
         done = subprocess.run(
             [*argv, "-n", namespace, "--token-file", str(token_file)],
             capture_output=True,

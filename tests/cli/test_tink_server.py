@@ -187,7 +187,7 @@ def test_a_taken_port_exits_1(tmp_path: Path) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "capa_py.cli", "--state", str(tmp_path / "s.db"),
+            [sys.executable, "-m", "capa_app.cli", "--state", str(tmp_path / "s.db"),
              "tink", "server", "--port", str(port)],
             capture_output=True,
             text=True,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from capa_py.cli.ctrlkit_cmd import app
+from capa_app.cli.ctrlkit_cmd import app
 from capa_py.ctrlkit.graph import to_dot, to_mermaid
 from controllers import awscluster, awsmachine
 from controllers.graphs import awscluster_create, awscluster_delete, awsmachine_create, awsmachine_delete

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from capa_app.cli.ctrlkit_cmd import app
 from capa_py.api.meta import KubeObject, ObjectMeta, OwnerReference
 from capa_py.api.registry import KindRegistry, default_registry
-from capa_py.cli.ctrlkit_cmd import app
 from capa_py.ctrlkit import Action, Context, If, Join, Result, ignore_exit, requeue_after
 from capa_py.ctrlkit.codegen import generate, snake_case
 from capa_py.ctrlkit.dsl import DSLError, parse, parse_file

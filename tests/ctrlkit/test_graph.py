@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from capa_py.cli.ctrlkit_cmd import app
+from capa_app.cli.ctrlkit_cmd import app
 from capa_py.ctrlkit import (
     Action,
     Context,

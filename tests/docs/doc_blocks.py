@@ -123,7 +123,7 @@ def _takes_value(param: Any) -> bool:
 def check_capa(args: list[str], root: Any | None = None) -> str | None:
     """Why ``capa ARGS`` would not parse (an unknown command or option), or None when it would."""
     if root is None:
-        from capa_py.cli.main import app
+        from capa_app.cli.main import app
 
         root = typer.main.get_command(app)
     command, path = root, ["capa"]
@@ -181,7 +181,7 @@ def check_inline_capa(span: str, root: Any | None = None) -> str | None:
     status|start|stop``): the lowercase words before the first placeholder must be (alternatives of) commands,
     and every option must be one of the commands named so far (global options included)."""
     if root is None:
-        from capa_py.cli.main import app
+        from capa_app.cli.main import app
 
         root = typer.main.get_command(app)
     command, path, known = root, ["capa"], _options(root)

@@ -73,7 +73,7 @@ def test_the_check_refuses_what_the_cli_refuses(line: str, problem: str | None) 
     if problem:
         args = next(args for args in invocations(line, "capa") if check_capa(args))
         cli = subprocess.run(
-            [sys.executable, "-m", "capa_py.cli", *args],
+            [sys.executable, "-m", "capa_app.cli", *args],
             capture_output=True,
             text=True,
             check=False,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import typer
 
-from capa_py.cli.main import app
-from capa_py.docsgen import (
+from capa_app.cli.main import app
+from capa_app.docsgen import (
     CLI_PAGE,
     GRAPH_REGION,
     SPEC_PAGE,
@@ -88,7 +88,7 @@ def test_the_graphs_in_the_pages_are_current() -> None:
 def test_the_graphs_are_what_capa_ctrlkit_graph_prints() -> None:
     for target in sorted(GRAPHS):
         cli = subprocess.run(
-            [sys.executable, "-m", "capa_py.cli", "ctrlkit", "graph", target],
+            [sys.executable, "-m", "capa_app.cli", "ctrlkit", "graph", target],
             capture_output=True,
             text=True,
             check=True,
@@ -118,7 +118,7 @@ def test_a_stale_page_is_found_and_rewritten(change: str, tmp_path: Path) -> Non
         (tmp_path / SPEC_PAGE).unlink()
         expected = [SPEC_PAGE]
     assert stale(tmp_path) == expected
-    generator = [sys.executable, "-m", "capa_py.docsgen", "--root", str(tmp_path)]
+    generator = [sys.executable, "-m", "capa_app.docsgen", "--root", str(tmp_path)]
     check = subprocess.run([*generator, "--check"], capture_output=True, text=True, check=False, cwd=ROOT)
     assert check.returncode == 1
     assert str(expected[0]) in check.stderr
@@ -159,7 +159,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
 def test_a_broken_link_fails_the_build(link: str, tmp_path: Path) -> None:
     shutil.copytree(ROOT / "docs", tmp_path / "docs")
     config = (ROOT / "mkdocs.yml").read_text()
-    config = config.replace("  - capa_py/docsgen.py", f"  - {ROOT / 'capa_py' / 'docsgen.py'}")
+    config = config.replace("  - capa_app/docsgen.py", f"  - {ROOT / 'capa_app' / 'docsgen.py'}")
     (tmp_path / "mkdocs.yml").write_text(config)
     page = tmp_path / "docs" / "security.md"
     page.write_text(page.read_text() + f"\n{link}\n")

@@ -138,7 +138,7 @@ class Capa:
         command = next((a for a in args if not a.startswith("-")), None)
         if endpoint and self.endpoint and command in ("apply", "delete", "resources"):
             argv += ["--aws-endpoint", self.endpoint]
-        program = [str(CRASHING_CAPA)] if faults is not None else ["-m", "capa_py.cli"]
+        program = [str(CRASHING_CAPA)] if faults is not None else ["-m", "capa_app.cli"]
         started = time.monotonic()
         completed = subprocess.run(
             [sys.executable, *program, *argv],

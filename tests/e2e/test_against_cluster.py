@@ -72,7 +72,7 @@ def cluster_store() -> Iterator[KubeStore]:
 def ensure_crds(store: KubeStore, env: dict[str, str]) -> list[str]:
     """Create the CRDs the cluster lacks; the names of those created."""
     printed = subprocess.run(
-        [sys.executable, "-m", "capa_py.cli", "manifests", "crds"],
+        [sys.executable, "-m", "capa_app.cli", "manifests", "crds"],
         capture_output=True, text=True, env=env, check=True, timeout=60,
     ).stdout  # fmt: skip
     created = []
@@ -98,7 +98,7 @@ def manifest_for(path: Path, name: str, namespace: str) -> Path:
 
 def capa_run(env: dict[str, str], cwd: Path, *args: str, timeout: float = 300.0) -> str:
     completed = subprocess.run(
-        [sys.executable, "-m", "capa_py.cli", "--kubeconfig", KUBECONFIG, *args],
+        [sys.executable, "-m", "capa_app.cli", "--kubeconfig", KUBECONFIG, *args],
         capture_output=True, text=True, env=env, cwd=cwd, timeout=timeout, check=False,
     )  # fmt: skip
     assert completed.returncode == 0, (

@@ -140,7 +140,7 @@ def test_apply_exits_1_when_its_objects_are_deleted_by_another_process(capa: Cap
     argv = ["--state", str(capa.state), "apply", "-f", str(EXAMPLE), *LONG, "--aws-endpoint"]
     assert capa.endpoint is not None
     background = subprocess.Popen(
-        [sys.executable, "-m", "capa_py.cli", *argv, capa.endpoint],
+        [sys.executable, "-m", "capa_app.cli", *argv, capa.endpoint],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

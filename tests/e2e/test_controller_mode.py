@@ -54,7 +54,7 @@ class Background:
         self.log = cwd / f"{name}.stderr"
         self._stderr = self.log.open("w")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "capa_py.cli", *args],
+            [sys.executable, "-m", "capa_app.cli", *args],
             stdout=subprocess.PIPE,
             stderr=self._stderr,
             stdin=subprocess.DEVNULL,
@@ -169,7 +169,7 @@ def test_two_leader_electing_controllers_converge_through_capa_serve_and_survive
 ) -> None:
     env = capa_env(workdir / "home")
     kubeconfig = workdir / "capa.kubeconfig"
-    capa = [sys.executable, "-m", "capa_py.cli"]
+    capa = [sys.executable, "-m", "capa_app.cli"]
     baseline = inspector.inventory().counts("total")
 
     serve = Background(

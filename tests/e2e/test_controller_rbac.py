@@ -45,7 +45,7 @@ def test_the_controller_with_only_its_service_accounts_token_creates_and_deletes
 ) -> None:
     env = capa_env(tmp_path / "home")
     admin = tmp_path / "admin.kubeconfig"
-    capa = [sys.executable, "-m", "capa_py.cli"]
+    capa = [sys.executable, "-m", "capa_app.cli"]
     serve = Background(
         "serve",
         ["--state", str(tmp_path / "state.db"), "serve", "--port", "0", "--write-kubeconfig", str(admin)],

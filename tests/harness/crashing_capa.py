@@ -24,7 +24,7 @@ def main() -> None:
 
     install_from_env()
     store_faults.install_from_env()
-    from capa_py.cli.main import run
+    from capa_app.cli.main import run
 
     sys.argv[0] = "capa"
     run()

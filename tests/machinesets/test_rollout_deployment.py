@@ -1,4 +1,4 @@
-"""Upgrade Cluster (capa_py.workflow.rollout) on a cluster whose workers are a MachineDeployment: the rollout
+"""Upgrade Cluster (capa_app.rollout) on a cluster whose workers are a MachineDeployment: the rollout
 changes the MachineDeployment's template and waits while the MachineDeployment controller replaces the
 Machines, instead of replacing Machines itself.
 
@@ -15,6 +15,7 @@ from typing import Literal
 
 import pytest
 
+from capa_app.rollout import label_machines, plan_rollout, roll_out
 from capa_py.api.cluster import APIEndpoint, Cluster, ClusterSpec, Machine
 from capa_py.api.machinesets import TEMPLATE_HASH_LABEL, MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject, ObjectMeta, ObjectReference
@@ -26,7 +27,7 @@ from capa_py.api.tinkerbell_capi import (
 )
 from capa_py.operations import apply_objects
 from capa_py.store.sqlite import SQLiteStore
-from capa_py.workflow.rollout import RolloutStep, label_machines, plan_rollout, roll_out
+from capa_py.workflow.provider import RolloutStep
 from controllers.core import ClusterController, MachineController
 from controllers.machinesets import MachineDeploymentController, MachineSetController
 from controllers.run import ConvergeResult, converge

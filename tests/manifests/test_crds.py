@@ -445,7 +445,7 @@ def test_crds_are_the_same_bytes_in_every_process() -> None:
     for seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
         run = subprocess.run(
-            [sys.executable, "-m", "capa_py.cli", "manifests", "all"],
+            [sys.executable, "-m", "capa_app.cli", "manifests", "all"],
             capture_output=True,
             text=True,
             env=env,

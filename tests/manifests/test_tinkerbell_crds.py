@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from capa_py.api.columns import COLUMNS, WIDE_COLUMNS
 from capa_py.api.tinkerbell import TINKERBELL_KINDS, Workflow
-from capa_py.cli.output import COLUMNS, WIDE_COLUMNS
 from capa_py.manifests import documents
 from capa_py.manifests.crds import TINKERBELL_LABELS, crd_for, crds, is_tinkerbell_kind
 from capa_py.manifests.rbac import cluster_role

@@ -34,7 +34,7 @@ def main() -> None:
 
     for name in ("create", "update", "update_status", "delete"):
         setattr(SQLiteStore, name, counted(getattr(SQLiteStore, name)))
-    from capa_py.cli.main import run
+    from capa_app.cli.main import run
 
     sys.argv[0] = "capa"
     run()

@@ -24,7 +24,7 @@ deleting (46 to 71) and unpausing (72)."""
 
 
 def _capa(*args: str, kill_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "capa_py.cli", *args]
+    command = [sys.executable, "-m", "capa_app.cli", *args]
     if kill_after is not None:
         command = [sys.executable, str(KILLED), str(kill_after), *args]
     return subprocess.run(

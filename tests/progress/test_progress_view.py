@@ -6,10 +6,10 @@ import io
 
 from rich.console import Console
 
+from capa_app.cli.progress import ProgressView, render
 from capa_py.api.aws import AWSCluster, AWSClusterSpec
 from capa_py.api.conditions import set_condition
 from capa_py.api.meta import ObjectMeta
-from capa_py.cli.progress import ProgressView, render
 
 
 def _cluster(ready: bool) -> AWSCluster:

@@ -78,7 +78,7 @@ class Kubectl:
 def capa(*args: str, home: Path) -> str:
     """``capa ARGS`` (this checkout's) and its output; asserts exit 0."""
     completed = subprocess.run(
-        [sys.executable, "-m", "capa_py.cli", *args],
+        [sys.executable, "-m", "capa_app.cli", *args],
         capture_output=True,
         text=True,
         env=capa_env(home),

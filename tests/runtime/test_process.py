@@ -11,10 +11,10 @@ from collections.abc import Iterable, Sequence
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from capa_app.cli.controller_cmd import core_controllers_enabled
 from capa_py.api import Cluster
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.meta import KubeObject
-from capa_py.cli.controller_cmd import core_controllers_enabled
 from capa_py.ctrlkit.result import Result
 from capa_py.runtime.endpoints import BindAddress, Endpoints, parse_bind_address
 from capa_py.runtime.manager import Controller

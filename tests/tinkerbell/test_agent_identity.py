@@ -274,8 +274,8 @@ def test_a_cluster_file_allows_unauthenticated_agents_only_when_it_says_so() -> 
     import typer
     import yaml
 
+    from capa_app.cli.main import app
     from capa_py.api.clusterconfig import TinkerbellComponentsSpec
-    from capa_py.cli.main import app
     from capa_py.manifests.components import controller_args
 
     lab = Path(__file__).resolve().parents[2] / "examples" / "clusters" / "lab.yaml"

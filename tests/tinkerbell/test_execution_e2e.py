@@ -221,7 +221,7 @@ def test_capa_tink_agent_runs_a_workflow_and_sigterm_between_workflows_exits_0(
     submit(world, ("only", f'echo "$GREETING from a process" > {out}'))
     token_file = tmp_path / "hw1.token"
     token_file.write_text(world.tokens["hw1"] + "\n")
-    argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", "hw1"]
+    argv = [sys.executable, "-m", "capa_app.cli", "tink", "agent", "--id", "hw1"]
     proc = subprocess.Popen(
         [*argv, "--server", world.server.address, "--reconnect-max", "0.5s", "--token-file", str(token_file)],
         stdout=subprocess.PIPE,
@@ -251,7 +251,7 @@ def test_the_supervisor_fails_a_workflow_whose_agent_stalls_before_starting_it(
     is dispatched but never starts, so the supervisor fails it with SchedulingTimeout on the controller's
     clock; the agent, woken up, changes nothing."""
     ran = tmp_path / "ran"
-    argv = [sys.executable, "-m", "capa_py.cli", "tink", "agent", "--id", "hw1"]
+    argv = [sys.executable, "-m", "capa_app.cli", "tink", "agent", "--id", "hw1"]
     proc = subprocess.Popen(
         [*argv, "--server", world.server.address, "--reconnect-max", "0.5s"],
         stdout=subprocess.DEVNULL,

@@ -18,6 +18,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from capa_app.providers import AWSProvider, CoreComponents
 from capa_py.aws.ratelimit import RateLimiter
 from capa_py.aws.session import AWSSettings, ClientPool, RetryPolicy
 from capa_py.engine.engine import Engine
@@ -26,7 +27,6 @@ from capa_py.logging import configure_logging
 from capa_py.workflow import management
 from capa_py.workflow.config import load_cluster_file
 from capa_py.workflow.hook import Binder, NoopHookRegistrar
-from capa_py.workflow.provider import AWSProvider, CoreComponents
 from capa_py.workflow.runner import TaskEvent, run_workflow
 from capa_py.workflow.task import Task
 

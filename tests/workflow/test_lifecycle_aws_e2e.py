@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from capa_app.providers import AWSProvider, CoreComponents
+from capa_app.rollout import CONFIG_NAME_LABEL
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.clusterconfig import ClusterConfig
@@ -44,8 +46,6 @@ from capa_py.workflow.cluster_files import ClusterFiles
 from capa_py.workflow.clusters import ClusterAccess, InProcessHost
 from capa_py.workflow.config import ClusterFile, load_cluster_file
 from capa_py.workflow.hook import Binder, NoopHookRegistrar
-from capa_py.workflow.provider import AWSProvider, CoreComponents
-from capa_py.workflow.rollout import CONFIG_NAME_LABEL
 from capa_py.workflow.runner import WorkflowResult, run_workflow
 from capa_py.workflow.workflow import Workflow
 from controllers import aws_controllers
@@ -498,7 +498,7 @@ def capa_cluster_create(
 ) -> subprocess.CompletedProcess[str]:
     command = ["--state", str(state / "capa.db"), "cluster", "create", "-f", str(path), "--management"]
     return subprocess.run(
-        [sys.executable, "-m", "capa_py.cli", *command, "--aws-endpoint", url, *extra],
+        [sys.executable, "-m", "capa_app.cli", *command, "--aws-endpoint", url, *extra],
         capture_output=True,
         text=True,
         timeout=TIMEOUT * 2,

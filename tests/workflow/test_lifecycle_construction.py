@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
+from capa_app.providers import CoreComponents
 from capa_py.api.clusterconfig import ProviderName
 from capa_py.workflow import management, workload
 from capa_py.workflow.cluster_files import ClusterFiles
 from capa_py.workflow.clusters import ClusterAccess
 from capa_py.workflow.config import ClusterFile, load_cluster_file
 from capa_py.workflow.hook import Binder, HookError, NoopHookRegistrar
-from capa_py.workflow.provider import CoreComponents
-from capa_py.workflow.rollout import RolloutStep
+from capa_py.workflow.provider import RolloutStep
 from capa_py.workflow.runner import run_workflow
 from capa_py.workflow.steps import cluster_directory
 from capa_py.workflow.workflow import Workflow

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from capa_app.providers import CoreComponents, TinkerbellProvider
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.clusterconfig import ClusterConfig, TinkerbellComponentsSpec
 from capa_py.api.core import Secret
@@ -30,7 +31,6 @@ from capa_py.workflow.cluster_files import ClusterFiles
 from capa_py.workflow.clusters import ClusterAccess, InProcessHost
 from capa_py.workflow.config import ClusterFile, load_cluster_file
 from capa_py.workflow.hook import Binder, NoopHookRegistrar
-from capa_py.workflow.provider import CoreComponents, TinkerbellProvider
 from capa_py.workflow.runner import WorkflowResult, run_workflow
 from capa_py.workflow.steps import cluster_directory, cluster_kubeconfig_path
 from tests.cli.served import capa_serve

@@ -1,4 +1,4 @@
-"""Upgrade Cluster's machine rollout (capa_py.workflow.rollout) over real parts.
+"""Upgrade Cluster's machine rollout (capa_app.rollout) over real parts.
 
 AWS: a real SQLite store and moto over HTTP; the controllers run in-process during each wait (the ``wait``
 given to roll_out runs ``controllers.run.converge`` over the AWS controllers: the simplest way to have the
@@ -17,6 +17,16 @@ from typing import Literal
 
 import pytest
 
+from capa_app.rollout import (
+    CONFIG_NAME_LABEL,
+    RolloutError,
+    UpgradeRefused,
+    check_upgrade,
+    label_machines,
+    plan_rollout,
+    replacement_name,
+    roll_out,
+)
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Machine
 from capa_py.api.core import Secret
@@ -28,17 +38,7 @@ from capa_py.aws.accounting import CallCounter, call_scope
 from capa_py.operations import apply_objects
 from capa_py.store.helpers import get_or_none
 from capa_py.store.sqlite import SQLiteStore
-from capa_py.workflow.rollout import (
-    CONFIG_NAME_LABEL,
-    RolloutError,
-    RolloutStep,
-    UpgradeRefused,
-    check_upgrade,
-    label_machines,
-    plan_rollout,
-    replacement_name,
-    roll_out,
-)
+from capa_py.workflow.provider import RolloutStep
 from controllers.run import ConvergeResult, converge
 from tests.controllers.conftest import EXAMPLE, Harness
 from tests.tinkerbell.capt_world import (

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from capa_py.workflow.clusters import BootstrapCluster, ClusterAccess
 from capa_py.workflow.config import ClusterFile
-from capa_py.workflow.provider import CoreComponents, Provider
+from capa_py.workflow.provider import Components, Provider
 from capa_py.workflow.steps import cluster_kubeconfig_path, install_components
 from capa_py.workflow.task import CHECKPOINTED, Context
 
@@ -29,7 +29,7 @@ class ManagementContext(Context):
 
     spec: ClusterFile
     provider: Provider
-    core: CoreComponents
+    core: Components
     state_dir: Path
     timeout: float = 1800.0
     """How long one task may wait for controllers."""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from capa_py.workflow.clusters import ClusterAccess
 from capa_py.workflow.config import ClusterFile
-from capa_py.workflow.provider import CoreComponents, Provider
+from capa_py.workflow.provider import Components, Provider
 from capa_py.workflow.steps import fetch_cluster_kubeconfig
 from capa_py.workflow.task import Context
 
@@ -25,7 +25,7 @@ class WorkloadContext(Context):
 
     spec: ClusterFile
     provider: Provider
-    core: CoreComponents
+    core: Components
     management: ClusterAccess
     state_dir: Path
     timeout: float = 1800.0

@@ -26,7 +26,7 @@ yet, that Secret, for the Hardware to reference; an older token stops working), 
 to ``--token-file`` (mode 0600) and prints how to start the agent, or, without ``--token-file``, prints
 the token alone on stdout (the instructions go to stderr).
 
-``capa tink agent --id AGENT_ID ...`` runs the Tinkerbell agent (:mod:`capa_py.cli.tink_agent_cmd`).
+``capa tink agent --id AGENT_ID ...`` runs the Tinkerbell agent (:mod:`capa_app.cli.tink_agent_cmd`).
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
 import typer
 
+from capa_app.cli.common import EXIT_INVALID, fail, globals_of, load_files, stdout
+from capa_app.cli.output import render_json, render_yaml
+from capa_app.cli.tink_agent_cmd import agent
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
-from capa_py.cli.common import EXIT_INVALID, fail, globals_of, load_files, stdout
-from capa_py.cli.output import render_json, render_yaml
-from capa_py.cli.tink_agent_cmd import agent
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def checked_server_flags(
 ) -> WorkflowServerOptions:
     """The workflow server's settings from its flags (named ``{prefix}port``, ``{prefix}tls-cert``, ...);
     exits 2 naming the flag that is wrong."""
-    from capa_py.cli.durations import parse_duration
+    from capa_app.cli.durations import parse_duration
     from capa_py.tinkerbell.dispatch import Backoff
     from capa_py.tinkerbell.server import check_tls
 

@@ -4,7 +4,7 @@ Each takes ``--aws-endpoint`` (``local`` for the embedded endpoint, or a URL) an
 are validated before any AWS call or store write; invalid input exits 2 and changes nothing.
 
 ``apply`` is here; ``delete``, ``resources`` and ``local`` are in their own modules
-(:mod:`~capa_py.cli.delete_cmd`, :mod:`~capa_py.cli.resources_cmd`, :mod:`~capa_py.cli.local_cmd`), and
+(:mod:`~capa_app.cli.delete_cmd`, :mod:`~capa_app.cli.resources_cmd`, :mod:`~capa_app.cli.local_cmd`), and
 :func:`register` adds them all.
 """
 
@@ -17,18 +17,16 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from capa_py.api.core import Secret
-from capa_py.api.meta import KubeObject
-from capa_py.aws.deadline import Deadline, aws_deadline
-from capa_py.cli.aws_support import (
+from capa_app.cli.aws_support import (
     RunControllersOption,
+    converge_here,
     label,
     observe_elsewhere,
     print_calls,
     refuse_stale_local_store,
     report_unfinished,
 )
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     EndpointOption,
@@ -47,19 +45,22 @@ from capa_py.cli.common import (
     stderr,
     stdout,
 )
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.lease import NoWaitForLockOption, store_lease
-from capa_py.cli.output import format_table, render_json
-from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.lease import NoWaitForLockOption
+from capa_app.cli.output import format_table, render_json
+from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
+from capa_py.aws.deadline import Deadline, aws_deadline
 from capa_py.cluster_names import name_clashes
 from capa_py.operations import apply_objects, being_deleted
 from capa_py.store.errors import Invalid, StoreError
 from capa_py.store.protocol import ObjectStore
 from capa_py.tag_budget import tag_budget_issues
+from controllers import needs_aws
+from controllers.run import ConvergeResult
 
 if TYPE_CHECKING:
-    from capa_py.cli.aws_context import AWSContext
-    from controllers.run import ConvergeResult
+    from capa_app.cli.aws_context import AWSContext
 
 
 @dataclass
@@ -69,34 +70,25 @@ class _Controllers:
 
     store: ObjectStore
     elsewhere: bool
-    deadline: float
+    limit: Deadline
     table: bool
     aws: AWSContext | None
     wait_for_lock: bool
 
     def run(self, targets: list[KubeObject], goal: Literal["ready", "gone"]) -> ConvergeResult:
-        left = max(self.deadline - time.monotonic(), 0.0)
         if self.elsewhere:
-            return observe_elsewhere(stderr, self.store, targets, goal, left, self.table)
-        from controllers import embedded_controllers
-        from controllers.run import converge
-
-        aws = self.aws
-        with (
-            store_lease(self.store, "capa apply", self.wait_for_lock, left) as lease,
-            ProgressView(stderr, targets, enabled=self.table) as view,
-        ):
-            notices = DeletionNotices(stderr, self.store, targets)
-            result = converge(
-                self.store,
-                embedded_controllers(self.store, aws.pool if aws else None, aws.engine if aws else None),
-                targets,
-                goal=goal,
-                timeout=max(self.deadline - time.monotonic(), 0.0),
-                on_tick=lease.guard(ticker(view.update, notices.update)),
-            )
-            view.show_blocked(result.blocked)
-            return result
+            return observe_elsewhere(stderr, self.store, targets, goal, self.limit.left(), self.table)
+        return converge_here(
+            stderr,
+            self.store,
+            targets,
+            goal,
+            command="capa apply",
+            aws=self.aws,
+            wait_for_lock=self.wait_for_lock,
+            limit=self.limit,
+            show=self.table,
+        )
 
 
 def _refuse_clashes(store: ObjectStore, objects: list[KubeObject]) -> None:
@@ -208,15 +200,13 @@ def apply(
         _refuse_clashes(store, objects)
         deleting = being_deleted(store, objects)
         _refuse_deleting(deleting, no_recreate, wait)
-        from controllers import needs_aws
-
         aws = (
             aws_context(ctx, aws_endpoint, region or region_of(objects), profile, endpoint_profile)
             if wait and not elsewhere and needs_aws(objects)
             else None
         )
         refuse_stale_local_store(ctx, store, aws)
-        controllers = _Controllers(store, elsewhere, deadline, output == "table", aws, not no_wait_for_lock)
+        controllers = _Controllers(store, elsewhere, limit, output == "table", aws, not no_wait_for_lock)
         _wait_for_deletions(controllers, deleting, objects, timeout, limit)
         try:
             applied = apply_objects(store, objects)
@@ -235,7 +225,7 @@ def apply(
 
 def register(app: typer.Typer) -> None:
     """Add ``apply``, ``delete``, ``resources`` and the ``local`` group to ``app``, in that order."""
-    from capa_py.cli import delete_cmd, local_cmd, resources_cmd
+    from capa_app.cli import delete_cmd, local_cmd, resources_cmd
 
     app.command()(apply)
     app.command()(delete_cmd.delete)

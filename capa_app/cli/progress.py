@@ -17,6 +17,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.runtime.events import events_for
 from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
+from controllers.run import readiness as readiness_of
 
 DELETION_BLOCKED = "DeletionBlocked"
 """The reason of the event a controller records while a deletion waits on something (and why)."""
@@ -94,19 +95,15 @@ class ProgressView:
             return
         if self._drawn and all(a is b for a, b in zip(current, self._current, strict=True)):
             return  # the same objects as last time: nothing to draw again
-        from controllers.run import readiness
-
         self._drawn = True
         self._current = list(current)
-        self._live.update(render(self.targets, current, [readiness(o) for o in current]))
+        self._live.update(render(self.targets, current, [readiness_of(o) for o in current]))
 
     def show_blocked(self, blocked: Mapping[str, object]) -> None:
         """Leave the table showing which objects are blocked, and why (by ``ref()``)."""
         if self._live is None or not blocked:
             return
-        from controllers.run import readiness
-
-        states = [readiness(o) for o in self._current]
+        states = [readiness_of(o) for o in self._current]
         self._live.update(render(self.targets, self._current, states, blocked))
 
     def __exit__(self, *exc: object) -> None:

@@ -20,9 +20,7 @@ from typing import Annotated
 
 import typer
 
-from capa_py import __version__
-from capa_py.api.registry import REGISTRY, UnknownKind
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_INVALID,
     EXIT_OK,
     Globals,
@@ -34,7 +32,9 @@ from capa_py.cli.common import (
     stderr,
     stdout,
 )
-from capa_py.cli.output import print_objects
+from capa_app.cli.output import print_objects
+from capa_py import __version__
+from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.logging import configure_logging, get_logger
 from capa_py.store import DEFAULT_STATE
 from capa_py.store.errors import Invalid, NotFound, StoreError
@@ -157,7 +157,7 @@ def get(
 
 
 def _mount_subcommands() -> None:
-    from capa_py.cli import (
+    from capa_app.cli import (
         audit_cmd,
         aws_commands,
         cluster_cmd,

@@ -8,19 +8,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from capa_app.cli.common import EXIT_INVALID, fail
+from capa_app.cli.durations import parse_duration
 from capa_py.api.apiextensions import CustomResourceDefinition
-from capa_py.cli.common import EXIT_INVALID, fail
-from capa_py.cli.durations import parse_duration
 from capa_py.runtime.endpoints import BindAddress, parse_bind_address
 from capa_py.runtime.leader import LEASE_DURATION_ENV, LeaseTiming
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
 from capa_py.webhooks import CertificateReloader, WebhookConfigError
+from controllers.tinkerbell import WorkflowTimeouts
 
 if TYPE_CHECKING:
-    from capa_py.cli.tink_cmd import WorkflowServerOptions
+    from capa_app.cli.tink_cmd import WorkflowServerOptions
     from capa_py.tinkerbell.hegel import IPNetwork
-    from controllers.tinkerbell import WorkflowTimeouts
 
 CLUSTER_CRD = "clusters.cluster.x-k8s.io"
 PROVIDER_LABEL = "cluster.x-k8s.io/provider"
@@ -71,7 +71,6 @@ def lease_timing(duration: str | None, renew_deadline: str | None, retry_period:
 
 def workflow_timeouts(scheduling: str, cancel: str, action: str) -> WorkflowTimeouts:
     """The supervisor's timeouts from the ``--workflow-*-timeout`` flags; ValueError naming a bad one."""
-    from controllers.tinkerbell import WorkflowTimeouts
 
     seconds: dict[str, float] = {}
     for flag, text in (("scheduling", scheduling), ("cancel", cancel), ("action", action)):
@@ -130,7 +129,7 @@ class HegelOptions:
 
 def hegel_options(port: int, bind: str, trusted_proxies: str | None) -> HegelOptions | None:
     """Hegel's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
-    from capa_py.cli.tink_cmd import checked_hegel_flags
+    from capa_app.cli.tink_cmd import checked_hegel_flags
 
     trusted = checked_hegel_flags("--hegel-port", port, trusted_proxies)
     return HegelOptions(bind, port, trusted) if port else None
@@ -147,7 +146,7 @@ def tink_server_options(
     allow_unauthenticated_agents: bool = False,
 ) -> WorkflowServerOptions | None:
     """The workflow server's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
-    from capa_py.cli.tink_cmd import checked_server_flags
+    from capa_app.cli.tink_cmd import checked_server_flags
 
     options = checked_server_flags(
         "--tink-server-",

@@ -35,9 +35,7 @@ from typing import Annotated
 
 import typer
 
-from capa_py.api.core import Secret
-from capa_py.api.tinkerbell import TINKERBELL_KINDS
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_INVALID,
     EndpointOption,
     ProfileOption,
@@ -47,7 +45,7 @@ from capa_py.cli.common import (
     fail,
     globals_of,
 )
-from capa_py.cli.controller_flags import (
+from capa_app.cli.controller_flags import (
     bind_addresses,
     core_controllers_enabled,
     hegel_options,
@@ -57,8 +55,10 @@ from capa_py.cli.controller_flags import (
     webhook_options,
     workflow_timeouts,
 )
-from capa_py.cli.controller_run import run
-from capa_py.cli.durations import parse_duration
+from capa_app.cli.controller_run import run
+from capa_app.cli.durations import parse_duration
+from capa_py.api.core import Secret
+from capa_py.api.tinkerbell import TINKERBELL_KINDS
 from capa_py.runtime.process import ProcessOptions
 from capa_py.store.errors import Invalid
 from capa_py.store.selectors import LabelSelector

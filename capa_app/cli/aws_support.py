@@ -1,5 +1,6 @@
-"""What ``capa apply`` and ``capa delete`` share: running or observing the controllers, and reporting why a
-wait ended before every object was done. Whatever prints takes the console it prints on."""
+"""What ``capa apply`` and ``capa delete`` share: running the controllers in this process under the store's
+lease (:func:`converge_here`) or observing those running elsewhere (:func:`observe_elsewhere`), and reporting
+why a wait ended before every object was done. Whatever prints takes the console it prints on."""
 
 from __future__ import annotations
 
@@ -9,18 +10,21 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 from rich.console import Console
 
+from capa_app.cli.common import fail, globals_of, stdout
+from capa_app.cli.lease import store_lease
+from capa_app.cli.output import format_table
+from capa_app.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.aws.accounting import CallCounter
 from capa_py.aws.deadline import Deadline
-from capa_py.cli.common import fail, globals_of, stdout
-from capa_py.cli.output import format_table
-from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
+from controllers import embedded_controllers
+from controllers.observe import observe
+from controllers.run import ConvergeResult, converge
 
 if TYPE_CHECKING:
+    from capa_app.cli.aws_context import AWSContext
     from capa_py.api.meta import KubeObject
-    from capa_py.cli.aws_context import AWSContext
-    from controllers.run import ConvergeResult
 
 
 RunControllersOption = Annotated[
@@ -79,10 +83,10 @@ def _report_in_progress(console: Console, result: ConvergeResult, deadline: Dead
 
 def refuse_stale_local_store(ctx: typer.Context, store: ObjectStore, aws: AWSContext | None) -> None:
     """Exit 1, before anything changes, when the store's AWS resources lived on a local endpoint that has
-    been stopped (see :mod:`capa_py.cli.local_binding`)."""
+    been stopped (see :mod:`capa_app.cli.local_binding`)."""
     if aws is None or aws.local is None:
         return
-    from capa_py.cli.local_binding import stale_store
+    from capa_app.cli.local_binding import stale_store
 
     problem = stale_store(globals_of(ctx).state, store, aws.local)
     if problem is not None:
@@ -109,10 +113,40 @@ def observe_elsewhere(
     show: bool,
 ) -> ConvergeResult:
     """Wait while the controllers running at the API server bring ``targets`` to ``goal``."""
-    from controllers.observe import observe
-
     with ProgressView(console, targets, enabled=show) as view:
         notices = DeletionNotices(console, store, targets)
         return observe(
             store, targets, goal=goal, timeout=seconds, on_tick=ticker(view.update, notices.update)
         )
+
+
+def converge_here(
+    console: Console,
+    store: ObjectStore,
+    targets: list[KubeObject],
+    goal: Literal["ready", "gone"],
+    *,
+    command: str,
+    aws: AWSContext | None,
+    wait_for_lock: bool,
+    limit: Deadline,
+    show: bool,
+) -> ConvergeResult:
+    """Run the controllers in this process, holding the store's lease as ``command``, until ``targets``
+    reach ``goal`` or are blocked, within what is left of ``limit``; the progress (with ``show``) and the
+    deletion notices go to ``console``."""
+    with (
+        store_lease(store, command, wait_for_lock, limit.left()) as lease,
+        ProgressView(console, targets, enabled=show) as view,
+    ):
+        notices = DeletionNotices(console, store, targets)
+        result = converge(
+            store,
+            embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
+            targets,
+            goal=goal,
+            timeout=limit.left(),
+            on_tick=lease.guard(ticker(view.update, notices.update)),
+        )
+        view.show_blocked(result.blocked)
+    return result

@@ -34,7 +34,7 @@ import json
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from capa_py.api.cluster import CONTROL_PLANE_LABEL, Cluster, Machine
 from capa_py.api.immutable import without
@@ -46,9 +46,9 @@ from capa_py.operations import apply_objects, merge_manifest, refuse_immutable_c
 from capa_py.store.errors import Invalid, NotFound
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore
-
-if TYPE_CHECKING:
-    from controllers.run import ConvergeResult
+from capa_py.workflow.provider import RolloutStep, StepPhase
+from controllers.observe import observe, observed_readiness
+from controllers.run import ConvergeResult
 
 CONFIG_NAME_LABEL = "capa-py.io/config-name"
 """On a Machine and its infrastructure machine: the machine's name in the cluster config. A rolled
@@ -57,10 +57,8 @@ replacement has another name but the same label, so later upgrades find a machin
 HASH_LENGTH = 5
 
 Goal = Literal["ready", "gone"]
-WaitFn = Callable[[Sequence[KubeObject], Goal, float], "ConvergeResult"]
+WaitFn = Callable[[Sequence[KubeObject], Goal, float], ConvergeResult]
 """(targets, goal, timeout) → the result of waiting for the targets to reach the goal."""
-StepPhase = Literal["started", "finished"]
-StepAction = Literal["create", "replace", "delete", "unchanged"]
 
 _log = get_logger("workflow.rollout")
 
@@ -77,18 +75,6 @@ class UpgradeRefused(ValueError):
 class RolloutError(RuntimeError):
     """A wait did not converge (an object failed, is blocked or time ran out). What was done so far is
     kept: running the rollout again carries on from there."""
-
-
-@dataclass(frozen=True)
-class RolloutStep:
-    action: StepAction
-    machine: str
-    """The machine's name in the config (or the MachineDeployment's)."""
-    old: str | None
-    """The stored Machine replaced, deleted or kept unchanged (names joined by ", " when an interrupted
-    replace left several)."""
-    new: str | None
-    """The Machine created."""
 
 
 # -- reading the config ------------------------------------------------------------------------------------
@@ -407,8 +393,6 @@ def plan_rollout(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Roll
 
 # -- rolling out -------------------------------------------------------------------------------------------
 def _ready(objects: Iterable[KubeObject]) -> bool:
-    from controllers.observe import observed_readiness
-
     return all(observed_readiness(o) == "ready" for o in objects)
 
 
@@ -441,8 +425,6 @@ class _Rollout:
         self.on_step = on_step
 
     def _observe(self, targets: Sequence[KubeObject], goal: Goal, timeout: float) -> ConvergeResult:
-        from controllers.observe import observe
-
         return observe(self.store, targets, goal, timeout)
 
     def wait(self, targets: Sequence[KubeObject], goal: Goal) -> None:

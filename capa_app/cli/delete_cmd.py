@@ -9,11 +9,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from capa_py.api.meta import KubeObject, ObjectMeta
-from capa_py.api.registry import REGISTRY, UnknownKind
-from capa_py.aws.deadline import Deadline, aws_deadline
-from capa_py.cli.aws_support import (
+from capa_app.cli.aws_support import (
     RunControllersOption,
+    converge_here,
     label,
     observe_elsewhere,
     print_calls,
@@ -21,7 +19,7 @@ from capa_py.cli.aws_support import (
     report_unfinished,
     stored_copies,
 )
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     EndpointOption,
@@ -38,16 +36,19 @@ from capa_py.cli.common import (
     stderr,
     stdout,
 )
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.lease import NoWaitForLockOption, store_lease
-from capa_py.cli.progress import DeletionNotices, ProgressView, ticker
-from capa_py.cli.tink_cmd import report_workflow_outcomes
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.lease import NoWaitForLockOption
+from capa_app.cli.tink_cmd import report_workflow_outcomes
+from capa_py.api.meta import KubeObject, ObjectMeta
+from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.aws.deadline import Deadline, aws_deadline
 from capa_py.operations import delete_objects
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
+from controllers import needs_aws
 
 if TYPE_CHECKING:
-    from capa_py.cli.aws_context import AWSContext
+    from capa_app.cli.aws_context import AWSContext
 
 
 def _requested(
@@ -98,22 +99,17 @@ def _converge(
     limit: Deadline,
 ) -> None:
     """The controllers run in this process, holding the store lease, until ``targets`` are gone."""
-    from controllers import embedded_controllers
-    from controllers.run import converge
-
-    with (
-        store_lease(store, "capa delete", wait_for_lock, limit.left()) as lease,
-        ProgressView(stderr, targets, enabled=True) as view,
-    ):
-        result = converge(
-            store,
-            embedded_controllers(store, aws.pool if aws else None, aws.engine if aws else None),
-            targets,
-            goal="gone",
-            timeout=limit.left(),
-            on_tick=lease.guard(ticker(view.update, DeletionNotices(stderr, store, targets).update)),
-        )
-        view.show_blocked(result.blocked)
+    result = converge_here(
+        stderr,
+        store,
+        targets,
+        "gone",
+        command="capa delete",
+        aws=aws,
+        wait_for_lock=wait_for_lock,
+        limit=limit,
+        show=True,
+    )
     report_workflow_outcomes(store, targets)
     print_calls(result.calls)
     if not result.converged:
@@ -151,8 +147,6 @@ def delete(
     objects = _requested(filename, kind, name, namespace)
     deadline = time.monotonic() + seconds
     elsewhere = wait and globals_of(ctx).remote and not in_process
-    from controllers import needs_aws
-
     # --timeout bounds the whole command: no AWS call starts after the deadline.
     with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
         aws = None

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from capa_app.cli.common import EXIT_FAILED, EXIT_OK, fail, stderr
+from capa_app.cli.controller_flags import HegelOptions, WebhookOptions
 from capa_py.aws.session import ClientPool
-from capa_py.cli.common import EXIT_FAILED, EXIT_OK, fail, stderr
-from capa_py.cli.controller_flags import HegelOptions, WebhookOptions
 from capa_py.engine.engine import Engine
 from capa_py.runtime.endpoints import BindAddress, Endpoints
 from capa_py.runtime.leader import LeaseTiming, holder_identity
@@ -21,10 +21,11 @@ from capa_py.runtime.process import ControllerProcess, ProcessOptions
 from capa_py.runtime.runnable import Caches, Controllers, EndpointsRunnable, Runnable, StartFailed
 from capa_py.runtime.servers import HegelServer, WebhookServer, WorkflowServer
 from capa_py.store.protocol import ObjectStore
+from controllers import embedded_controllers
+from controllers.tinkerbell import WorkflowTimeouts
 
 if TYPE_CHECKING:
-    from capa_py.cli.tink_cmd import WorkflowServerOptions
-    from controllers.tinkerbell import WorkflowTimeouts
+    from capa_app.cli.tink_cmd import WorkflowServerOptions
 
 CORE_CONTROLLERS = ("cluster", "machine", "machinedeployment", "machineset")
 
@@ -86,7 +87,6 @@ def run(
     tinkerbell: bool = True,
 ) -> int:
     """Build the runnables (endpoints, servers, caches, controllers) and run them in a :class:`Process`."""
-    from controllers import embedded_controllers
 
     def build(cache: ObjectStore) -> Sequence[Controller]:
         built = embedded_controllers(cache, pool, engine, workflow_timeouts=timeouts, tinkerbell=tinkerbell)

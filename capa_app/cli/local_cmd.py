@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
+from capa_app.cli.common import fail, stdout
 from capa_py.aws import local
-from capa_py.cli.common import fail, stdout
 
 app = typer.Typer(
     help="The embedded AWS endpoint (a moto server on 127.0.0.1), one per user.", no_args_is_help=True

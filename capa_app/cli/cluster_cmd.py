@@ -17,8 +17,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from capa_py.api.loader import ManifestError
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EXIT_FAILED,
     EXIT_INVALID,
     aws_context,
@@ -28,8 +27,11 @@ from capa_py.cli.common import (
     stderr,
     stdout,
 )
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.output import render_json
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.output import render_json
+from capa_app.providers import AWSProvider, ClusterAPIProvider, CoreComponents, TinkerbellProvider
+from capa_app.rollout import UpgradeRefused, check_upgrade
+from capa_py.api.loader import ManifestError
 from capa_py.manifests.deployment import DEFAULT_IMAGE
 from capa_py.store.kube import KubeStore
 from capa_py.store.protocol import ObjectStore
@@ -39,7 +41,6 @@ from capa_py.workflow.clusters import ClusterAccess
 from capa_py.workflow.config import ClusterFile, load_cluster_file
 from capa_py.workflow.diagnostics import AWSCallCollector, ClusterStoreCollector, ErrorHandler, LogCollector
 from capa_py.workflow.progress import WorkflowProgress
-from capa_py.workflow.provider import AWSProvider, ClusterAPIProvider, CoreComponents, TinkerbellProvider
 from capa_py.workflow.runner import TaskEvent, WorkflowResult, run_workflow
 from capa_py.workflow.steps import cluster_kubeconfig_path
 from capa_py.workflow.workflow import Workflow
@@ -178,8 +179,6 @@ def _build(
 
 def _check_upgrade(kubeconfig: Path, spec: ClusterFile) -> None:
     """The seed's Setup and Validate: an upgrade the cluster cannot take exits 2 before anything runs."""
-    from capa_py.workflow.rollout import UpgradeRefused, check_upgrade
-
     store = KubeStore.from_kubeconfig(kubeconfig)
     try:
         check_upgrade(store, list(spec.objects))

@@ -7,8 +7,7 @@ from typing import Annotated
 
 import typer
 
-from capa_py.aws.errors import AWSError
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EndpointOption,
     ProfileOption,
     RegionOption,
@@ -21,7 +20,8 @@ from capa_py.cli.common import (
     say_no_store,
     stderr,
 )
-from capa_py.cli.output import format_table, render_json
+from capa_app.cli.output import format_table, render_json
+from capa_py.aws.errors import AWSError
 
 
 def resources(
@@ -41,7 +41,8 @@ def resources(
 ) -> None:
     """List every AWS resource recorded for a cluster: kind, id, strategy class, tags complete."""
     check_output(output)
-    from capa_py.inventory import recorded_resources, verify_tags
+    from capa_app.inventory import verify_tags
+    from capa_py.inventory import recorded_resources
 
     rows = []
     opened = globals_of(ctx).existing_store()
@@ -63,7 +64,7 @@ def resources(
         sys.stdout.write(render_json({"resources": documents}) + "\n")
         return
     if output == "yaml":
-        from capa_py.cli.output import render_yaml
+        from capa_app.cli.output import render_yaml
 
         sys.stdout.write(render_yaml({"resources": documents}))
         return

@@ -24,8 +24,8 @@ from typing import Annotated
 
 import typer
 
-from capa_py.cli.common import EXIT_FAILED, EXIT_INVALID, fail
-from capa_py.cli.durations import parse_duration
+from capa_app.cli.common import EXIT_FAILED, EXIT_INVALID, fail
+from capa_app.cli.durations import parse_duration
 
 SERVER_HELP = "The workflow server, HOST:PORT."
 TLS_CA_HELP = (

@@ -20,8 +20,8 @@ from typing import Annotated
 
 import typer
 
+from capa_app.cli.common import EXIT_FAILED, EXIT_INVALID, fail, stderr
 from capa_py.api.coordination import Lease
-from capa_py.cli.common import EXIT_FAILED, EXIT_INVALID, fail, stderr
 from capa_py.logging import get_logger
 from capa_py.runtime.leader import (
     LeaderElector,

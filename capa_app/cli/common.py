@@ -1,6 +1,6 @@
 """What every ``capa`` command shares: exit codes, consoles, global options, manifest loading, AWS options.
 
-Kept apart from :mod:`capa_py.cli.main` (which builds the app and mounts the command modules) so that
+Kept apart from :mod:`capa_app.cli.main` (which builds the app and mounts the command modules) so that
 command modules import it without importing each other.
 """
 
@@ -13,13 +13,13 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from capa_app.cli.aws_context import AWSContext, build_aws_context
 from capa_py.api.aws import AWSCluster
 from capa_py.api.loader import ManifestError, load_manifests
 from capa_py.api.meta import KubeObject
 from capa_py.aws import local
 from capa_py.aws.accounting import CallCounter
 from capa_py.aws.errors import AWSError
-from capa_py.cli.aws_context import AWSContext, build_aws_context
 from capa_py.logging import LogFormat
 from capa_py.store import Missing, SQLiteStore, Unavailable, open_store
 from capa_py.store.kube import KubeStore

@@ -33,10 +33,7 @@ from capa_app.audit import (
     plan_deletion,
     run_audit,
 )
-from capa_py.api.aws import known_regions
-from capa_py.aws.accounting import call_scope
-from capa_py.aws.errors import AWSError
-from capa_py.cli.common import (
+from capa_app.cli.common import (
     EndpointOption,
     ProfileOption,
     TraitsOption,
@@ -46,8 +43,11 @@ from capa_py.cli.common import (
     globals_of,
     region_of,
 )
-from capa_py.cli.durations import parse_duration
-from capa_py.cli.output import format_table, render_json
+from capa_app.cli.durations import parse_duration
+from capa_app.cli.output import format_table, render_json
+from capa_py.api.aws import known_regions
+from capa_py.aws.accounting import call_scope
+from capa_py.aws.errors import AWSError
 from capa_py.store.errors import StoreError
 
 EXIT_OK = 0
@@ -193,104 +193,102 @@ def _options(
     )
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def audit(
-        ctx: typer.Context,
-        cluster: Annotated[
-            str | None, typer.Option("--cluster", help="Only this cluster's resources.")
-        ] = None,
-        all_clusters: Annotated[
-            bool, typer.Option("--all-clusters", help="This store's clusters (the default).")
-        ] = False,
-        region: Annotated[
-            list[str] | None,
-            typer.Option("--region", help="Region to audit (repeatable; default: every AWSCluster's)."),
-        ] = None,
-        discovery: Annotated[
-            str,
-            typer.Option("--discovery", help="tagging-api (Resource Groups Tagging API) or describe."),
-        ] = "tagging-api",
-        older_than: Annotated[
-            str | None,
-            typer.Option("--older-than", help="Only resources older than this (90s, 15m, 2h, 7d)."),
-        ] = None,
-        delete: Annotated[
-            bool, typer.Option("--delete", help="Delete the orphans (a dry run without --yes).")
-        ] = False,
-        yes: Annotated[
-            bool, typer.Option("--yes", "-y", help="With --delete: delete without asking.")
-        ] = False,
-        include_foreign: Annotated[
-            bool,
-            typer.Option(
-                "--include-foreign",
-                help="With --cluster and --delete: delete the cluster's resources another store (or no "
-                "capa-py store) tagged, too.",
-            ),
-        ] = False,
-        show_managed: Annotated[
-            bool, typer.Option("--show-managed", help="List managed resources too (table output).")
-        ] = False,
-        aws_endpoint: EndpointOption = None,
-        profile: ProfileOption = None,
-        endpoint_profile: TraitsOption = None,
-        output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
-    ) -> None:
-        """Find leaked AWS resources: orphans, untagged leftovers in managed VPCs, drift; --delete removes
-        orphans."""
-        if output not in ("table", "json"):
-            raise typer.BadParameter("must be table or json", param_hint="-o/--output")
-        options = _options(cluster, all_clusters, region, discovery, older_than)
-        if include_foreign and not cluster:
-            raise typer.BadParameter(
-                "--include-foreign deletes other stores' resources: name the cluster with --cluster NAME",
-                param_hint="--include-foreign",
-            )
-        opened = globals_of(ctx).existing_store()
-        if opened is None:
-            # Never created by an audit: with no store, every tagged resource would look orphaned.
-            fail(
-                f"no store at {globals_of(ctx).state}: the audit judges resources by the clusters a store "
-                "manages (pass --state with the store that made them)",
-                EXIT_INVALID,
-            )
-        with opened as store:
-            default_region = options.regions[0] if options.regions else region_of([], store)
-            aws = aws_context(ctx, aws_endpoint, default_region, profile, endpoint_profile)
-            with call_scope() as calls:
-                try:
-                    report = run_audit(store, aws.pool, options)
-                    plan = plan_deletion(report, include_foreign=include_foreign) if delete else None
-                    confirmed = yes or (output == "table" and plan is not None and _announce(report, plan))
-                    deletion = None
-                    if plan is not None and confirmed:
-                        deletion = delete_leaks(report, store, aws.pool, plan=plan)
-                except (AWSError, StoreError) as exc:
-                    fail(str(exc))
-        document: dict[str, Any] = {
-            **report.as_json(),
-            "summary": report.summary(),
-            "leaks": len(report.leaks),
-        }
-        if plan is not None:
-            document["plan"] = plan.as_json()
-            document["dryRun"] = deletion is None
-        if deletion is not None:
-            document["deletion"] = deletion.as_json()
-        document["awsCalls"] = calls_summary(calls)
-        if output == "json":
-            sys.stdout.write(render_json(document) + "\n")
-        elif plan is None:
+def audit(
+    ctx: typer.Context,
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Only this cluster's resources.")] = None,
+    all_clusters: Annotated[
+        bool, typer.Option("--all-clusters", help="This store's clusters (the default).")
+    ] = False,
+    region: Annotated[
+        list[str] | None,
+        typer.Option("--region", help="Region to audit (repeatable; default: every AWSCluster's)."),
+    ] = None,
+    discovery: Annotated[
+        str,
+        typer.Option("--discovery", help="tagging-api (Resource Groups Tagging API) or describe."),
+    ] = "tagging-api",
+    older_than: Annotated[
+        str | None,
+        typer.Option("--older-than", help="Only resources older than this (90s, 15m, 2h, 7d)."),
+    ] = None,
+    delete: Annotated[
+        bool, typer.Option("--delete", help="Delete the orphans (a dry run without --yes).")
+    ] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --delete: delete without asking.")] = False,
+    include_foreign: Annotated[
+        bool,
+        typer.Option(
+            "--include-foreign",
+            help="With --cluster and --delete: delete the cluster's resources another store (or no "
+            "capa-py store) tagged, too.",
+        ),
+    ] = False,
+    show_managed: Annotated[
+        bool, typer.Option("--show-managed", help="List managed resources too (table output).")
+    ] = False,
+    aws_endpoint: EndpointOption = None,
+    profile: ProfileOption = None,
+    endpoint_profile: TraitsOption = None,
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+) -> None:
+    """Find leaked AWS resources: orphans, untagged leftovers in managed VPCs, drift; --delete removes
+    orphans."""
+    if output not in ("table", "json"):
+        raise typer.BadParameter("must be table or json", param_hint="-o/--output")
+    options = _options(cluster, all_clusters, region, discovery, older_than)
+    if include_foreign and not cluster:
+        raise typer.BadParameter(
+            "--include-foreign deletes other stores' resources: name the cluster with --cluster NAME",
+            param_hint="--include-foreign",
+        )
+    opened = globals_of(ctx).existing_store()
+    if opened is None:
+        # Never created by an audit: with no store, every tagged resource would look orphaned.
+        fail(
+            f"no store at {globals_of(ctx).state}: the audit judges resources by the clusters a store "
+            "manages (pass --state with the store that made them)",
+            EXIT_INVALID,
+        )
+    with opened as store:
+        default_region = options.regions[0] if options.regions else region_of([], store)
+        aws = aws_context(ctx, aws_endpoint, default_region, profile, endpoint_profile)
+        with call_scope() as calls:
+            try:
+                report = run_audit(store, aws.pool, options)
+                plan = plan_deletion(report, include_foreign=include_foreign) if delete else None
+                confirmed = yes or (output == "table" and plan is not None and _announce(report, plan))
+                deletion = None
+                if plan is not None and confirmed:
+                    deletion = delete_leaks(report, store, aws.pool, plan=plan)
+            except (AWSError, StoreError) as exc:
+                fail(str(exc))
+    document: dict[str, Any] = {
+        **report.as_json(),
+        "summary": report.summary(),
+        "leaks": len(report.leaks),
+    }
+    if plan is not None:
+        document["plan"] = plan.as_json()
+        document["dryRun"] = deletion is None
+    if deletion is not None:
+        document["deletion"] = deletion.as_json()
+    document["awsCalls"] = calls_summary(calls)
+    if output == "json":
+        sys.stdout.write(render_json(document) + "\n")
+    elif plan is None:
+        _print_report(report, show_managed)
+    elif deletion is None:
+        if not _interactive():
             _print_report(report, show_managed)
-        elif deletion is None:
-            if not _interactive():
-                _print_report(report, show_managed)
-                _print_plan(plan)
-            _say("Dry run: nothing was deleted (pass --yes to delete).")
-        else:
-            _print_deletion(deletion)
-        raise typer.Exit(_exit_code(report, deletion))
+            _print_plan(plan)
+        _say("Dry run: nothing was deleted (pass --yes to delete).")
+    else:
+        _print_deletion(deletion)
+    raise typer.Exit(_exit_code(report, deletion))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(audit)
 
 
 def _announce(report: AuditReport, plan: DeletionPlan) -> bool:

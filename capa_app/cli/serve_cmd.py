@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from capa_py.cli.common import EXIT_INVALID, fail, globals_of, stderr, stdout
+from capa_app.cli.common import EXIT_INVALID, fail, globals_of, stderr, stdout
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 SERVE_DIRECTORY_SUFFIX = ".serve"

@@ -1,0 +1,101 @@
+"""``capa move``: move clusters and their graphs from this store to another (a pivot), as ``clusterctl
+move`` does. The library call is :func:`capa_py.move.move`; this module only opens the stores and prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from capa_app.cli.common import EXIT_INVALID, fail, globals_of, reachable_kube_store, stdout
+from capa_py.move import MoveError, MoveResult, UnknownCluster, move, require_cluster
+from capa_py.store import Unavailable, open_store
+from capa_py.store.errors import StoreError
+from capa_py.store.protocol import ObjectStore
+
+
+def _open_target(to_kubeconfig: Path | None, to_state: Path | None, source_state: Path | None) -> ObjectStore:
+    """The target store; a target that cannot be used exits 2 (bad flag) or 1 (unreachable) before the
+    move writes anything."""
+    if (to_kubeconfig is None) == (to_state is None):
+        fail("exactly one of --to-kubeconfig and --to-state is required", EXIT_INVALID)
+    if to_state is not None:
+        if source_state is not None and to_state.resolve() == source_state.resolve():
+            fail(f"--to-state: {to_state} is the source store", EXIT_INVALID)
+        try:
+            return open_store(to_state)
+        except Unavailable as exc:
+            fail(f"--to-state: {exc}", EXIT_INVALID)
+    assert to_kubeconfig is not None
+    return reachable_kube_store(
+        to_kubeconfig, "--to-kubeconfig", "the target is unreachable, nothing was moved"
+    )
+
+
+def _print(result: MoveResult) -> None:
+    if result.dry_run:
+        for obj in result.objects:
+            stdout.print(obj.ref(), markup=False, highlight=False)
+        stdout.print(f"{len(result.objects)} objects would move (dry run)", markup=False, highlight=False)
+        return
+    for kind, count in result.per_kind().items():
+        stdout.print(f"{kind}: {count}", markup=False, highlight=False)
+    stdout.print(
+        f"moved {len(result.objects)} objects of {len(result.clusters)} clusters",
+        markup=False,
+        highlight=False,
+    )
+
+
+def move_command(
+    ctx: typer.Context,
+    to_kubeconfig: Annotated[
+        Path | None,
+        typer.Option("--to-kubeconfig", help="Move to the Kubernetes API server this kubeconfig names."),
+    ] = None,
+    to_state: Annotated[
+        Path | None, typer.Option("--to-state", help="Move to another embedded SQLite store.")
+    ] = None,
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", help="The namespace whose clusters move.")
+    ] = "default",
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Move only this cluster (of --namespace).")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the objects that would move; change nothing.")
+    ] = False,
+) -> None:
+    """Move clusters with everything that belongs to them to another store: pause them here, create
+    them there (uids remapped, status kept), delete them here, unpause them there. AWS is not touched.
+    Re-run an interrupted move to complete it."""
+    options = globals_of(ctx)
+    if cluster is not None and to_state is not None and not to_state.exists():
+        # A target store that does not exist yet holds no interrupted move: an unknown cluster is refused
+        # before the target is created.
+        source = options.store()
+        try:
+            require_cluster(source, None, namespace, cluster)
+        except UnknownCluster as exc:
+            fail(f"--cluster: {exc}", EXIT_INVALID)
+        finally:
+            source.close()
+    target = _open_target(to_kubeconfig, to_state, None if options.remote else options.state)
+    source = options.store()
+    try:
+        result = move(source, target, namespace=namespace, cluster=cluster, dry_run=dry_run)
+    except UnknownCluster as exc:
+        fail(f"--cluster: {exc}", EXIT_INVALID)
+    except MoveError as exc:
+        fail(str(exc))
+    except StoreError as exc:
+        fail(f"the move stopped (run it again to complete it): {exc}")
+    finally:
+        source.close()
+        target.close()
+    _print(result)
+
+
+def register(app: typer.Typer) -> None:
+    app.command(name="move")(move_command)
