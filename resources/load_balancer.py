@@ -11,13 +11,13 @@ natural keys; a listener is unique per (load balancer, port). ELBv2 tags at crea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 from capa_py.aws.errors import NotFound
-from capa_py.aws.observations import MISS
+from capa_py.cache.known import MISS, known_of
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_list
 from capa_py.engine.traits import Traits
 from resources._common import (
@@ -86,33 +86,29 @@ _SIBLING_TAGS_FRESHNESS = 5.0
 
 
 def _tags_with_siblings(resource: ResourceClass[Any], arns: list[str]) -> dict[str, dict[str, str]]:
-    """Tags of ``arns``; with the shared observations in use, one ``DescribeTags`` (per 20 ARNs) also reads
-    the tags of the load balancers, target groups and listeners due for a refresh, so that the pass's
-    refresh of those kinds asks for no tags of its own."""
-    observations = resource.aws.observations
+    """Tags of ``arns``; one ``DescribeTags`` (per 20 ARNs) also reads the tags of the load balancers,
+    target groups and listeners due for a refresh (when the process keeps what it knows), so that the
+    pass's refresh of those kinds asks for no tags of its own."""
+    known = known_of(resource.aws)
     tags: dict[str, dict[str, str]] = {}
     unknown: list[str] = []
     for arn in arns:
-        known = observations.known_fact(("elbv2-tags", arn), _SIBLING_TAGS_FRESHNESS)
-        if known is MISS:
+        recalled = known.recalled(("elbv2-tags", arn), _SIBLING_TAGS_FRESHNESS)
+        if recalled is MISS:
             unknown.append(arn)
         else:
-            tags[arn] = known
+            tags[arn] = recalled
     if not unknown:
         return tags
     siblings = [
-        arn
-        for kind in _ELBV2_KINDS
-        if kind != resource.kind
-        for arn in observations.stale(kind)
-        if arn not in unknown
+        arn for kind in _ELBV2_KINDS if kind != resource.kind for arn in known.due(kind) if arn not in unknown
     ]
     room = -len(unknown) % ELBV2_DESCRIBE_TAGS_BATCH  # what the last DescribeTags has left: no extra call
     wanted = unknown + siblings[:room]
     read = elbv2_tags(resource.aws, wanted)
     for arn in wanted:
         if arn in read and arn not in unknown:
-            observations.learn_fact(("elbv2-tags", arn), read[arn])
+            known.learn(("elbv2-tags", arn), read[arn])
     tags.update({arn: read[arn] for arn in unknown if arn in read})
     return tags
 
@@ -186,10 +182,10 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
         observed = _observed_lb(response["LoadBalancers"][0])
         observed.tags = dict(tags or {})
         # A new network load balancer does not balance across zones until told to.
-        self.aws.observations.learn_fact(("lb-attribute", observed.id, CROSS_ZONE), "false")
+        known_of(self.aws).learn(("lb-attribute", observed.id, CROSS_ZONE), "false")
         return observed
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         return _many(
             self, "DescribeLoadBalancers", "LoadBalancers", "LoadBalancerArns", resource_ids, _observed_lb
         )
@@ -245,7 +241,8 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
             return str(next((a.get("Value") for a in attributes if a.get("Key") == CROSS_ZONE), "false"))
 
         key = ("lb-attribute", observed.id, CROSS_ZONE)
-        current = self.aws.observations.fact(key, ATTRIBUTE_FRESHNESS, read)
+        known = known_of(self.aws)
+        current = known.value(key, ATTRIBUTE_FRESHNESS, read)
         wanted = "true" if desired.cross_zone else "false"
         if current == wanted:
             return False
@@ -255,7 +252,7 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
             LoadBalancerArn=observed.id,
             Attributes=[{"Key": CROSS_ZONE, "Value": wanted}],
         )
-        self.aws.observations.learn_fact(key, wanted)
+        known.learn(key, wanted)
         return True
 
     def delete(self, resource_id: str) -> None:
@@ -336,7 +333,7 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
     def describe_by_key(self, desired: TargetGroupDesired) -> Observed | None:
         return self._describe(Names=[desired.name])
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         return _many(
             self, "DescribeTargetGroups", "TargetGroups", "TargetGroupArns", resource_ids, _observed_tg
         )
@@ -436,7 +433,7 @@ class Listener(ResourceClass[ListenerDesired]):
     def parent_of(self, desired: ListenerDesired) -> str | None:
         return desired.load_balancer_arn
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         return _many(self, "DescribeListeners", "Listeners", "ListenerArns", resource_ids, _observed_listener)
 
     def create(self, desired: ListenerDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
@@ -566,7 +563,7 @@ class TargetRegistration(ResourceClass[TargetRegistrationDesired]):
     def parent_of(self, desired: TargetRegistrationDesired) -> str | None:
         return desired.instance_id
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         """One ``DescribeTargetHealth`` per target group, for every target of it asked about."""
         by_group: dict[str, list[str]] = {}
         for resource_id in resource_ids:

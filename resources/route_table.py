@@ -10,11 +10,10 @@ attribute — where the route points, which table the subnet uses — is changed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
@@ -137,7 +136,7 @@ class RouteTable(ResourceClass[RouteTableDesired]):
         tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", RouteTableIds=[resource_id])
         return _observed_table(tables[0]) if tables else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         tables = ec2_by_filter(
             self.aws.ec2, "DescribeRouteTables", "RouteTables", "route-table-id", resource_ids
         )
@@ -173,12 +172,6 @@ class RouteTable(ResourceClass[RouteTableDesired]):
         return {"vpc_id": desired.vpc_id}
 
 
-def _fresh_tables(aws: AWSClients, table_ids: set[str]) -> list[Observed]:
-    """The route tables among ``table_ids`` with a fresh shared observation."""
-    found = (aws.observations.get(RouteTable.kind, t) for t in sorted(table_ids))
-    return [o for o in found if isinstance(o, Observed)]
-
-
 # -- routes --------------------------------------------------------------------------------------------
 
 
@@ -202,6 +195,7 @@ class Route(ResourceClass[RouteDesired]):
     with state ``blackhole``; :meth:`update` re-points it."""
 
     kind = "route"
+    reads_within = RouteTable.kind
     service = "ec2"
     create_operation = "CreateRoute"
     traits = Traits(natural_key=True)
@@ -268,12 +262,13 @@ class Route(ResourceClass[RouteDesired]):
             "target_id": desired.target_id,
         }
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
-        """Routes of tables observed moments ago are read from that observation (the same DescribeRouteTables
-        answer); the other tables are described, all in one call."""
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
+        """Routes of tables observed moments ago (``within``) are read from that observation (the same
+        DescribeRouteTables answer); the other tables are described, all in one call."""
         wanted = {tuple(split_id(rid, "|", self.kind)) for rid in resource_ids}
+        table_ids = {t for t, _ in wanted}
         found: dict[str, Observed] = {}
-        for table_observed in _fresh_tables(self.aws, {t for t, _ in wanted}):
+        for table_observed in sorted((o for o in within if o.id in table_ids), key=lambda o: o.id):
             table_id = table_observed.id
             for route in table_observed.attributes["routes"]:
                 key = (table_id, route["destination"])
@@ -331,6 +326,7 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
     """
 
     kind = "route-table-association"
+    reads_within = RouteTable.kind
     service = "ec2"
     create_operation = "AssociateRouteTable"
     traits = Traits(natural_key=True)
@@ -387,12 +383,12 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
     def fingerprint(self, desired: RouteTableAssociationDesired) -> dict[str, str]:
         return {"route_table_id": desired.route_table_id, "subnet_id": desired.subnet_id}
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
-        """Associations found in route tables observed moments ago are read from that observation; the
-        others are described, all in one call."""
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
+        """Associations found in route tables observed moments ago (``within``) are read from that
+        observation; the others are described, all in one call."""
         wanted = set(resource_ids)
         found: dict[str, Observed] = {}
-        for table in self.aws.observations.fresh(RouteTable.kind):
+        for table in within:
             for association in table.attributes["associations"]:
                 if association["id"] in wanted and not association["main"] and association["subnet_id"]:
                     found[association["id"]] = self._observed(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from capa_py.api.aws import (
     AWSCluster,
@@ -23,6 +23,7 @@ from capa_py.api.aws import (
     SubnetStatus,
 )
 from capa_py.aws.session import AWSClients
+from capa_py.cache.front import ReadThrough
 from capa_py.engine.errors import Waiting
 from capa_py.engine.resource import Observed, ResourceClass
 from controllers.aws_scope import ReconcileScope
@@ -37,6 +38,7 @@ from resources.subnet import Subnet
 from resources.vpc import Vpc
 
 API_SERVER_PORT = 6443
+D = TypeVar("D")
 
 
 @dataclass
@@ -154,6 +156,11 @@ class ClusterScope(ReconcileScope[AWSCluster]):
 
     def prefetch(self, rc: ResourceClass[Any], roles: Iterable[str]) -> None:
         self.engine.prefetch(rc, roles, self.engine_scope)
+
+    def reads(self, rc: ResourceClass[D]) -> ReadThrough[D]:
+        """``rc`` through the region's shared observations: what a wait step's poll teaches them, what a
+        sweep deletes."""
+        return ReadThrough.of(rc, self.engine_scope.reads)
 
     def recorded_roles(self, prefix: str) -> list[str]:
         return [role for role in self.obj.status.resources if role.startswith(prefix)]

@@ -132,7 +132,7 @@ def wait_for_load_balancer(scope: ClusterScope) -> None:
     if pending.to_poll is not None:
         observed = rc.describe_by_id(pending.to_poll)
         if observed is not None:
-            scope.engine.learn(rc, observed)
+            scope.reads(rc).learn(observed)
         if observed is None:
             _log.warning("the provisioning load balancer is gone; creating it again", arn=pending.to_poll)
             _ensure_load_balancer(scope, status.name or "")

@@ -204,7 +204,7 @@ def wait_for_nat_gateways(scope: ClusterScope) -> None:
     if pending.to_poll:
         found = rc.describe_many(sorted(set(pending.to_poll.values())))
         for polled in found.values():
-            scope.engine.learn(rc, polled)
+            scope.reads(rc).learn(polled)
         for zone, nat_id in sorted(pending.to_poll.items()):
             observed = found.get(nat_id)
             if observed is None:

@@ -73,8 +73,7 @@ def sweep_cluster_resources(scope: ClusterScope) -> None:
                 continue
             _release_dependents(scope, rc, observed)
             try:
-                rc.delete(observed.id)
-                scope.engine.forget(rc, observed.id, cluster)
+                scope.reads(rc).delete(observed.id, cluster)
                 if scope.engine_scope.events is not None:
                     scope.engine_scope.events.deleted(rc.kind, "stray", observed.id)
                 _log.warning(
