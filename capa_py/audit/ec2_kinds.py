@@ -22,7 +22,7 @@ from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import tag_dict
 from resources.internet_gateway import attachment_id
-from resources.route_table import route_id
+from resources.route import route_id
 
 Item = Mapping[str, Any]
 Converter = Callable[[Item, str], list[Found]]

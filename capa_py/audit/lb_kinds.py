@@ -15,7 +15,7 @@ from capa_py.audit.model import Found
 from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClient, AWSClients
 from capa_py.engine.resource import tag_dict
-from resources.load_balancer import registration_id
+from resources.target_group import registration_id
 
 TAGS_PER_CALL = 20
 """``DescribeTags`` of both ELB APIs takes at most 20 resources."""

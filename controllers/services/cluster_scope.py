@@ -30,11 +30,14 @@ from controllers.aws_scope import ReconcileScope
 from controllers.waits import just_created
 from resources.elastic_ip import ElasticIp
 from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
-from resources.load_balancer import Listener, LoadBalancer, TargetGroup
+from resources.listener import Listener
+from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
-from resources.route_table import Route, RouteTable, RouteTableAssociation
+from resources.route import Route
+from resources.route_table import RouteTable, RouteTableAssociation
 from resources.security_group import SecurityGroup
 from resources.subnet import Subnet
+from resources.target_group import TargetGroup
 from resources.vpc import Vpc
 
 API_SERVER_PORT = 6443

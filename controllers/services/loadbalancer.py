@@ -20,7 +20,9 @@ from capa_py.engine.errors import Waiting
 from capa_py.logging import get_logger
 from controllers.services.cluster_scope import API_SERVER_PORT, ClusterScope, Deletion, roles
 from controllers.waits import LOAD_BALANCER_AVAILABLE
-from resources.load_balancer import ListenerDesired, LoadBalancerDesired, TargetGroupDesired
+from resources.listener import ListenerDesired
+from resources.load_balancer import LoadBalancerDesired
+from resources.target_group import TargetGroupDesired
 
 LOAD_BALANCER_READY = "LoadBalancerReady"
 CONDITIONS = (LOAD_BALANCER_READY,)

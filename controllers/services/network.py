@@ -33,7 +33,8 @@ from controllers.waits import NAT_GATEWAY_AVAILABLE
 from resources.elastic_ip import ElasticIpDesired
 from resources.internet_gateway import InternetGatewayAttachmentDesired, InternetGatewayDesired
 from resources.nat_gateway import NatGatewayDesired
-from resources.route_table import RouteDesired, RouteTableAssociationDesired, RouteTableDesired
+from resources.route import RouteDesired
+from resources.route_table import RouteTableAssociationDesired, RouteTableDesired
 from resources.subnet import SubnetDesired
 from resources.vpc import VpcDesired
 
