@@ -13,11 +13,14 @@ from capa_py.engine.resource import ResourceClass
 from resources.elastic_ip import ElasticIp
 from resources.instance import Instance
 from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
-from resources.load_balancer import Listener, LoadBalancer, TargetGroup, TargetRegistration
+from resources.listener import Listener
+from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
-from resources.route_table import Route, RouteTable, RouteTableAssociation
+from resources.route import Route
+from resources.route_table import RouteTable, RouteTableAssociation
 from resources.security_group import SecurityGroup
 from resources.subnet import Subnet
+from resources.target_group import TargetGroup, TargetRegistration
 from resources.vpc import Vpc
 
 RESOURCE_CLASSES: tuple[type[ResourceClass[Any]], ...] = (

@@ -7,7 +7,7 @@ allocation interrupted before tagging leaves behind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +66,7 @@ class ElasticIp(ResourceClass[ElasticIpDesired]):
         addresses = ec2_items(self.aws.ec2, "DescribeAddresses", "Addresses", AllocationIds=[resource_id])
         return _observed(addresses[0]) if addresses else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         addresses = ec2_by_filter(
             self.aws.ec2, "DescribeAddresses", "Addresses", "allocation-id", resource_ids
         )

@@ -12,11 +12,12 @@ uid) makes a repeated create return the first instance. Terminated instances sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from capa_py.aws.errors import InvalidRequest
+from capa_py.cache.known import known_of
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
@@ -157,7 +158,7 @@ class Instance(ResourceClass[InstanceDesired]):
     def root_device_name(self, image_id: str) -> str:
         """The AMI's root device (``/dev/sda1``, ``/dev/xvda``…), which a root volume mapping must name.
         An AMI never changes: it is asked once per process (a missing AMI is asked again)."""
-        return self.aws.observations.fact(
+        return known_of(self.aws).value(
             ("ami-root-device", image_id), float("inf"), lambda: self._root_device_name(image_id)
         )
 
@@ -183,7 +184,7 @@ class Instance(ResourceClass[InstanceDesired]):
                 return _observed(instance)
         return None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         reservations = ec2_by_filter(
             self.aws.ec2, "DescribeInstances", "Reservations", "instance-id", resource_ids
         )

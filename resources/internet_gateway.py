@@ -8,7 +8,7 @@ the attachment first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +71,7 @@ class InternetGateway(ResourceClass[InternetGatewayDesired]):
         )
         return _observed_gateway(gateways[0]) if gateways else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         gateways = ec2_by_filter(
             self.aws.ec2, "DescribeInternetGateways", "InternetGateways", "internet-gateway-id", resource_ids
         )
@@ -108,6 +108,7 @@ class InternetGatewayAttachment(ResourceClass[InternetGatewayAttachmentDesired])
     of a pair that is not attached raises :class:`~capa_py.aws.errors.NotFound`."""
 
     kind = "internet-gateway-attachment"
+    reads_within = InternetGateway.kind
     service = "ec2"
     create_operation = "AttachInternetGateway"
     traits = Traits(natural_key=True)
@@ -132,15 +133,14 @@ class InternetGatewayAttachment(ResourceClass[InternetGatewayAttachmentDesired])
     def describe_by_key(self, desired: InternetGatewayAttachmentDesired) -> Observed | None:
         return self._lookup(desired.internet_gateway_id, desired.vpc_id)
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
-        """Attachments of gateways observed moments ago are read from that observation; the other
-        gateways are described, all in one call."""
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
+        """Attachments of gateways observed moments ago (``within``) are read from that observation; the
+        other gateways are described, all in one call."""
         pairs = {tuple(split_id(rid, ":", self.kind)) for rid in resource_ids}
+        gateway_ids = {g for g, _ in pairs}
         found: dict[str, Observed] = {}
-        for gateway_id in sorted({g for g, _ in pairs}):
-            cached = self.aws.observations.get(InternetGateway.kind, gateway_id)
-            if not isinstance(cached, Observed):
-                continue
+        for cached in sorted((o for o in within if o.id in gateway_ids), key=lambda o: o.id):
+            gateway_id = cached.id
             for attachment in cached.attributes["attachments"]:
                 pair = (gateway_id, attachment["vpc_id"])
                 if pair in pairs and attachment["state"] in _LIVE_ATTACHMENT_STATES:

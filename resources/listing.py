@@ -32,12 +32,14 @@ from resources._common import EC2_FILTER_VALUES
 from resources.elastic_ip import _observed as _elastic_ip
 from resources.instance import _observed as _instance
 from resources.internet_gateway import _observed_gateway
-from resources.load_balancer import TargetRegistration, _observed_lb, _observed_listener, _observed_tg
+from resources.listener import _observed_listener
+from resources.load_balancer import _observed_lb
 from resources.nat_gateway import GONE_STATES as NAT_GONE_STATES
 from resources.nat_gateway import _observed as _nat_gateway
 from resources.route_table import _observed_table
 from resources.security_group import _observed as _security_group
 from resources.subnet import _observed as _subnet
+from resources.target_group import TargetRegistration, _observed_tg
 from resources.vpc import _observed as _vpc
 
 Item = Mapping[str, Any]

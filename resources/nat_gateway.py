@@ -8,7 +8,7 @@ skip them (and ``deleting`` ones, which cannot be adopted). Deletion takes minut
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -92,7 +92,7 @@ class NatGateway(ResourceClass[NatGatewayDesired]):
         ]
         return _observed(live[0]) if live else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         gateways = ec2_by_filter(
             self.aws.ec2, "DescribeNatGateways", "NatGateways", "nat-gateway-id", resource_ids
         )

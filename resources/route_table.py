@@ -1,5 +1,5 @@
-"""Route tables (``CreateRouteTable``), their routes (``CreateRoute``) and subnet associations
-(``AssociateRouteTable``).
+"""Route tables (``CreateRouteTable``) and their subnet associations (``AssociateRouteTable``); their routes
+(``CreateRoute``) are in :mod:`resources.route`.
 
 Routes and associations cannot be tagged and take no token, but both have natural keys that AWS itself
 enforces: a route table has one route per destination (``RouteAlreadyExists`` otherwise), and a subnet has
@@ -10,11 +10,10 @@ attribute — where the route points, which table the subnet uses — is changed
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
@@ -24,7 +23,6 @@ from resources._common import (
     ec2_by_filter,
     ec2_create_tags,
     ec2_items,
-    split_id,
     tag_specifications,
 )
 
@@ -61,7 +59,7 @@ def target_parameter(target_id: str) -> str:
     )
 
 
-def _route_target(route: Mapping[str, Any]) -> str | None:
+def route_target(route: Mapping[str, Any]) -> str | None:
     for member in _TARGET_MEMBERS:
         if route.get(member):
             return str(route[member])
@@ -88,7 +86,7 @@ def _observed_table(table: Mapping[str, Any]) -> Observed:
     routes = [
         {
             "destination": r.get("DestinationCidrBlock") or r.get("DestinationIpv6CidrBlock"),
-            "target_id": _route_target(r),
+            "target_id": route_target(r),
             "state": r.get("State"),
         }
         for r in table.get("Routes", [])
@@ -137,7 +135,7 @@ class RouteTable(ResourceClass[RouteTableDesired]):
         tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", RouteTableIds=[resource_id])
         return _observed_table(tables[0]) if tables else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         tables = ec2_by_filter(
             self.aws.ec2, "DescribeRouteTables", "RouteTables", "route-table-id", resource_ids
         )
@@ -173,144 +171,6 @@ class RouteTable(ResourceClass[RouteTableDesired]):
         return {"vpc_id": desired.vpc_id}
 
 
-def _fresh_tables(aws: AWSClients, table_ids: set[str]) -> list[Observed]:
-    """The route tables among ``table_ids`` with a fresh shared observation."""
-    found = (aws.observations.get(RouteTable.kind, t) for t in sorted(table_ids))
-    return [o for o in found if isinstance(o, Observed)]
-
-
-# -- routes --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RouteDesired:
-    route_table_id: str
-    destination_cidr_block: str
-    target_id: str
-    """An internet gateway (``igw-…``) or NAT gateway (``nat-…``) id; other route targets work too."""
-
-
-def route_id(route_table_id: str, destination_cidr_block: str) -> str:
-    return f"{route_table_id}|{destination_cidr_block}"
-
-
-class Route(ResourceClass[RouteDesired]):
-    """A route, id ``rtb-…|0.0.0.0/0``. Creating a destination the table already routes raises
-    :class:`~capa_py.aws.errors.AlreadyExists` (``RouteAlreadyExists``); ``delete`` of a route that does not
-    exist raises :class:`~capa_py.aws.errors.NotFound` (``InvalidRoute.NotFound``, or
-    ``InvalidRouteTableID.NotFound`` when the table is gone). A route whose target was deleted is reported
-    with state ``blackhole``; :meth:`update` re-points it."""
-
-    kind = "route"
-    service = "ec2"
-    create_operation = "CreateRoute"
-    traits = Traits(natural_key=True)
-    """CreateRoute has no TagSpecifications and no ClientToken, and a route cannot be tagged; a table has one
-    route per destination, so (route table, destination) finds it (natural_key)."""
-    tracks_updates = True
-
-    def parent_of(self, desired: RouteDesired) -> str | None:
-        return desired.route_table_id
-
-    def create(self, desired: RouteDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
-        self.aws.ec2.call(
-            "CreateRoute",
-            after_create=True,  # the table and the target may be moments old
-            RouteTableId=desired.route_table_id,
-            DestinationCidrBlock=desired.destination_cidr_block,
-            **{target_parameter(desired.target_id): desired.target_id},
-        )
-        return self._observed(
-            desired.route_table_id, desired.destination_cidr_block, desired.target_id, "active"
-        )
-
-    def describe_by_id(self, resource_id: str) -> Observed | None:
-        table_id, destination = split_id(resource_id, "|", self.kind)
-        return self._lookup(table_id, destination)
-
-    def describe_by_key(self, desired: RouteDesired) -> Observed | None:
-        return self._lookup(desired.route_table_id, desired.destination_cidr_block)
-
-    def update(self, observed: Observed, desired: RouteDesired) -> bool:
-        if observed.attributes.get("target_id") == desired.target_id and observed.state != "blackhole":
-            return False
-        self.aws.ec2.call(
-            "ReplaceRoute",
-            after_create=True,
-            RouteTableId=desired.route_table_id,
-            DestinationCidrBlock=desired.destination_cidr_block,
-            **{target_parameter(desired.target_id): desired.target_id},
-        )
-        observed.attributes = {**observed.attributes, "target_id": desired.target_id}
-        observed.state = "active"
-        return True
-
-    def delete(self, resource_id: str) -> None:
-        table_id, destination = split_id(resource_id, "|", self.kind)
-        self.aws.ec2.call("DeleteRoute", RouteTableId=table_id, DestinationCidrBlock=destination)
-
-    def mismatches(self, observed: Observed, desired: RouteDesired) -> list[Mismatch]:
-        found = observed.attributes
-        return compare(
-            {
-                "routeTableId": (desired.route_table_id, found.get("route_table_id")),
-                "destinationCidrBlock": (desired.destination_cidr_block, found.get("destination_cidr_block")),
-            }
-        )
-
-    def key_of(self, desired: RouteDesired) -> str:
-        return route_id(desired.route_table_id, desired.destination_cidr_block)
-
-    def fingerprint(self, desired: RouteDesired) -> dict[str, str]:
-        return {
-            "route_table_id": desired.route_table_id,
-            "destination_cidr_block": desired.destination_cidr_block,
-            "target_id": desired.target_id,
-        }
-
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
-        """Routes of tables observed moments ago are read from that observation (the same DescribeRouteTables
-        answer); the other tables are described, all in one call."""
-        wanted = {tuple(split_id(rid, "|", self.kind)) for rid in resource_ids}
-        found: dict[str, Observed] = {}
-        for table_observed in _fresh_tables(self.aws, {t for t, _ in wanted}):
-            table_id = table_observed.id
-            for route in table_observed.attributes["routes"]:
-                key = (table_id, route["destination"])
-                if key in wanted:
-                    observed = self._observed(table_id, str(key[1]), route["target_id"], route["state"])
-                    found[observed.id] = observed
-        missing = {t for t, d in wanted if route_id(t, d) not in found}
-        tables = ec2_by_filter(self.aws.ec2, "DescribeRouteTables", "RouteTables", "route-table-id", missing)
-        for table in tables:
-            for route in table.get("Routes", []):
-                key = (table["RouteTableId"], route.get("DestinationCidrBlock"))
-                if key in wanted:
-                    observed = self._observed(key[0], str(key[1]), _route_target(route), route.get("State"))
-                    found[observed.id] = observed
-        return found
-
-    def _lookup(self, table_id: str, destination: str) -> Observed | None:
-        tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", RouteTableIds=[table_id])
-        for table in tables:
-            for route in table.get("Routes", []):
-                if route.get("DestinationCidrBlock") == destination:
-                    return self._observed(table_id, destination, _route_target(route), route.get("State"))
-        return None
-
-    @staticmethod
-    def _observed(table_id: str, destination: str, target_id: str | None, state: str | None) -> Observed:
-        return Observed(
-            id=route_id(table_id, destination),
-            state=state,
-            attributes={
-                "route_table_id": table_id,
-                "destination_cidr_block": destination,
-                "target_id": target_id,
-            },
-        )
-
-
 # -- associations --------------------------------------------------------------------------------------
 
 
@@ -331,6 +191,7 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
     """
 
     kind = "route-table-association"
+    reads_within = RouteTable.kind
     service = "ec2"
     create_operation = "AssociateRouteTable"
     traits = Traits(natural_key=True)
@@ -387,12 +248,12 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
     def fingerprint(self, desired: RouteTableAssociationDesired) -> dict[str, str]:
         return {"route_table_id": desired.route_table_id, "subnet_id": desired.subnet_id}
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
-        """Associations found in route tables observed moments ago are read from that observation; the
-        others are described, all in one call."""
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
+        """Associations found in route tables observed moments ago (``within``) are read from that
+        observation; the others are described, all in one call."""
         wanted = set(resource_ids)
         found: dict[str, Observed] = {}
-        for table in self.aws.observations.fresh(RouteTable.kind):
+        for table in within:
             for association in table.attributes["associations"]:
                 if association["id"] in wanted and not association["main"] and association["subnet_id"]:
                     found[association["id"]] = self._observed(

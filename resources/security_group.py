@@ -15,7 +15,7 @@ raises the retryable :class:`~capa_py.aws.errors.DependencyViolation`), and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -197,7 +197,7 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
         groups = ec2_items(self.aws.ec2, "DescribeSecurityGroups", "SecurityGroups", GroupIds=[resource_id])
         return _observed(groups[0]) if groups else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         groups = ec2_by_filter(
             self.aws.ec2, "DescribeSecurityGroups", "SecurityGroups", "group-id", resource_ids
         )

@@ -7,7 +7,7 @@ that VPC is the subnet we want (or a conflict to report). Whether instances get 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +68,7 @@ class Subnet(ResourceClass[SubnetDesired]):
         subnets = ec2_items(self.aws.ec2, "DescribeSubnets", "Subnets", SubnetIds=[resource_id])
         return _observed(subnets[0]) if subnets else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         subnets = ec2_by_filter(self.aws.ec2, "DescribeSubnets", "Subnets", "subnet-id", resource_ids)
         return {o.id: o for o in map(_observed, subnets) if o.id in resource_ids}
 

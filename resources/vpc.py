@@ -7,10 +7,11 @@ hostnames need).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from capa_py.cache.known import known_of
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_dict, tag_filters
 from capa_py.engine.tags import owning_cluster
 from capa_py.engine.traits import Traits
@@ -64,15 +65,16 @@ class Vpc(ResourceClass[VpcDesired]):
             "CreateVpc", CidrBlock=desired.cidr_block, **tag_specifications("vpc", tags)
         )
         observed = _observed(response["Vpc"])
+        known = known_of(self.aws)
         for attribute, value in _NEW_VPC_DNS.items():
-            self.aws.observations.learn_fact(("vpc-attribute", observed.id, attribute), value)
+            known.learn(("vpc-attribute", observed.id, attribute), value)
         return observed
 
     def describe_by_id(self, resource_id: str) -> Observed | None:
         vpcs = ec2_items(self.aws.ec2, "DescribeVpcs", "Vpcs", VpcIds=[resource_id])
         return _observed(vpcs[0]) if vpcs else None
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         vpcs = ec2_by_filter(self.aws.ec2, "DescribeVpcs", "Vpcs", "vpc-id", resource_ids)
         return {o.id: o for o in map(_observed, vpcs) if o.id in resource_ids}
 
@@ -102,6 +104,7 @@ class Vpc(ResourceClass[VpcDesired]):
             "enableDnsHostnames": desired.enable_dns_hostnames,
         }
         changed = False
+        known = known_of(self.aws)
         for attribute, member in _DNS_ATTRIBUTES:
 
             def read(attribute: str = attribute, member: str = member) -> bool:
@@ -111,14 +114,14 @@ class Vpc(ResourceClass[VpcDesired]):
                 return bool(current.get(member, {}).get("Value"))
 
             key = ("vpc-attribute", observed.id, attribute)
-            if self.aws.observations.fact(key, ATTRIBUTE_FRESHNESS, read) != wanted[attribute]:
+            if known.value(key, ATTRIBUTE_FRESHNESS, read) != wanted[attribute]:
                 self.aws.ec2.call(
                     "ModifyVpcAttribute",
                     after_create=True,
                     VpcId=observed.id,
                     **{member: {"Value": wanted[attribute]}},
                 )
-                self.aws.observations.learn_fact(key, wanted[attribute])
+                known.learn(key, wanted[attribute])
                 changed = True
         return changed
 

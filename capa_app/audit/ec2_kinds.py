@@ -20,7 +20,7 @@ from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import Observed, tag_dict
 from resources.internet_gateway import attachment_id
 from resources.listing import EC2_LISTINGS, Ec2Listing, filter_chunks, list_ec2
-from resources.route_table import route_id
+from resources.route import route_id
 
 Item = Mapping[str, Any]
 

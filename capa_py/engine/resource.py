@@ -10,7 +10,7 @@ accounting).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Generic, TypeVar
@@ -86,6 +86,10 @@ class ResourceClass(ABC, Generic[D]):
     """How long (seconds) an observation of a ready resource of this class may be reused instead of
     describing it again (:mod:`capa_py.aws.observations`); drift is noticed within this bound, and
     controllers resync less often than that."""
+    reads_within: ClassVar[str | None] = None
+    """The kind whose describe also reports this kind's resources (a route table's routes and
+    associations, an internet gateway's attachments): :meth:`describe_many` may be given recent
+    observations of it to read from instead of describing those again."""
     tracks_updates: ClassVar[bool] = False
     """Whether :meth:`update` writes every change it makes into the observation it was given (so the
     engine may keep serving it); otherwise an update that changed something makes it stale."""
@@ -124,9 +128,10 @@ class ResourceClass(ABC, Generic[D]):
         """Bring mutable attributes to the desired state; returns whether anything changed."""
         return False
 
-    def describe_many(self, resource_ids: list[str]) -> dict[str, Observed]:
+    def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         """Several resources by id, in as few calls as the API allows; ids that do not exist are left
-        out (never an error for the others). The default asks one by one."""
+        out (never an error for the others). ``within``: observations of :attr:`reads_within` made moments
+        ago, read instead of described again. The default asks one by one."""
         found: dict[str, Observed] = {}
         for resource_id in resource_ids:
             observed = self.describe_by_id(resource_id)

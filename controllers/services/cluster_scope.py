@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from capa_py.api.aws import (
     AWSCluster,
@@ -23,20 +23,25 @@ from capa_py.api.aws import (
     SubnetStatus,
 )
 from capa_py.aws.session import AWSClients
+from capa_py.cache.front import ReadThrough
 from capa_py.engine.errors import Waiting
 from capa_py.engine.resource import Observed, ResourceClass
 from controllers.aws_scope import ReconcileScope
 from controllers.waits import just_created
 from resources.elastic_ip import ElasticIp
 from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
-from resources.load_balancer import Listener, LoadBalancer, TargetGroup
+from resources.listener import Listener
+from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
-from resources.route_table import Route, RouteTable, RouteTableAssociation
+from resources.route import Route
+from resources.route_table import RouteTable, RouteTableAssociation
 from resources.security_group import SecurityGroup
 from resources.subnet import Subnet
+from resources.target_group import TargetGroup
 from resources.vpc import Vpc
 
 API_SERVER_PORT = 6443
+D = TypeVar("D")
 
 
 @dataclass
@@ -154,6 +159,11 @@ class ClusterScope(ReconcileScope[AWSCluster]):
 
     def prefetch(self, rc: ResourceClass[Any], roles: Iterable[str]) -> None:
         self.engine.prefetch(rc, roles, self.engine_scope)
+
+    def reads(self, rc: ResourceClass[D]) -> ReadThrough[D]:
+        """``rc`` through the region's shared observations: what a wait step's poll teaches them, what a
+        sweep deletes."""
+        return ReadThrough.of(rc, self.engine_scope.reads)
 
     def recorded_roles(self, prefix: str) -> list[str]:
         return [role for role in self.obj.status.resources if role.startswith(prefix)]

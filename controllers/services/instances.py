@@ -28,7 +28,7 @@ from controllers.aws_scope import ReconcileScope
 from controllers.references import explain_create_failure, network_reference_error
 from controllers.waits import INSTANCE_RUNNING, just_created
 from resources.instance import Instance, InstanceDesired
-from resources.load_balancer import TargetRegistration, TargetRegistrationDesired
+from resources.target_group import TargetRegistration, TargetRegistrationDesired
 
 INSTANCE_READY = "InstanceReady"
 LB_ATTACHED = "ELBAttached"

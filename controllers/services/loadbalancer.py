@@ -20,7 +20,9 @@ from capa_py.engine.errors import Waiting
 from capa_py.logging import get_logger
 from controllers.services.cluster_scope import API_SERVER_PORT, ClusterScope, Deletion, roles
 from controllers.waits import LOAD_BALANCER_AVAILABLE
-from resources.load_balancer import ListenerDesired, LoadBalancerDesired, TargetGroupDesired
+from resources.listener import ListenerDesired
+from resources.load_balancer import LoadBalancerDesired
+from resources.target_group import TargetGroupDesired
 
 LOAD_BALANCER_READY = "LoadBalancerReady"
 CONDITIONS = (LOAD_BALANCER_READY,)
@@ -132,7 +134,7 @@ def wait_for_load_balancer(scope: ClusterScope) -> None:
     if pending.to_poll is not None:
         observed = rc.describe_by_id(pending.to_poll)
         if observed is not None:
-            scope.engine.learn(rc, observed)
+            scope.reads(rc).learn(observed)
         if observed is None:
             _log.warning("the provisioning load balancer is gone; creating it again", arn=pending.to_poll)
             _ensure_load_balancer(scope, status.name or "")

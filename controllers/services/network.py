@@ -33,7 +33,8 @@ from controllers.waits import NAT_GATEWAY_AVAILABLE
 from resources.elastic_ip import ElasticIpDesired
 from resources.internet_gateway import InternetGatewayAttachmentDesired, InternetGatewayDesired
 from resources.nat_gateway import NatGatewayDesired
-from resources.route_table import RouteDesired, RouteTableAssociationDesired, RouteTableDesired
+from resources.route import RouteDesired
+from resources.route_table import RouteTableAssociationDesired, RouteTableDesired
 from resources.subnet import SubnetDesired
 from resources.vpc import VpcDesired
 
@@ -204,7 +205,7 @@ def wait_for_nat_gateways(scope: ClusterScope) -> None:
     if pending.to_poll:
         found = rc.describe_many(sorted(set(pending.to_poll.values())))
         for polled in found.values():
-            scope.engine.learn(rc, polled)
+            scope.reads(rc).learn(polled)
         for zone, nat_id in sorted(pending.to_poll.items()):
             observed = found.get(nat_id)
             if observed is None:

@@ -74,7 +74,7 @@ def sweep_cluster_resources(scope: ClusterScope) -> None:
                 continue
             try:
                 release_and_delete(rc, observed.id, observed)
-                scope.engine.forget(rc, observed.id, cluster)
+                scope.reads(rc).deleted(observed.id, cluster)
                 if scope.engine_scope.events is not None:
                     scope.engine_scope.events.deleted(rc.kind, "stray", observed.id)
                 _log.warning(

@@ -20,11 +20,12 @@ from capa_py.engine.profiles import MOTO
 from capa_py.engine.resource import tag_list
 from capa_py.engine.tags import managed_tags
 from resources.instance import Instance
-from resources.load_balancer import LoadBalancer, LoadBalancerDesired, TargetGroup, TargetGroupDesired
+from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.nat_gateway import NatGateway, NatGatewayDesired
 from resources.route_table import RouteTable, RouteTableDesired
 from resources.security_group import SecurityGroup, SecurityGroupDesired
 from resources.subnet import Subnet, SubnetDesired
+from resources.target_group import TargetGroup, TargetGroupDesired
 from resources.vpc import Vpc, VpcDesired
 from tests.engine.support import Owner, engine_for, tags_of
 from tests.resources.builders import CLUSTER, Builder

@@ -24,13 +24,8 @@ from resources.internet_gateway import (
     InternetGatewayAttachmentDesired,
     attachment_id,
 )
-from resources.route_table import (
-    Route,
-    RouteDesired,
-    RouteTableAssociation,
-    RouteTableAssociationDesired,
-    route_id,
-)
+from resources.route import Route, RouteDesired, route_id
+from resources.route_table import RouteTableAssociation, RouteTableAssociationDesired
 from tests.engine.support import (
     SUBJECTS,
     Faults,

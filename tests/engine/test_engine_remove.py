@@ -15,7 +15,7 @@ from capa_py.engine.profiles import MOTO
 from capa_py.engine.tags import managed_tags
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.nat_gateway import NatGateway, NatGatewayDesired
-from resources.route_table import Route, RouteDesired, route_id
+from resources.route import Route, RouteDesired, route_id
 from resources.subnet import Subnet, SubnetDesired
 from resources.vpc import Vpc, VpcDesired
 from tests.engine.support import (

@@ -27,7 +27,7 @@ from capa_py.engine.tags import (
 )
 from capa_py.engine.traits import choose_strategy
 from capa_py.store import SQLiteStore
-from resources.load_balancer import TargetGroup, TargetGroupDesired
+from resources.target_group import TargetGroup, TargetGroupDesired
 from resources.vpc import Vpc, VpcDesired
 from tests.engine.support import FlakyStatusStore, Owner, vpcs
 from tests.resources.builders import Builder

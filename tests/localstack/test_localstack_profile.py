@@ -39,9 +39,8 @@ from resources.internet_gateway import (
     InternetGatewayDesired,
 )
 from resources.nat_gateway import NatGateway, NatGatewayDesired
+from resources.route import Route, RouteDesired
 from resources.route_table import (
-    Route,
-    RouteDesired,
     RouteTable,
     RouteTableAssociation,
     RouteTableAssociationDesired,

@@ -20,9 +20,10 @@ from capa_py.engine.tags import managed_tags
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance, InstanceDesired
 from resources.internet_gateway import InternetGateway, InternetGatewayDesired
-from resources.load_balancer import LoadBalancer, LoadBalancerDesired, TargetGroup, TargetGroupDesired
+from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.route_table import RouteTable, RouteTableDesired
 from resources.subnet import Subnet, SubnetDesired
+from resources.target_group import TargetGroup, TargetGroupDesired
 from resources.vpc import Vpc, VpcDesired
 from tests.harness.moto_server import MotoServer
 

@@ -26,20 +26,11 @@ from resources.internet_gateway import (
     InternetGatewayAttachmentDesired,
     InternetGatewayDesired,
 )
-from resources.load_balancer import (
-    Listener,
-    ListenerDesired,
-    LoadBalancer,
-    LoadBalancerDesired,
-    TargetGroup,
-    TargetGroupDesired,
-    TargetRegistration,
-    TargetRegistrationDesired,
-)
+from resources.listener import Listener, ListenerDesired
+from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.nat_gateway import NatGateway, NatGatewayDesired
+from resources.route import Route, RouteDesired
 from resources.route_table import (
-    Route,
-    RouteDesired,
     RouteTable,
     RouteTableAssociation,
     RouteTableAssociationDesired,
@@ -47,6 +38,12 @@ from resources.route_table import (
 )
 from resources.security_group import IngressRule, SecurityGroup, SecurityGroupDesired
 from resources.subnet import Subnet, SubnetDesired
+from resources.target_group import (
+    TargetGroup,
+    TargetGroupDesired,
+    TargetRegistration,
+    TargetRegistrationDesired,
+)
 from resources.vpc import Vpc, VpcDesired
 from tests.resources.builders import ZONE, Builder
 

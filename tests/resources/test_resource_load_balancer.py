@@ -8,11 +8,9 @@ from typing import Any
 import pytest
 
 from capa_py.aws.errors import DependencyViolation, NotFound
-from resources.load_balancer import (
-    Listener,
-    ListenerDesired,
-    LoadBalancer,
-    LoadBalancerDesired,
+from resources.listener import Listener, ListenerDesired
+from resources.load_balancer import LoadBalancer, LoadBalancerDesired
+from resources.target_group import (
     TargetGroup,
     TargetGroupDesired,
     TargetRegistration,

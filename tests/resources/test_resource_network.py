@@ -17,9 +17,8 @@ from resources.internet_gateway import (
     InternetGatewayAttachmentDesired,
 )
 from resources.nat_gateway import NatGateway, NatGatewayDesired
+from resources.route import Route, RouteDesired
 from resources.route_table import (
-    Route,
-    RouteDesired,
     RouteTable,
     RouteTableAssociation,
     RouteTableAssociationDesired,

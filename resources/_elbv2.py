@@ -1,0 +1,105 @@
+"""What the ELBv2 resource modules share: tags read with ``DescribeTags`` (ELBv2 has no ``tag:`` filter, so
+lookups by tags list the resources and read their tags, 20 ARNs a call) and describes by ARN in batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from typing import Any
+
+from capa_py.aws.errors import NotFound
+from capa_py.cache.known import MISS, known_of
+from capa_py.engine.resource import Observed, ResourceClass, tag_list
+from resources._common import (
+    ELBV2_DESCRIBE_BATCH,
+    ELBV2_DESCRIBE_TAGS_BATCH,
+    carries,
+    elbv2_tags,
+)
+
+API_SERVER_PORT = 6443
+
+
+def add_tags(resource: ResourceClass[Any], arn: str, tags: Mapping[str, str]) -> None:
+    if tags:
+        resource.aws.elbv2.call("AddTags", after_create=True, ResourceArns=[arn], Tags=tag_list(tags))
+
+
+def tagged(resource: ResourceClass[Any], observed: list[Observed], tags: Mapping[str, str]) -> list[Observed]:
+    """Fill in each resource's tags and keep those carrying every one of ``tags``."""
+    found = elbv2_tags(resource.aws, [o.id for o in observed])
+    for o in observed:
+        o.tags = found.get(o.id, {})
+    return [o for o in observed if carries(o.tags, tags)]
+
+
+def many(
+    resource: ResourceClass[Any],
+    operation: str,
+    result_key: str,
+    parameter: str,
+    arns: list[str],
+    parse: Callable[[Mapping[str, Any]], Observed],
+) -> dict[str, Observed]:
+    """Several ELBv2 resources by ARN with their tags: a describe per 20 ARNs, then a ``DescribeTags`` per
+    20 of those found. An ARN that no longer exists fails the whole describe, so that batch is asked again
+    one ARN at a time."""
+    found: dict[str, Observed] = {}
+    for start in range(0, len(arns), ELBV2_DESCRIBE_BATCH):
+        batch = arns[start : start + ELBV2_DESCRIBE_BATCH]
+        try:
+            params: dict[str, Any] = {parameter: batch}
+            items = resource.aws.elbv2.call(operation, **params)[result_key]
+        except NotFound:
+            items = []
+            for arn in batch if len(batch) > 1 else []:
+                with suppress(NotFound):
+                    one: dict[str, Any] = {parameter: [arn]}
+                    items += resource.aws.elbv2.call(operation, **one)[result_key]
+        for item in items:
+            observed = parse(item)
+            if observed.id in arns:
+                found[observed.id] = observed
+    tags = tags_with_siblings(resource, list(found))
+    for observed in found.values():
+        observed.tags = tags.get(observed.id, {})
+    return found
+
+
+_ELBV2_KINDS = ("load-balancer", "target-group", "listener")
+_SIBLING_TAGS_FRESHNESS = 5.0
+"""How long tags read with another ELBv2 kind's refresh serve this kind's own refresh (in the same pass)."""
+
+
+def tags_with_siblings(resource: ResourceClass[Any], arns: list[str]) -> dict[str, dict[str, str]]:
+    """Tags of ``arns``; one ``DescribeTags`` (per 20 ARNs) also reads the tags of the load balancers,
+    target groups and listeners due for a refresh (when the process keeps what it knows), so that the
+    pass's refresh of those kinds asks for no tags of its own."""
+    known = known_of(resource.aws)
+    tags: dict[str, dict[str, str]] = {}
+    unknown: list[str] = []
+    for arn in arns:
+        recalled = known.recalled(("elbv2-tags", arn), _SIBLING_TAGS_FRESHNESS)
+        if recalled is MISS:
+            unknown.append(arn)
+        else:
+            tags[arn] = recalled
+    if not unknown:
+        return tags
+    siblings = [
+        arn for kind in _ELBV2_KINDS if kind != resource.kind for arn in known.due(kind) if arn not in unknown
+    ]
+    room = -len(unknown) % ELBV2_DESCRIBE_TAGS_BATCH  # what the last DescribeTags has left: no extra call
+    wanted = unknown + siblings[:room]
+    read = elbv2_tags(resource.aws, wanted)
+    for arn in wanted:
+        if arn in read and arn not in unknown:
+            known.learn(("elbv2-tags", arn), read[arn])
+    tags.update({arn: read[arn] for arn in unknown if arn in read})
+    return tags
+
+
+def with_tags(resource: ResourceClass[Any], observed: Observed) -> Observed:
+    with suppress(NotFound):  # deleted between the two calls: the caller's next describe says so
+        observed.tags = elbv2_tags(resource.aws, [observed.id]).get(observed.id, {})
+    return observed
