@@ -437,20 +437,10 @@ class CrdKinds:
         old = next((c for c in crd.status.conditions if c.get("type") == "Terminating"), None)
         if old is not None and old.get("reason") == reason:
             return crd
-        condition = {
-            "type": "Terminating",
-            "status": "True",
-            "lastTransitionTime": (old or {}).get("lastTransitionTime")
-            or utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "reason": reason,
-            "message": message,
-        }
-
-        def mark(current: CustomResourceDefinition) -> None:
-            others = [c for c in current.status.conditions if c.get("type") != "Terminating"]
-            current.status.conditions = [*others, condition]
-
-        return retry_on_conflict(self.store, crd, mark, status=True)
+        condition = _terminating_condition(old, reason, message)
+        return retry_on_conflict(
+            self.store, crd, lambda current: _set_condition(current, condition), status=True
+        )
 
     def _clean_up(self, crd: CustomResourceDefinition) -> None:
         """Delete the objects of a CRD being deleted; once none is left, let the CRD go."""
@@ -488,12 +478,33 @@ class CrdKinds:
             marked = self.store.delete(CustomResourceDefinition, name, None, "Background")
             if marked is None:
                 return None
-            crd = self._terminating(
-                marked,
-                "InstanceDeletionPending",
-                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
-            )
+            reason = "InstanceDeletionPending"
+            message = "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"
+            try:
+                crd = self._terminating(marked, reason, message)
+            except NotFound:
+                # The CRD controller of another server on the store (or this one's) finished the deletion
+                # meanwhile: the answer is still the CRD as this DELETE marked it, Terminating.
+                crd = marked.model_copy(deep=True)
+                _set_condition(crd, _terminating_condition(None, reason, message))
         return crd.to_dict()
+
+
+def _terminating_condition(old: dict[str, Any] | None, reason: str, message: str) -> dict[str, Any]:
+    """The Terminating condition with ``reason``, keeping ``old``'s transition time."""
+    return {
+        "type": "Terminating",
+        "status": "True",
+        "lastTransitionTime": (old or {}).get("lastTransitionTime")
+        or utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "reason": reason,
+        "message": message,
+    }
+
+
+def _set_condition(crd: CustomResourceDefinition, condition: dict[str, Any]) -> None:
+    others = [c for c in crd.status.conditions if c.get("type") != condition["type"]]
+    crd.status.conditions = [*others, condition]
 
 
 def _with_cleanup_finalizer(crd: CustomResourceDefinition) -> None:
