@@ -8,6 +8,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 STATE  ?= .capa/state.db
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` (the suite mostly waits on servers and subprocesses, so more workers
+# than cores pay off); PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= 4
 # Options of the controller benchmark, e.g. CONTROLLER_BENCH_ARGS="--clusters 5 --sync-period 20s"
 CONTROLLER_BENCH_ARGS ?=
 # Options of the scale and AWS-like delay benchmarks, e.g. SCALE_BENCH_ARGS="--quick" DELAY_BENCH_ARGS="--quick"
@@ -31,7 +34,7 @@ run: setup
 
 test: setup
 	$(BIN)/python -m tests.peers build --optional
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check capa_py capa_app resources controllers tests benchmarks

@@ -22,8 +22,8 @@ entry stands for is found whatever it is called now.
 
 The module is provider-neutral: it works on Machines and whatever kinds their ``spec.infrastructureRef``
 names (AWSMachine, TinkerbellMachine). The controllers that do the work run elsewhere (other threads or
-processes): waits go through a :data:`WaitFn`, by default :func:`controllers.observe.observe`. The plan (reading
-the config, checking it, the steps) is :mod:`capa_app.rollout_plan`; this module carries it out.
+processes): waits go through a :data:`WaitFn`, by default :func:`controllers.observe.observe`. The plan
+(reading the config, checking it, the steps) is :mod:`capa_app.rollout_plan`; this module carries it out.
 """
 
 from __future__ import annotations

@@ -47,13 +47,18 @@ class Waiter:
         return min(self.cadence, FIRST_POLL_AFTER_CREATE) if created_this_pass else self.cadence
 
 
+def utc_now() -> datetime:
+    """The clock :func:`just_created` reads (a test moves it on instead of waiting)."""
+    return datetime.now(UTC)
+
+
 def just_created(created_at: datetime | None) -> bool:
     """Whether AWS says the resource was created less than the first poll's delay ago: an observation of it
     may still be its create's answer (which always says pending), seen again by a reconcile moments later."""
     if created_at is None:
         return False
     moment = created_at if created_at.tzinfo is not None else created_at.replace(tzinfo=UTC)
-    return (datetime.now(UTC) - moment).total_seconds() < FIRST_POLL_AFTER_CREATE
+    return (utc_now() - moment).total_seconds() < FIRST_POLL_AFTER_CREATE
 
 
 NAT_GATEWAY_AVAILABLE = Waiter("ec2", "NatGatewayAvailable")

@@ -38,6 +38,8 @@ from capa_py.apiserver.crd_lifecycle import (
     clean_up,
     establish,
     mark_terminating,
+    set_terminating,
+    terminating_condition,
     with_cleanup_finalizer,
 )
 from capa_py.apiserver.crd_versions import Names, ServedVersion, version_priority
@@ -297,10 +299,13 @@ class CrdKinds:
             marked = self.store.delete(CustomResourceDefinition, name, None, "Background")
             if marked is None:
                 return None
-            crd = mark_terminating(
-                self.store,
-                marked,
-                "InstanceDeletionPending",
-                "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon",
-            )
+            reason = "InstanceDeletionPending"
+            message = "CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon"
+            try:
+                crd = mark_terminating(self.store, marked, reason, message)
+            except NotFound:
+                # The CRD controller of another server on the store (or this one's) finished the deletion
+                # meanwhile: the answer is still the CRD as this DELETE marked it, Terminating.
+                crd = marked.model_copy(deep=True)
+                set_terminating(crd, terminating_condition(None, reason, message))
         return crd.to_dict()

@@ -68,14 +68,9 @@ def establish(store: ObjectStore, crd: CustomResourceDefinition) -> None:
     _log.info("custom resource definition established", name=crd.metadata.name)
 
 
-def mark_terminating(
-    store: ObjectStore, crd: CustomResourceDefinition, reason: str, message: str
-) -> CustomResourceDefinition:
-    """The CRD with its ``Terminating`` condition for ``reason`` (written when the reason changes)."""
-    old = next((c for c in crd.status.conditions if c.get("type") == "Terminating"), None)
-    if old is not None and old.get("reason") == reason:
-        return crd
-    condition = {
+def terminating_condition(old: dict[str, Any] | None, reason: str, message: str) -> dict[str, Any]:
+    """The ``Terminating`` condition with ``reason``, keeping ``old``'s transition time."""
+    return {
         "type": "Terminating",
         "status": "True",
         "lastTransitionTime": (old or {}).get("lastTransitionTime")
@@ -84,11 +79,22 @@ def mark_terminating(
         "message": message,
     }
 
-    def mark(current: CustomResourceDefinition) -> None:
-        others = [c for c in current.status.conditions if c.get("type") != "Terminating"]
-        current.status.conditions = [*others, condition]
 
-    return retry_on_conflict(store, crd, mark, status=True)
+def set_terminating(crd: CustomResourceDefinition, condition: dict[str, Any]) -> None:
+    """Put ``condition`` in place of the CRD's ``Terminating`` condition (in memory)."""
+    others = [c for c in crd.status.conditions if c.get("type") != condition["type"]]
+    crd.status.conditions = [*others, condition]
+
+
+def mark_terminating(
+    store: ObjectStore, crd: CustomResourceDefinition, reason: str, message: str
+) -> CustomResourceDefinition:
+    """The CRD with its ``Terminating`` condition for ``reason`` (written when the reason changes)."""
+    old = next((c for c in crd.status.conditions if c.get("type") == "Terminating"), None)
+    if old is not None and old.get("reason") == reason:
+        return crd
+    condition = terminating_condition(old, reason, message)
+    return retry_on_conflict(store, crd, lambda current: set_terminating(current, condition), status=True)
 
 
 def clean_up(store: ObjectStore, crd: CustomResourceDefinition, model: type[CustomResource] | None) -> None:

@@ -6,7 +6,6 @@ import json
 import os
 import ssl
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -18,6 +17,7 @@ import yaml
 from capa_py.apiserver import RunningServer
 from tests.apiserver.apiserver_support import Server
 from tests.peers.kubectl import kubectl_binary
+from tests.support.eventually import eventually
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
 
@@ -178,10 +178,7 @@ class Api:
                 return exc.code, raw.decode()
 
     def until(self, check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not check():
-            assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-            time.sleep(0.1)
+        eventually(check, what, timeout=timeout, interval=0.1)
 
 
 def find_kubectl() -> str | None:

@@ -346,3 +346,39 @@ def test_deleting_a_crd_whose_status_changed_meanwhile_is_retried_not_refused(tm
         assert store.conflicts == 0, "the conflict happened and was retried"
     finally:
         store.close()
+
+
+class _CleanedUpAtOnce(SQLiteStore):
+    """A store on which another server's CRD controller finishes a CRD's deletion as soon as the CRD is
+    marked: its refresh sees the deletionTimestamp, deletes the (no) objects and drops the finalizer."""
+
+    other: CrdKinds | None = None
+
+    def delete(self, kind: Any, name: str, namespace: str | None = None, *args: Any, **kwargs: Any) -> Any:
+        marked = super().delete(kind, name, namespace, *args, **kwargs)
+        if kind is CustomResourceDefinition and self.other is not None:
+            self.other.refresh()
+        return marked
+
+
+def test_deleting_a_crd_another_server_cleans_up_at_once_answers_the_marked_crd(tmp_path: Path) -> None:
+    """Failed before (the flake of test_every_server_on_one_store_serves_a_crd_another_stored): the DELETE
+    answered 404 when the other server's refresh cleaned up and removed the CRD between the DELETE's mark and
+    its Terminating condition. kube-apiserver answers 200 with the marked CRD."""
+    store = _CleanedUpAtOnce(tmp_path / "s.db")
+    try:
+        store.create(CustomResourceDefinition.from_dict(widget_crd("example.com")))
+        mine, other = CrdKinds(store, REGISTRY), CrdKinds(store, REGISTRY)
+        mine.refresh()
+        other.refresh()
+        store.other = other
+        marked = mine.delete_definition(W, None)
+        assert marked is not None
+        assert marked["metadata"]["deletionTimestamp"]
+        terminating = [c for c in marked["status"]["conditions"] if c["type"] == "Terminating"]
+        assert [(c["status"], c["reason"]) for c in terminating] == [("True", "InstanceDeletionPending")]
+        assert [c.metadata.name for c in store.list(CustomResourceDefinition)] == [], (
+            "the other server removed it"
+        )
+    finally:
+        store.close()

@@ -9,7 +9,6 @@ The callers are named by a test-only stand-in for authentication on capa serve (
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.apiserver.rbac_support import (
 )
 from tests.peers import cluster
 from tests.peers.cluster import PeerCluster
+from tests.support.eventually import eventually
 
 NS = "rbac-test-team"
 RBAC = "rbac.authorization.k8s.io/v1"
@@ -355,10 +355,12 @@ def test_an_aggregated_cluster_role_allows_what_its_selected_roles_allow(
         for side in (capa, peer):
             apply_all(side, policy)
         aggregated = f"/apis/{RBAC}/clusterroles/rbac-test-agg"
-        deadline = time.monotonic() + 60
-        while len(peer.send(ADMIN, "GET", aggregated).body.get("rules") or []) < 2:
-            assert time.monotonic() < deadline, "the aggregation controller did not fill the role in"
-            time.sleep(0.2)
+        eventually(
+            lambda: len(peer.send(ADMIN, "GET", aggregated).body.get("rules") or []) >= 2,
+            "the aggregation controller filling the role in",
+            timeout=60,
+            interval=0.2,
+        )
         for side in (capa, peer):
             answers[side.name] = [
                 side.send(ADMIN, "POST", SAR, _review(ALICE, question)).body["status"]

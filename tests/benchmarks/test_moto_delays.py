@@ -3,7 +3,6 @@ balancer provisioning and an instance pending for their delay after creation, th
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from tests.harness.moto_delays import Delays
 from tests.harness.moto_server import MotoServer, start_moto_server
+from tests.support.eventually import eventually
 
 DELAY = 1.5
 GIVE_UP = 60.0
@@ -52,15 +52,15 @@ def _network(ec2: Any) -> tuple[str, list[str]]:
 def _states_until(read: Callable[[], str], ready: str) -> list[str]:
     """Every state read, in order, until ``ready`` (distinct consecutive states only)."""
     seen: list[str] = []
-    deadline = time.monotonic() + GIVE_UP
-    while time.monotonic() < deadline:
+
+    def reached() -> bool:
         state = read()
         if not seen or seen[-1] != state:
             seen.append(state)
-        if state == ready:
-            return seen
-        time.sleep(0.2)
-    pytest.fail(f"still not {ready} after {GIVE_UP:.0f} s: states seen {seen}")
+        return state == ready
+
+    eventually(reached, f"{ready}", timeout=GIVE_UP, interval=0.2, detail=lambda: f"states seen {seen}")
+    return seen
 
 
 def test_a_nat_gateway_is_pending_then_available(clients: tuple[Any, Any]) -> None:

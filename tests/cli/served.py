@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.e2e.e2e_support import capa_env
+from tests.support.eventually import eventually
 
 SAFETY_TIMEOUT = 60.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,13 +43,14 @@ def capa_serve(home: Path) -> Iterator[Path]:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + SAFETY_TIMEOUT
-        while not path.exists():
+
+        def written() -> bool:
             if server.poll() is not None:
                 said = server.stderr.read() if server.stderr else ""
-                raise AssertionError(f"capa serve exited: {said}")
-            assert time.monotonic() < deadline, "capa serve wrote no kubeconfig"
-            time.sleep(0.05)
+                raise RuntimeError(f"capa serve exited: {said}")
+            return path.exists()
+
+        eventually(written, "capa serve writing its kubeconfig", timeout=SAFETY_TIMEOUT, interval=0.05)
         yield path
     finally:
         server.terminate()

@@ -49,7 +49,7 @@ def capa(tmp_path: Path, moto: MotoServer) -> Capa:
 def _start(capa: Capa, extra: Mapping[str, str]) -> subprocess.Popen[str]:
     argv = ["--state", str(capa.state), "apply", "-f", str(EXAMPLE), "--aws-endpoint", str(capa.endpoint)]
     return subprocess.Popen(
-        [sys.executable, str(CRASHING_CAPA), *argv],
+        [sys.executable, *CRASHING_CAPA, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -47,7 +47,7 @@ class ControllerProcess:
         """``endpoint``: the ``--aws-endpoint`` to give (None: none at all)."""
         self.state = state
         self.stderr_path = state.parent / f"controller-{len(list(state.parent.glob('controller-*')))}.err"
-        program = [str(CRASHING_CAPA)] if faults else ["-m", "capa_app.cli"]
+        program = [*CRASHING_CAPA] if faults else ["-m", "capa_app.cli"]
         argv = [
             sys.executable,
             *program,

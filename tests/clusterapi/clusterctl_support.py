@@ -20,13 +20,12 @@ import contextlib
 import json
 import os
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import yaml
 
@@ -45,6 +44,7 @@ from tests.peers.cluster import PeerCluster
 from tests.peers.cluster import running as control_plane
 from tests.peers.clusterapi import CapiCore
 from tests.realkube.realkube_support import Kubectl
+from tests.support.eventually import eventually
 
 T = TypeVar("T")
 
@@ -158,14 +158,7 @@ def wait_for(
 ) -> T:
     """``probe()``'s first truthy result; fails naming ``what`` (and what ``report()`` says) when none comes
     in time."""
-    deadline = time.monotonic() + timeout
-    last: T | None = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s (last: {last!r})\n{report()}")
+    return cast(T, eventually(probe, what, timeout=timeout, interval=0.5, detail=report))
 
 
 def object_states(cluster: PeerCluster, namespace: str, resources: Sequence[tuple[str, str]]) -> str:

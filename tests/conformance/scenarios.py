@@ -9,6 +9,7 @@ another (uids, resourceVersions, timestamps, managedFields) is left out by :func
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable
@@ -18,6 +19,7 @@ import yaml
 
 from tests.conformance.endpoints import Endpoint, Reply
 from tests.conformance.support import EXAMPLE
+from tests.support.eventually import eventually
 
 Observation = dict[str, Any]
 Scenario = Callable[[Endpoint, str], Observation]
@@ -100,12 +102,25 @@ def awsclusters(ns: str) -> str:
 
 
 def wait_gone(ep: Endpoint, path: str, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if ep.call("GET", path).status == 404:
-            return True
-        time.sleep(0.2)
-    return False
+    """Whether ``path`` answers 404 within ``timeout`` seconds (an observation, compared across servers)."""
+    try:
+        return eventually(lambda: ep.call("GET", path).status == 404, path, timeout=timeout, interval=0.2)
+    except AssertionError:
+        return False
+
+
+def marked_for_deletion(ep: Endpoint, path: str, timeout: float = 60.0) -> Reply:
+    """The reply to ``GET path`` once it shows a deletionTimestamp; the last one when none does within
+    ``timeout`` seconds (an observation, compared across servers)."""
+    replies: list[Reply] = []
+
+    def marked() -> object:
+        replies.append(ep.call("GET", path))
+        return replies[-1].body["metadata"].get("deletionTimestamp")
+
+    with contextlib.suppress(AssertionError):
+        eventually(marked, path, timeout=timeout, interval=0.2)
+    return replies[-1]
 
 
 # -- scenarios ---------------------------------------------------------------------------------------------
@@ -362,11 +377,7 @@ def background_deletion(ep: Endpoint, ns: str) -> Observation:
     _owned(ep, ns, "bg-owner", "bg-dep")
     deleted = ep.call("DELETE", f"{base}/bg-owner", query={"propagationPolicy": "Background"})
     owner_gone = wait_gone(ep, f"{base}/bg-owner")
-    deadline = time.monotonic() + 60
-    dependent = ep.call("GET", f"{base}/bg-dep")
-    while not dependent.body["metadata"].get("deletionTimestamp") and time.monotonic() < deadline:
-        time.sleep(0.2)
-        dependent = ep.call("GET", f"{base}/bg-dep")
+    dependent = marked_for_deletion(ep, f"{base}/bg-dep")
     ep.call("PATCH", f"{base}/bg-dep", {"metadata": {"finalizers": None}}, MERGE)
     return {
         "delete": {"status": deleted.status},
@@ -381,11 +392,7 @@ def foreground_deletion(ep: Endpoint, ns: str) -> Observation:
     _owned(ep, ns, "fg-owner", "fg-dep")
     deleted = ep.call("DELETE", f"{base}/fg-owner", query={"propagationPolicy": "Foreground"})
     owner = ep.call("GET", f"{base}/fg-owner")
-    deadline = time.monotonic() + 60
-    dependent = ep.call("GET", f"{base}/fg-dep")
-    while not dependent.body["metadata"].get("deletionTimestamp") and time.monotonic() < deadline:
-        time.sleep(0.2)
-        dependent = ep.call("GET", f"{base}/fg-dep")
+    dependent = marked_for_deletion(ep, f"{base}/fg-dep")
     ep.call("PATCH", f"{base}/fg-dep", {"metadata": {"finalizers": None}}, MERGE)
     return {
         "delete": step(deleted),
@@ -478,14 +485,14 @@ def client_defined_kind(ep: Endpoint, ns: str) -> Observation:
     """A CRD a client applies (once per server: the first run creates it) is served with its schema."""
     crd_path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     ep.call("POST", crd_path, WIDGETS)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def established() -> bool:
         conditions = (
             ep.call("GET", f"{crd_path}/widgets.conformance.example.com").body.get("status") or {}
         ).get("conditions") or []
-        if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
-            break
-        time.sleep(0.1)
+        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
+
+    eventually(established, "the Widget CRD Established", timeout=60, interval=0.1)
     base = f"/apis/conformance.example.com/v1/namespaces/{ns}/widgets"
     created = ep.call(
         "POST",

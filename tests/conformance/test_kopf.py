@@ -14,7 +14,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import pytest
 from tests.conformance.endpoints import Endpoint, Reply
 from tests.conformance.kubectl_script import kubeconfig_for
 from tests.peers.crds import CRD_PATH
+from tests.support.eventually import eventually
 
 OPERATOR = Path(__file__).with_name("kopf_operator.py")
 FINALIZER = "kopf.zalando.org/KopfFinalizerMarker"
@@ -63,23 +63,25 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def eventually(
+def reply_when(
     what: str, probe: Callable[[], Reply], done: Callable[[Reply], bool], log: Path | None = None
 ) -> Reply:
-    """Poll ``probe`` until ``done`` holds, or fail after ``TIMEOUT`` seconds showing the operator's log."""
-    deadline = time.monotonic() + TIMEOUT
-    reply = probe()
-    while not done(reply):
-        if time.monotonic() > deadline:
-            lines = log.read_text(errors="replace").splitlines()[-30:] if log and log.exists() else []
-            tail = "\n".join(lines)
-            pytest.fail(
-                f"{what} did not happen within {TIMEOUT:.0f} s; last reply {reply.status} "
-                f"{reply.body}\noperator log:\n{tail}"
-            )
-        time.sleep(0.2)
-        reply = probe()
-    return reply
+    """Poll ``probe`` until ``done`` holds, or fail after ``TIMEOUT`` seconds showing the last reply and
+    the operator's log."""
+    replies: list[Reply] = []
+
+    def reply() -> Reply | None:
+        replies.append(probe())
+        return replies[-1] if done(replies[-1]) else None
+
+    def operator_log() -> str:
+        lines = log.read_text(errors="replace").splitlines()[-30:] if log and log.exists() else []
+        last = f"last reply {replies[-1].status} {replies[-1].body}" if replies else "no reply"
+        return f"{last}\noperator log:\n" + "\n".join(lines)
+
+    found = eventually(reply, what, timeout=TIMEOUT, interval=0.2, detail=operator_log)
+    assert found is not None
+    return found
 
 
 class CrdNotServed(Exception):
@@ -91,20 +93,22 @@ def install_widget_crd(endpoint: Endpoint, timeout: float = 20.0) -> None:
     is not, after ``timeout`` seconds)."""
     reply = endpoint.call("POST", CRD_PATH, WIDGET_CRD)
     assert reply.status in (201, 409), f"{endpoint.name}: creating the Widget CRD: {reply.body}"
-    deadline = time.monotonic() + timeout
-    while True:
+    conditions: list[dict[str, Any]] = []
+
+    def served() -> bool:
         crd = endpoint.call("GET", f"{CRD_PATH}/widgets.example.com").body or {}
-        conditions = (crd.get("status") or {}).get("conditions") or []
+        conditions[:] = (crd.get("status") or {}).get("conditions") or []
         established = any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-        if established and endpoint.call("GET", "/apis/example.com/v1").status == 200:
-            return
-        if time.monotonic() > deadline:
-            raise CrdNotServed(
-                f"{endpoint.name}: the Widget CRD is not served after {timeout:.0f} s "
-                f"(conditions {conditions}, /apis/example.com/v1 answers "
-                f"{endpoint.call('GET', '/apis/example.com/v1').status})"
-            )
-        time.sleep(0.2)
+        return established and endpoint.call("GET", "/apis/example.com/v1").status == 200
+
+    try:
+        eventually(served, "the Widget CRD served", timeout=timeout, interval=0.2)
+    except AssertionError as exc:
+        raise CrdNotServed(
+            f"{endpoint.name}: the Widget CRD is not served after {timeout:.0f} s "
+            f"(conditions {conditions}, /apis/example.com/v1 answers "
+            f"{endpoint.call('GET', '/apis/example.com/v1').status})"
+        ) from exc
 
 
 class Operator:
@@ -197,7 +201,7 @@ def check_operator(server: Endpoint, namespace: str, running: Operator) -> None:
         finalizers = (body.get("metadata") or {}).get("finalizers") or []
         return FINALIZER in finalizers and "created" in (body.get("status") or {})
 
-    seen = eventually(
+    seen = reply_when(
         "kopf's finalizer and the creation handler's status",
         lambda: server.call("GET", f"{widgets}/w1"),
         handled,
@@ -208,7 +212,7 @@ def check_operator(server: Endpoint, namespace: str, running: Operator) -> None:
 
     deleting = server.call("DELETE", f"{widgets}/w1")
     assert deleting.status in (200, 202), deleting.body
-    eventually(
+    reply_when(
         "the Widget's deletion",
         lambda: server.call("GET", f"{widgets}/w1"),
         lambda r: r.status == 404,

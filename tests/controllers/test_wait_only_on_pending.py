@@ -14,9 +14,11 @@ once, so requeues are read from the results, never waited for.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.conditions import get_condition
@@ -24,6 +26,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import call_scope
 from capa_py.ctrlkit.result import Result
 from capa_py.runtime.queue import ObjectKey
+from controllers import waits
 from controllers.services.instances import INSTANCE_READY, LB_ATTACHED
 from controllers.services.loadbalancer import LOAD_BALANCER_READY
 from controllers.services.network import NAT_GATEWAYS_READY, ROUTE_TABLES_READY
@@ -247,8 +250,13 @@ def test_machines_launch_and_register_while_nat_gateways_and_the_load_balancer_a
 
 
 def test_a_pending_instance_is_polled_at_the_instance_running_cadence(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+    harness: Harness, example: Callable[[], list[KubeObject]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # The clock the first poll reads stands still at the test's start (the launches come after it), so
+    # "moments after the launch" holds however slowly the passes run; later it moves on by the first poll's
+    # delay instead of the test waiting for it.
+    started = datetime.now(UTC)
+    monkeypatch.setattr(waits, "utc_now", lambda: started)
     pending, controllers = _start(harness, example, ["instance"])
     keys = [ObjectKey("AWSMachine", "default", name) for name in MACHINES]
 
@@ -263,7 +271,8 @@ def test_a_pending_instance_is_polled_at_the_instance_running_cadence(
     results = reconcile_pass(controllers, harness.store)
     for key in keys:
         assert results[key].requeue_after == min(FIRST_POLL_AFTER_CREATE, WAITER_CADENCE), (key, results[key])
-    time.sleep(FIRST_POLL_AFTER_CREATE)  # not a timing assertion: the launch is now older than that delay
+    later = datetime.now(UTC) + timedelta(seconds=FIRST_POLL_AFTER_CREATE)  # the launch is older than that
+    monkeypatch.setattr(waits, "utc_now", lambda: later)
     results = reconcile_pass(controllers, harness.store)
     for key in keys:
         assert results[key].requeue_after == WAITER_CADENCE, (key, results[key])

@@ -28,12 +28,15 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.loader import load_manifests
 from capa_py.api.machinesets import MachineDeployment
+from tests.support.eventually import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "aws-cluster-machines.yaml"
 QUICK_START = ROOT / "examples" / "aws-cluster.yaml"
 """The README's quick start: the same cluster, its workers a MachineDeployment of an AWSMachineTemplate."""
-CRASHING_CAPA = ROOT / "tests" / "harness" / "crashing_capa.py"
+CRASHING_CAPA = ("-m", "tests.harness.crashing_capa")
+"""The arguments of ``python`` running capa through the fault wrapper (``capa_env`` puts the root on
+``PYTHONPATH``)."""
 CLUSTER = "demo"
 CLUSTER_TAG = f"sigs.k8s.io/cluster-api-provider-aws/cluster/{CLUSTER}"
 REGION = "us-east-1"
@@ -138,7 +141,7 @@ class Capa:
         command = next((a for a in args if not a.startswith("-")), None)
         if endpoint and self.endpoint and command in ("apply", "delete", "resources"):
             argv += ["--aws-endpoint", self.endpoint]
-        program = [str(CRASHING_CAPA)] if faults is not None else ["-m", "capa_app.cli"]
+        program = [*CRASHING_CAPA] if faults is not None else ["-m", "capa_app.cli"]
         started = time.monotonic()
         completed = subprocess.run(
             [sys.executable, *program, *argv],
@@ -383,9 +386,8 @@ def problems_with_cluster(
 
 
 def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+    """Whether ``predicate()`` holds within ``timeout`` seconds (the caller asserts, with its message)."""
+    try:
+        return bool(eventually(predicate, timeout=timeout, interval=interval))
+    except AssertionError:
+        return False

@@ -44,7 +44,7 @@ def start(capa: Capa, *args: str, env: Mapping[str, str] | None = None) -> subpr
     """``capa --state … ARGS --aws-endpoint …`` in the background (through the fault wrapper)."""
     argv = ["--state", str(capa.state), *args, "--aws-endpoint", str(capa.endpoint)]
     return subprocess.Popen(
-        [sys.executable, str(CRASHING_CAPA), *argv],
+        [sys.executable, *CRASHING_CAPA, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

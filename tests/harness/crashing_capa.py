@@ -1,4 +1,4 @@
-"""The ``capa`` command with test faults injected: ``python tests/harness/crashing_capa.py ARGS…``.
+"""The ``capa`` command with test faults injected: ``python -m tests.harness.crashing_capa ARGS…``.
 
 Installs the fault hooks :mod:`tests.harness.faults` reads from ``CAPA_TEST_*`` environment variables
 (crash after the N-th mutating AWS call, a throttling storm, failing operations) and the store faults of
@@ -10,12 +10,6 @@ what the ``capa`` console script runs, with the same arguments. Without any ``CA
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-# Run by path, only this file's directory is on sys.path; the harness is imported as `tests.harness`.
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ Importing this module changes nothing; :func:`install` patches the model classes
 state property in place of the plain attribute; the real state is kept beside it). The patches are on the
 classes, so ``POST /moto-api/reset`` forgets the resources and keeps the delays.
 
-Run it as the server program: ``python tests/harness/moto_delays.py --port N [--nat-delay 90] [--lb-delay
+Run it as the server program: ``python -m tests.harness.moto_delays --port N [--nat-delay 90] [--lb-delay
 150] [--instance-delay 45] [--scale 1] [--honour-tokens]``; or start it from Python with
 ``start_moto_server(delays=Delays(...))`` (``tests/harness/moto_server.py``).
 """
@@ -35,11 +35,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
-
-if __package__ in (None, ""):  # run by path: make ``tests.harness`` importable for the token wrapper
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,10 +28,10 @@ from pathlib import Path
 from typing import IO
 
 from tests.harness.moto_delays import Delays
+from tests.support.eventually import eventually
+from tests.support.programs import module_command, program_env
 
 HOST = "127.0.0.1"
-_TOKENS_PROGRAM = Path(__file__).with_name("moto_tokens.py")
-_DELAYS_PROGRAM = Path(__file__).with_name("moto_delays.py")
 # The server needs none of these; keeping them out means no credential ever reaches a test server.
 _STRIPPED_ENV_PREFIXES = ("AWS_",)
 
@@ -96,14 +94,14 @@ def free_port() -> int:
 def _command(port: int, honour_tokens: bool, delays: Delays | None = None) -> list[str]:
     if delays is not None:
         tokens = ["--honour-tokens"] if honour_tokens else []
-        return [sys.executable, str(_DELAYS_PROGRAM), "--port", str(port), *delays.arguments(), *tokens]
+        return module_command("tests.harness.moto_delays", "--port", str(port), *delays.arguments(), *tokens)
     if honour_tokens:
-        return [sys.executable, str(_TOKENS_PROGRAM), "--port", str(port)]
-    return [sys.executable, "-m", "moto.server", "--host", HOST, "--port", str(port)]
+        return module_command("tests.harness.moto_tokens", "--port", str(port))
+    return module_command("moto.server", "--host", HOST, "--port", str(port))
 
 
 def _server_env(load_default_amis: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)}
+    env = program_env({k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED_ENV_PREFIXES)})
     env["MOTO_EC2_LOAD_DEFAULT_AMIS"] = "true" if load_default_amis else "false"
     return env
 
@@ -132,18 +130,23 @@ def _start_once(
     server = MotoServer(
         f"http://{HOST}:{port}", port, honour_tokens, process, Path(log_name), log, delays=delays
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def answers() -> bool:
         if not server.alive():
             tail = server.log_tail()
             server.stop()
             raise MotoServerError(f"moto server on port {port} exited at start:\n{tail}")
-        if _answers(server.url):
-            return server
-        time.sleep(0.1)
-    tail = server.log_tail()
-    server.stop()
-    raise MotoServerError(f"moto server on port {port} did not answer within {timeout:.0f}s:\n{tail}")
+        return _answers(server.url)
+
+    try:
+        eventually(answers, f"moto server on port {port}", timeout=timeout, interval=0.1)
+    except AssertionError as exc:
+        tail = server.log_tail()
+        server.stop()
+        raise MotoServerError(
+            f"moto server on port {port} did not answer within {timeout:.0f}s:\n{tail}"
+        ) from exc
+    return server
 
 
 def start_moto_server(

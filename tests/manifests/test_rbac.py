@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from capa_py.api.aws import AWSCluster, AWSMachine
@@ -23,6 +22,7 @@ from controllers import aws_controllers
 from controllers.run import converge
 from tests.controllers.conftest import Harness
 from tests.manifests.recording_store import RecordingStore
+from tests.support.eventually import eventually
 
 
 def _granted(role: dict) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
@@ -57,10 +57,12 @@ def _record_leader_election(harness: Harness) -> set[tuple[str, str, str]]:
     # A waiting candidate watches the record and takes it over once it is released.
     waiting = threading.Thread(target=second.acquire, kwargs={"wait": True, "timeout": 30})
     waiting.start()
-    deadline = time.monotonic() + 30
-    while ("coordination.k8s.io", "leases", "watch") not in recording.requests:
-        assert time.monotonic() < deadline, "the second candidate never waited on the record"
-        time.sleep(0.01)
+    eventually(
+        lambda: ("coordination.k8s.io", "leases", "watch") in recording.requests,
+        "the second candidate waiting on the record",
+        timeout=30,
+        interval=0.01,
+    )
     first.release()
     waiting.join(30)
     assert second.held

@@ -1,4 +1,4 @@
-"""``capa`` killed with SIGKILL after its N-th store write: ``python tests/move/killed_capa.py N ARGS…``.
+"""``capa`` killed with SIGKILL after its N-th store write: ``python -m tests.move.killed_capa N ARGS…``.
 
 Counts every create, update, update_status and delete of the SQLite store (either side of a move) and
 kills the process right after the N-th returns, as a crash between two writes would."""
@@ -8,12 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Any
-
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
 
 
 def main() -> None:

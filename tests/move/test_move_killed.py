@@ -3,10 +3,8 @@ does: every object once on the target, the graph gone from the source, the clust
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,21 +13,20 @@ from capa_py.api.cluster import Cluster
 from capa_py.move import MOVABLE_KINDS
 from capa_py.store.sqlite import SQLiteStore
 from tests.move.scenario import populate
+from tests.support.programs import module_command, program_env
 
-ROOT = Path(__file__).resolve().parents[2]
-KILLED = Path(__file__).with_name("killed_capa.py")
 KILL_POINTS = (1, 2, 10, 25, 45, 46, 60, 71, 72)
 """Writes after which the move is killed (of 73): in pausing (1, 2), creating and writing status (up to 45),
 deleting (46 to 71) and unpausing (72)."""
 
 
 def _capa(*args: str, kill_after: int | None = None) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "capa_app.cli", *args]
+    command = module_command("capa_app.cli", *args)
     if kill_after is not None:
-        command = [sys.executable, str(KILLED), str(kill_after), *args]
+        command = module_command("tests.move.killed_capa", str(kill_after), *args)
     return subprocess.run(
         command,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=program_env(),
         capture_output=True,
         text=True,
         timeout=120,

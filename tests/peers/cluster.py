@@ -20,7 +20,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.peers.build import build
+from tests.support.eventually import eventually
 
 READY_TIMEOUT = 180.0
 CONTROLLERS = "garbage-collector-controller,namespace-controller,serviceaccount-controller"
@@ -327,15 +327,18 @@ def _wait(
     log: Path,
     timeout: float = READY_TIMEOUT,
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode}:\n{_log_tail(log)}")
-        with contextlib.suppress(OSError, urllib.error.URLError, ValueError, ssl.SSLError):
-            if probe():
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"{what} was not ready after {timeout:.0f} s:\n{_log_tail(log)}")
+        return bool(probe())
+
+    try:
+        eventually(
+            ready, what, timeout=timeout, interval=0.2, ignoring=(OSError, urllib.error.URLError, ValueError)
+        )
+    except AssertionError as exc:
+        raise RuntimeError(f"{what} was not ready after {timeout:.0f} s:\n{_log_tail(log)}") from exc
 
 
 def _write_pki(directory: Path, authority: Authority) -> None:

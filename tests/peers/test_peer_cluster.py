@@ -23,6 +23,7 @@ from kubernetes.client.rest import ApiException
 from tests.peers.build import required_version
 from tests.peers.cluster import PeerCluster, running
 from tests.peers.fixtures import require_go
+from tests.support.eventually import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,10 +42,12 @@ def status_of(call: Callable[[], object]) -> int:
 
 
 def wait_for_status(call: Callable[[], object], wanted: int, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while (status := status_of(call)) != wanted:
-        assert time.monotonic() < deadline, f"{what}: still {status} after {timeout:.0f} s"
-        time.sleep(0.2)
+    def status() -> int:
+        found = status_of(call)
+        assert found == wanted, f"still {found}"
+        return found
+
+    eventually(status, what, timeout=timeout, interval=0.2)
 
 
 def test_the_api_server_reports_the_kubernetes_release_it_is_built_from(peer_cluster: PeerCluster) -> None:

@@ -17,7 +17,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from tests.e2e.e2e_support import ROOT, capa_env
 from tests.e2e.test_controller_mode import Background
 from tests.peers.cluster import Authority, PeerCluster
 from tests.peers.kubectl import find_kubectl
+from tests.support.eventually import eventually
 
 CONTROLLER_USER = f"system:serviceaccount:{NAMESPACE}:{SERVICE_ACCOUNT}"
 """Who ``capa controller`` is on the API server: the ServiceAccount ``capa manifests rbac`` binds."""
@@ -194,10 +194,4 @@ def audited_requests(cluster: PeerCluster, user: str) -> list[Request]:
 
 def wait_until(condition: Callable[[], Any], what: str, timeout: float = 120.0, interval: float = 0.2) -> Any:
     """``condition()``'s first truthy value; fails naming ``what`` once ``timeout`` has passed."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f} s"
-        time.sleep(interval)
+    return eventually(condition, what, timeout=timeout, interval=interval)

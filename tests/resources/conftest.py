@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from capa_py.aws.errors import NotFound
+from capa_py.aws.errors import InvalidRequest
 from capa_py.aws.session import AWSClients
 from capa_py.engine.tags import lookup_tags
 from tests.harness.fixtures import _plain_clients, _token_clients, aws_tokens, build  # noqa: F401
@@ -50,8 +50,10 @@ _ELBV2_TESTS = frozenset({"test_lookups_by_tags_cost"})
 """Tests outside test_resource_load_balancer.py, and not parametrized by an ELBv2 class, that call
 ELBv2."""
 _LOCALSTACK_GAPS: dict[str, tuple[type[BaseException], str]] = {
+    # RunInstances' errors are classified with EC2's table, where the IAM code NoSuchEntity falls back to
+    # InvalidRequest (the request names what does not exist), not IAM's NotFound.
     "test_resource_instance.py::test_launch_parameters_tags_and_bootstrap_data": (
-        NotFound,
+        InvalidRequest,
         "LocalStack gap: RunInstances does not find an instance profile made with IAM "
         "CreateInstanceProfile (NoSuchEntity, by name or by ARN)",
     ),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from capa_py.api import Cluster, Secret
 from capa_py.api.meta import KubeObject
 from capa_py.runtime.informer import CachedStore, Informer, informers_for
 from capa_py.store import NotFound, SQLiteStore, WatchEvent, retry_on_conflict
+from tests.support.eventually import eventually
 
 SAFETY_TIMEOUT = 30.0
 """Only turns a hang into a failure; nothing waits for it on a healthy machine."""
@@ -257,9 +257,4 @@ def test_a_watch_that_ends_is_resumed_from_the_last_event(store: SQLiteStore, ru
 
 
 def wait_until(predicate: Callable[[], bool]) -> bool:
-    deadline = time.monotonic() + SAFETY_TIMEOUT
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
+    return eventually(predicate, timeout=SAFETY_TIMEOUT, interval=0.01)

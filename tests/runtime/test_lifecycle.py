@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from capa_py.runtime.leader import STORE_LEASE_NAME, STORE_LEASE_NAMESPACE, Lead
 from capa_py.runtime.lifecycle import Election, Process
 from capa_py.runtime.runnable import Runnable, StartFailed
 from capa_py.store import SQLiteStore
+from tests.support.eventually import eventually
 
 QUICK = LeaseTiming(duration=2, renew_period=0.05, renew_deadline=0.5, retry_period=0.05)
 BOUND = 30.0  # a safety bound on waits for background threads, never the expected duration
@@ -77,9 +77,9 @@ def test_leader_elected_runnables_wait_for_the_lease_and_the_rest_do_not(store: 
     thread, outcome = _run_in_thread(process)
     assert serving.started.wait(BOUND)
     holder_line = f"waiting for the store lease {STORE_LEASE_NAMESPACE}/{STORE_LEASE_NAME} held by another"
-    bound = time.monotonic() + BOUND
-    while not any(line.startswith(holder_line) for line in said) and time.monotonic() < bound:
-        time.sleep(0.02)
+    eventually(
+        lambda: any(line.startswith(holder_line) for line in said), holder_line, timeout=BOUND, interval=0.02
+    )
     assert not controllers.started.is_set(), "a leader-elected runnable started without the lease"
     holder.release()
     assert controllers.started.wait(BOUND)

@@ -7,7 +7,6 @@ import contextlib
 import re
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 
 from kubernetes import client, config
@@ -21,6 +20,7 @@ from capa_py.store.errors import AlreadyExists, NotFound
 from capa_py.store.kube import KubeStore
 from tests.peers.cluster import PeerCluster
 from tests.peers.crds import install_capa_crds
+from tests.support.eventually import eventually
 
 _REQUEST_LINE = re.compile(rb"(GET|POST|PUT|PATCH|DELETE) (\S+) HTTP/1\.1\r\n")
 _BOOKMARK = re.compile(rb'"type":"BOOKMARK".*?"resourceVersion":"(\d+)"')
@@ -170,20 +170,21 @@ def purge(cluster: PeerCluster) -> None:
                             store.update(obj)
                     with contextlib.suppress(NotFound):
                         store.delete(kind, obj.name, obj.metadata.namespace)
-        deadline = time.monotonic() + 60
-        while (
-            any(store.list(k) for k in custom)
-            or any(
-                o.name != "kube-root-ca.crt"
-                for k in kinds
-                if k not in custom
-                for ns in TEST_NAMESPACES
-                for o in store.list(k, ns)
+
+        def emptied() -> bool:
+            return not (
+                any(store.list(k) for k in custom)
+                or any(
+                    o.name != "kube-root-ca.crt"
+                    for k in kinds
+                    if k not in custom
+                    for ns in TEST_NAMESPACES
+                    for o in store.list(k, ns)
+                )
+                or any(_exists(store, Namespace, n) for n in CREATED_NAMESPACES)
             )
-            or any(_exists(store, Namespace, n) for n in CREATED_NAMESPACES)
-        ):
-            assert time.monotonic() < deadline, "the real API server was not emptied within 60 s"
-            time.sleep(0.05)
+
+        eventually(emptied, "the real API server emptied", timeout=60, interval=0.05)
 
 
 def _exists(store: KubeStore, kind: type[KubeObject], name: str) -> bool:

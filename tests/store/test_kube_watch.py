@@ -11,7 +11,6 @@ import itertools
 import queue
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from capa_py.apiserver import RunningServer, start_in_thread
 from capa_py.store import Expired, SQLiteStore, Unavailable, WatchEvent
 from capa_py.store.kube import KubeStore
 from tests.store.kube_support import CuttingProxy, api_client_for
+from tests.support.eventually import eventually
 
 SAFETY_TIMEOUT = 30.0
 BOOKMARK_INTERVAL = 0.2
@@ -111,10 +111,7 @@ def resource_versions_asked(proxy: CuttingProxy) -> list[str]:
 
 
 def wait_for(condition: Callable[[], Any], what: str) -> None:
-    deadline = time.monotonic() + SAFETY_TIMEOUT
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {SAFETY_TIMEOUT}s"
-        time.sleep(0.02)
+    eventually(condition, what, timeout=SAFETY_TIMEOUT, interval=0.02)
 
 
 def test_a_watch_cut_mid_stream_loses_and_repeats_no_event(serve: Callable[..., Served]) -> None:

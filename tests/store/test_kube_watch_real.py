@@ -10,7 +10,6 @@ straight to the server as the admin. Where the watch resumed is read from the AP
 from __future__ import annotations
 
 import itertools
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -27,6 +26,7 @@ from tests.peers.cluster import PeerCluster, running
 from tests.peers.fixtures import require_go
 from tests.store.kube_support import CuttingProxy, purge
 from tests.store.test_kube_watch import SAFETY_TIMEOUT, Follower, new_cluster, wait_for
+from tests.support.eventually import eventually
 
 
 @pytest.fixture
@@ -140,14 +140,13 @@ def test_a_watch_from_a_compacted_version_raises_expired(tmp_path: Path) -> None
         KubeStore.from_kubeconfig(cluster.admin_kubeconfig) as store,
     ):
         store.create(CustomResourceDefinition.model_validate(crd_for(Cluster)))
-        deadline = time.monotonic() + SAFETY_TIMEOUT
-        while True:
-            try:
-                created = store.create(new_cluster("demo"))
-                break
-            except StoreError:
-                assert time.monotonic() < deadline, "the Cluster CRD was not served"
-                time.sleep(0.1)
+        created = eventually(
+            lambda: store.create(new_cluster("demo")),
+            "the Cluster CRD served",
+            timeout=SAFETY_TIMEOUT,
+            interval=0.1,
+            ignoring=(StoreError,),
+        )
         created_at = created.metadata.resource_version
         for step in range(3):
             created.metadata.annotations["step"] = str(step)

@@ -4,7 +4,6 @@ and what the gRPC server does to a Workflow, done by hand through capa_py.tinker
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,6 +36,7 @@ from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 from capa_py.tinkerbell import states
 from controllers import embedded_controllers
+from tests.support.eventually import eventually
 
 NS = "default"
 CLUSTER = "bm"
@@ -193,11 +193,13 @@ class Running:
         self.thread = threading.Thread(target=lambda: self.manager.run(stop=self.stop), daemon=True)
 
     def wait_for(self, condition: Callable[[], bool], what: str) -> None:
-        deadline = time.monotonic() + WAIT
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError(f"not reached: {what}; errors: {list(self.manager.errors)[-5:]}")
-            time.sleep(0.02)
+        eventually(
+            condition,
+            f"not reached: {what}",
+            timeout=WAIT,
+            interval=0.02,
+            detail=lambda: f"errors: {list(self.manager.errors)[-5:]}",
+        )
 
 
 @contextmanager

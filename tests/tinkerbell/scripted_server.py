@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import Any
 import grpc
 
 from capa_py.tinkerbell.proto import workflow_pb2, workflow_pb2_grpc
+from tests.support.eventually import eventually
 
 SAFETY_TIMEOUT = 30.0
 """Seconds a test waits for something that should happen at once, before failing instead of hanging."""
@@ -196,22 +196,17 @@ class ScriptedServer:
 
 def poll_until(predicate: Callable[[], bool], what: str) -> None:
     """Poll ``predicate`` until it holds (for state nothing notifies about)."""
-    deadline = time.monotonic() + SAFETY_TIMEOUT
-    while not predicate():
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    eventually(predicate, what, timeout=SAFETY_TIMEOUT, interval=0.02)
 
 
 def wait_for_file(path: Path, content: str | None = None) -> str:
     """Poll until ``path`` exists with a complete last line (and is ``content`` when given)."""
-    deadline = time.monotonic() + SAFETY_TIMEOUT
-    while time.monotonic() < deadline:
+
+    def complete() -> str:
         text = path.read_text() if path.exists() else ""
-        if text.endswith("\n") and (content is None or text == content):
-            return text
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {path} (content {content!r})")
+        return text if text.endswith("\n") and (content is None or text == content) else ""
+
+    return eventually(complete, f"{path} (content {content!r})", timeout=SAFETY_TIMEOUT, interval=0.02)
 
 
 def wait_all(threads: Sequence[threading.Thread]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from capa_py.api.tinkerbell import Workflow
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
 from capa_py.tinkerbell.server import SERVICE_NAME, WorkflowService, check_tls
+from tests.support.eventually import eventually
 from tests.tinkerbell.server_world import WAIT, Agent, World, hardware, template
 from tests.webhooks.certificates import write_certificate
 
@@ -180,10 +180,12 @@ def test_metrics_count_agents_dispatches_events_and_rejections(
         sample(registry, "tink_server_events_total", type="action_started", result="failed_precondition") == 1
     )
     agent.close()
-    deadline = time.monotonic() + WAIT
-    while sample(registry, "tink_server_connected_agents") != 0:
-        assert time.monotonic() < deadline, "the closed stream is still counted as a connected agent"
-        time.sleep(0.02)
+    eventually(
+        lambda: sample(registry, "tink_server_connected_agents") == 0,
+        "the closed stream no longer counted as a connected agent",
+        timeout=WAIT,
+        interval=0.02,
+    )
 
 
 def test_tls_serves_a_client_that_trusts_the_certificate(tmp_path: Path) -> None:
@@ -265,10 +267,12 @@ def test_an_agent_whose_hardware_is_deleted_waits_and_is_served_when_it_is_back(
 
     agent = world.connect("hw1")
     world.store.delete(Hardware, "hw1", "default")
-    deadline = time.monotonic() + WAIT
-    while any(s.hardware is not None for s in world.server.dispatcher.sessions()):
-        assert time.monotonic() < deadline, "the agent stayed bound to a deleted hardware"
-        time.sleep(0.02)
+    eventually(
+        lambda: all(s.hardware is None for s in world.server.dispatcher.sessions()),
+        "the agent no longer bound to a deleted hardware",
+        timeout=WAIT,
+        interval=0.02,
+    )
     back = hardware("hw1", MAC)
     # Back with the same credentials (a new token would rightly end the waiting stream).
     back.spec.agent_credentials_ref = LocalObjectReference(name="hw1-agent-credentials")
@@ -279,19 +283,15 @@ def test_an_agent_whose_hardware_is_deleted_waits_and_is_served_when_it_is_back(
 
 def _gone(w: World) -> None:
     """Wait until the dispatcher has seen every stream end."""
-    deadline = time.monotonic() + WAIT
-    while w.server.dispatcher.sessions():
-        assert time.monotonic() < deadline, "a closed stream stayed connected"
-        time.sleep(0.02)
+    eventually(
+        lambda: not w.server.dispatcher.sessions(), "every closed stream gone", timeout=WAIT, interval=0.02
+    )
 
 
 def _connected(w: World, hardware_name: str) -> Agent:
     """An agent of ``hardware_name`` whose session the dispatcher has registered."""
     agent = w.connect(hardware_name)
-    deadline = time.monotonic() + WAIT
-    while not w.server.dispatcher.sessions():
-        assert time.monotonic() < deadline, "the agent never connected"
-        time.sleep(0.02)
+    eventually(w.server.dispatcher.sessions, "the agent connected", timeout=WAIT, interval=0.02)
     return agent
 
 

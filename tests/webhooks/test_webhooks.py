@@ -25,6 +25,7 @@ from capa_py.webhooks import (
     start_in_thread,
     validate_path,
 )
+from tests.support.eventually import eventually
 from tests.webhooks.certificates import write_certificate
 
 
@@ -187,17 +188,15 @@ def test_a_rotated_certificate_is_served_without_a_restart(webhook: RunningWebho
     for name in ("tls.crt", "tls.key"):
         os.utime(cert_dir / name, (later, later))
 
-    deadline = time.monotonic() + 10
-    while True:
-        try:
-            status, _ = post(
-                webhook, validate_path(AWSCluster), admission("CREATE", aws_cluster()), cert_dir / "tls.crt"
-            )
-            break
-        except ssl.SSLError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
+    status, _ = eventually(
+        lambda: post(
+            webhook, validate_path(AWSCluster), admission("CREATE", aws_cluster()), cert_dir / "tls.crt"
+        ),
+        "the webhook serving the new certificate",
+        timeout=10,
+        interval=0.1,
+        ignoring=(ssl.SSLError,),
+    )
     assert status == 200
     with pytest.raises(ssl.SSLError):
         post(webhook, validate_path(AWSCluster), admission("CREATE", aws_cluster()), old_ca)

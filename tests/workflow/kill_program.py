@@ -1,7 +1,7 @@
 """Runs the sample workflow and SIGKILLs its own process right after task number KILL_AFTER completed.
 
-Usage: ``python kill_program.py STATE_DIR MARKS_DIR KILL_AFTER`` (``-1``: killed before the first task
-starts; ``none``: not killed). A hook before and after every task counts its runs too.
+Usage: ``python -m tests.workflow.kill_program STATE_DIR MARKS_DIR KILL_AFTER`` (``-1``: killed before
+the first task starts; ``none``: not killed). A hook before and after every task counts its runs too.
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ import os
 import signal
 import sys
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from capa_py.logging import configure_logging
 from capa_py.workflow import Binder, TaskEvent, run_workflow

@@ -1,10 +1,10 @@
 """Runs ``management create`` against moto and SIGKILLs its own process right after one task.
 
-Usage: ``python lifecycle_kill_program.py STATE_DIR CLUSTER_FILE MOTO_URL TASK WHEN``. ``TASK`` is a task
-name of the workflow, or ``none`` to run to the end. ``WHEN`` is ``hook``: killed from a hook bound after
-the task (its work done, its checkpoint not yet written, so a resumed run repeats it), or
-``checkpointed``: killed once the task is reported finished (its checkpoint written, so a resumed run
-starts after it). Prints the result as JSON when not killed.
+Usage: ``python -m tests.workflow.lifecycle_kill_program STATE_DIR CLUSTER_FILE MOTO_URL TASK WHEN``.
+``TASK`` is a task name of the workflow, or ``none`` to run to the end. ``WHEN`` is ``hook``: killed
+from a hook bound after the task (its work done, its checkpoint not yet written, so a resumed run
+repeats it), or ``checkpointed``: killed once the task is reported finished (its checkpoint written, so a
+resumed run starts after it). Prints the result as JSON when not killed.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from capa_app.providers import AWSProvider, CoreComponents
 from capa_py.aws.ratelimit import RateLimiter

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from capa_py.workflow import CheckpointError, run_workflow
+from tests.support.programs import module_command, program_env
 from tests.workflow.sample import SampleContext, expected_tasks, new_sample_workflow
 
-PROGRAM = Path(__file__).with_name("kill_program.py")
 TASKS = expected_tasks(networking=True, extras=True)
 # What the program's tasks and hooks leave behind when they do their work (hook points do nothing).
 WORK = [
@@ -29,7 +28,8 @@ WORK = [
 
 def _run(state_dir: Path, marks: Path, kill_after: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(PROGRAM), str(state_dir), str(marks), kill_after],
+        module_command("tests.workflow.kill_program", str(state_dir), str(marks), kill_after),
+        env=program_env(),
         capture_output=True,
         text=True,
         timeout=120,

@@ -53,10 +53,10 @@ from controllers.run import converge
 from tests.cli.served import capa_serve
 from tests.controllers.conftest import Harness
 from tests.e2e.e2e_support import capa_env
+from tests.support.programs import module_command, program_env
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-KILL_PROGRAM = Path(__file__).with_name("lifecycle_kill_program.py")
 WORKFLOW_ID = "management-create-default-mgmt"
 TIMEOUT = 120.0
 """How long one task may wait for controllers: far more than moto needs, short enough to fail a test."""
@@ -443,15 +443,15 @@ def test_management_create_killed_after_a_task_resumes_and_launches_nothing_twic
     with stand_in(tmp_path / "mgmt-api") as mgmt_api:
         path = cluster_file(tmp_path / "files", "mgmt", mgmt_api)
         killed = subprocess.run(
-            [
-                sys.executable,
-                str(KILL_PROGRAM),
+            module_command(
+                "tests.workflow.lifecycle_kill_program",
                 str(state),
                 str(path),
                 harness.server.url,
                 killed_after,
                 when,
-            ],
+            ),
+            env=program_env(),
             capture_output=True,
             text=True,
             timeout=TIMEOUT,
