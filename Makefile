@@ -49,15 +49,15 @@ docs-gen: setup
 	$(BIN)/python -m capa_app.docsgen
 
 bench: setup
-	$(BIN)/python benchmarks/run.py
-	$(BIN)/python benchmarks/store.py
-	$(BIN)/python benchmarks/scale.py $(SCALE_BENCH_ARGS)
-	$(BIN)/python benchmarks/delays.py $(DELAY_BENCH_ARGS)
-	$(BIN)/python benchmarks/controller.py $(CONTROLLER_BENCH_ARGS)
-	$(BIN)/python benchmarks/hegel.py
-	$(BIN)/python benchmarks/tink_server.py
-	$(BIN)/python benchmarks/tink_agent.py
-	$(BIN)/python benchmarks/large_bodies.py
+	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.store
+	$(BIN)/python -m benchmarks.scale $(SCALE_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.delays $(DELAY_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.controller $(CONTROLLER_BENCH_ARGS)
+	$(BIN)/python -m benchmarks.hegel
+	$(BIN)/python -m benchmarks.tink_server
+	$(BIN)/python -m benchmarks.tink_agent
+	$(BIN)/python -m benchmarks.large_bodies
 
 # Regenerates the checked-in gRPC code of the workflow service, and the messages capa serve reads and writes
 # (OpenAPI v2, Kubernetes' protobuf bodies), from their protobufs (tests/tinkerbell/test_proto.py and

@@ -1,6 +1,6 @@
 """capa-py controller benchmark: N clusters under one ``capa controller`` process, against one moto server.
 
-    .venv/bin/python benchmarks/controller.py [--clusters N] [--sync-period 60s] [--window 120s]
+    .venv/bin/python -m benchmarks.controller [--clusters N] [--sync-period 60s] [--window 120s]
                                               [--settle 10s] [--store sqlite|kube] [--json PATH]
 
 Starts one moto server subprocess on 127.0.0.1 and one ``capa controller`` subprocess on a fresh SQLite
@@ -45,13 +45,12 @@ import yaml
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-for entry in (str(REPO), str(BENCH)):
-    if entry not in sys.path:
-        sys.path.insert(0, entry)
+if __package__ in (None, ""):  # run by its path: the repository's root makes `benchmarks` importable
+    sys.path.insert(0, str(REPO))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-from run import environment, finish  # noqa: E402
 
+from benchmarks.run import environment, finish  # noqa: E402
 from capa_app.cli.durations import parse_duration  # noqa: E402
 from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
 from capa_py.aws.accounting import is_mutating  # noqa: E402

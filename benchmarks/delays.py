@@ -1,6 +1,6 @@
 """capa-py benchmark: the example cluster against a moto server that takes AWS's time.
 
-    .venv/bin/python benchmarks/delays.py [--nat-delay 90] [--lb-delay 150] [--instance-delay 45]
+    .venv/bin/python -m benchmarks.delays [--nat-delay 90] [--lb-delay 150] [--instance-delay 45]
                                           [--scale 1] [--quick] [--json PATH]
 
 Starts one moto server through the delay harness (``tests/harness/moto_delays.py``: NAT gateways pending
@@ -21,8 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from moto_env import MotoEnv
-from run import (
+if __package__ in (None, ""):  # run by its path: the repository's root makes `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.moto_env import MotoEnv
+from benchmarks.run import (
     DEFAULT_MANIFEST,
     CommandFailed,
     calls_table,
@@ -33,8 +36,7 @@ from run import (
     section,
     table,
 )
-from scale import Capa
-
+from benchmarks.scale import Capa
 from tests.harness.moto_delays import Delays, add_delay_options
 
 LATENCY_SAMPLES = 10

@@ -1,6 +1,6 @@
 """What a Hegel request costs as the number of Hardware grows: Hegel lists every Hardware per request.
 
-Run: ``.venv/bin/python benchmarks/hegel.py [--hardware 10,100,1000] [--requests N] [--json PATH]``. For
+Run: ``.venv/bin/python -m benchmarks.hegel [--hardware 10,100,1000] [--requests N] [--json PATH]``. For
 each count, a SQLite store in a temp directory holds that many Hardware (the caller's among them), Hegel
 serves it on a loopback port, and one client connecting from 127.0.0.2 asks for ``meta-data/instance-id``
 ``--requests`` times one after the other over a kept-alive connection. Prints the latency p50/p99 and the

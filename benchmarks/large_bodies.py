@@ -1,6 +1,6 @@
 """What large request bodies cost capa serve in memory: its RSS before, during and after N concurrent bodies.
 
-Run: ``.venv/bin/python benchmarks/large_bodies.py [--concurrency N] [--rounds N] [--json PATH]``. Starts
+Run: ``.venv/bin/python -m benchmarks.large_bodies [--concurrency N] [--rounds N] [--json PATH]``. Starts
 ``capa serve`` as its own process over a store in a temp directory (so the RSS read from
 ``/proc/PID/status`` is the server's alone), then sends ``--rounds`` rounds of ``--concurrency`` concurrent
 POSTs, each a ConfigMap body of just under 3 MiB (the API server's body limit; its data is over the 1 MiB

@@ -1,6 +1,6 @@
 """What the store lease costs: acquire, renew and release on SQLite, and how fast a waiter takes over.
 
-Run: ``.venv/bin/python benchmarks/lease.py [--repeat N]``. Prints medians and maxima; asserts nothing.
+Run: ``.venv/bin/python -m benchmarks.lease [--repeat N]``. Prints medians and maxima; asserts nothing.
 
 * acquire / renew / release — one attempt each, on a fresh store file (what ``capa apply`` adds before and
   after its controllers run, and every renewal period while they do);

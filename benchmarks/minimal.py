@@ -18,7 +18,7 @@ Every call is counted with a botocore ``after-call`` hook into :class:`capa_py.a
 anything the script derives, from the manifest alone, how many calls of each operation the cluster needs;
 after creating it checks that the calls it made are exactly that derivation.
 
-    python benchmarks/minimal.py --endpoint http://127.0.0.1:PORT [--manifest FILE] [--json] [--derivation]
+    python -m benchmarks.minimal --endpoint http://127.0.0.1:PORT [--manifest FILE] [--json] [--derivation]
 
 ``--json`` prints the calls, the derivation and the time spent in API calls as one JSON document;
 ``--derivation`` prints the derivation and exits without calling anything.

@@ -1,6 +1,6 @@
 """capa-py benchmark: AWS API calls and wall time for the example cluster, against one local moto server.
 
-    .venv/bin/python benchmarks/run.py [--repeat N] [--json PATH] [--manifest FILE] [--no-delete]
+    .venv/bin/python -m benchmarks.run [--repeat N] [--json PATH] [--manifest FILE] [--no-delete]
 
 Starts one moto server subprocess on 127.0.0.1 and measures, against it:
 
@@ -37,8 +37,11 @@ from pathlib import Path
 from typing import Any
 
 import moto
-from moto_env import MOTO_LEFTOVERS, MotoEnv
 
+if __package__ in (None, ""):  # run by its path: the repository's root makes `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.moto_env import MOTO_LEFTOVERS, MotoEnv
 from capa_py.aws.accounting import is_mutating
 
 REPO = Path(__file__).resolve().parent.parent

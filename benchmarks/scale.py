@@ -1,6 +1,6 @@
 """capa-py benchmark: client start-up, N clusters in one ``capa apply``, and applying one cluster among N.
 
-    .venv/bin/python benchmarks/scale.py [--figure startup|clusters|apply-one ...] [--clusters 1,5,20]
+    .venv/bin/python -m benchmarks.scale [--figure startup|clusters|apply-one ...] [--clusters 1,5,20]
                                          [--repeat N] [--quick] [--json PATH]
 
 Starts one moto server subprocess on 127.0.0.1 (moto's bundled AMIs loaded) and measures:
@@ -36,9 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from controller import cluster_manifest, cpu_seconds, max_clusters
-from moto_env import MotoEnv
-from run import (
+
+if __package__ in (None, ""):  # run by its path: the repository's root makes `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.controller import cluster_manifest, cpu_seconds, max_clusters
+from benchmarks.moto_env import MotoEnv
+from benchmarks.run import (
     BENCH,
     DEFAULT_MANIFEST,
     CommandFailed,

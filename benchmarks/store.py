@@ -1,6 +1,6 @@
 """What the SQLite store costs at 10k objects: selector lists, indexed and by full scan; get, list, create.
 
-Run: ``.venv/bin/python benchmarks/store.py [--objects N] [--repeat N] [--json PATH]``. Prints medians (and
+Run: ``.venv/bin/python -m benchmarks.store [--objects N] [--repeat N] [--json PATH]``. Prints medians (and
 the fastest run) of each operation; asserts nothing. No AWS, no server: one store file in a temp directory.
 
 The store holds ``--objects`` Clusters (10000 by default) in one namespace, labelled so that a selector

@@ -1,6 +1,6 @@
 """What the real Tinkerbell agent costs: real agents with the process runtime behind one workflow server.
 
-Run: ``.venv/bin/python benchmarks/tink_agent.py [--agents 20] [--workflows 5] [--json PATH]``. A SQLite
+Run: ``.venv/bin/python -m benchmarks.tink_agent [--agents 20] [--workflows 5] [--json PATH]``. A SQLite
 store in a temp directory holds ``--agents`` Hardware, one Template of two actions that run ``/bin/true``
 as host processes, and ``--workflows`` Workflows per Hardware, prepared by the workflow controller. The
 server listens on a loopback port; every agent is :class:`capa_py.tinkerbell.agent.Agent` with the process

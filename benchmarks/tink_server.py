@@ -1,6 +1,6 @@
 """What the Tinkerbell workflow server sustains: many agents on one server over a SQLite store.
 
-Run: ``.venv/bin/python benchmarks/tink_server.py [--agents 50] [--workflows 10] [--json PATH]``. A SQLite
+Run: ``.venv/bin/python -m benchmarks.tink_server [--agents 50] [--workflows 10] [--json PATH]``. A SQLite
 store in a temp directory holds ``--agents`` Hardware, one Template of two actions and ``--workflows``
 Workflows per Hardware, prepared by the workflow controller. The server listens on a loopback port; each
 agent is a thread with the generated client that opens its command stream and, for every StartWorkflow,

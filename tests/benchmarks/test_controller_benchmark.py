@@ -3,17 +3,16 @@ metric readings, and its command line."""
 
 from __future__ import annotations
 
-import importlib.util
 import ipaddress
 import subprocess
 import sys
 from itertools import combinations
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import yaml
 
+import benchmarks.controller as bench
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.core import Secret
@@ -21,23 +20,6 @@ from capa_py.api.loader import load_manifest_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "controller.py"
-
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("capa_controller_benchmark", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    path = list(sys.path)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path  # the script puts benchmarks/ first; the other tests should not see its modules
-    return module
-
-
-bench = _load()
 
 
 def test_the_manifest_holds_n_valid_clusters_with_their_own_names_and_ranges() -> None:

@@ -3,43 +3,23 @@ second): the figures they print and write as JSON are all there and add up. No t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+import benchmarks.controller as controller_bench
+import benchmarks.delays as delays_bench
+import benchmarks.moto_env as moto_env
 from tests.harness.moto_delays import Delays
 from tests.harness.moto_server import MotoServer, start_moto_server
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "benchmarks"
 EXAMPLE_OBJECTS = 8  # Cluster, AWSCluster, 3 Machines, 3 AWSMachines (the Secret has no state)
-
-
-def _load(name: str) -> ModuleType:
-    """A benchmark script as a module; its sibling modules (run, moto_env, controller) come with it."""
-    spec = importlib.util.spec_from_file_location(f"capa_bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    path = list(sys.path)
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path
-    return module
-
-
-delays_bench = _load("delays")
-controller_bench = _load("controller")
-moto_env = _load("moto_env")
 
 
 def _run(script: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
