@@ -28,6 +28,12 @@ from tests.harness.moto_server import MotoServer
 SLOW_CALL = 1.0
 """Seconds each AWS call takes (before it is sent)."""
 
+APPLY_TIMEOUT = 15
+DELETE_TIMEOUT = 10
+"""Long enough for a command started on a loaded machine (imports, the store, the controllers) to reach its
+first AWS calls before the deadline; far too short for the example's 50-odd calls (100-odd to delete) at
+:data:`SLOW_CALL` each, so the deadline always cuts the work short."""
+
 
 @dataclass
 class CallStarts:
@@ -62,14 +68,16 @@ def test_apply_starts_no_aws_call_after_its_timeout_and_says_what_was_in_progres
     cli: Cli, cli_moto: MotoServer, slow_calls: CallStarts
 ) -> None:
     cli_moto.reset()
-    result = cli("apply", "-f", str(EXAMPLE), "--aws-endpoint", cli_moto.url, "--timeout", "3s")
+    result = cli(
+        "apply", "-f", str(EXAMPLE), "--aws-endpoint", cli_moto.url, "--timeout", f"{APPLY_TIMEOUT}s"
+    )
     assert result.exit_code == 1, f"an apply cut short by its timeout exits 1:\n{result}"
     calls = slow_calls.after_deadline
     assert calls, f"the apply made no AWS call:\n{result}"
     assert all(at is not None for _, at in calls), f"an AWS call ran without the command's deadline: {calls}"
     late = [(op, at) for op, at in calls if at is not None and at >= 0]
     assert not late, f"AWS calls started after the deadline (seconds after it): {late}\n{result}"
-    assert "not ready after 3s (--timeout)" in result.stderr, str(result)
+    assert f"not ready after {APPLY_TIMEOUT}s (--timeout)" in result.stderr, str(result)
     progress = [line for line in result.stderr.splitlines() if line.startswith("still in progress: ")]
     assert progress, f"the apply does not say what was still in progress:\n{result}"
     assert "AWSCluster default/demo (pending)" in progress[0], progress
@@ -83,13 +91,24 @@ def test_delete_wait_starts_no_aws_call_after_its_timeout(
 ) -> None:
     cli_moto.reset()
     # The objects stored without waiting, then a delete that must tear down what a short apply made.
-    applied = cli("apply", "-f", str(EXAMPLE), "--aws-endpoint", cli_moto.url, "--timeout", "2s")
+    applied = cli(
+        "apply", "-f", str(EXAMPLE), "--aws-endpoint", cli_moto.url, "--timeout", f"{DELETE_TIMEOUT}s"
+    )
     assert applied.exit_code == 1, str(applied)
     slow_calls.after_deadline.clear()
-    result = cli("delete", "-f", str(EXAMPLE), "--wait", "--aws-endpoint", cli_moto.url, "--timeout", "2s")
+    result = cli(
+        "delete",
+        "-f",
+        str(EXAMPLE),
+        "--wait",
+        "--aws-endpoint",
+        cli_moto.url,
+        "--timeout",
+        f"{DELETE_TIMEOUT}s",
+    )
     assert result.exit_code == 1, f"a delete cut short by its timeout exits 1:\n{result}"
     late = [(op, at) for op, at in slow_calls.after_deadline if at is None or at >= 0]
     assert slow_calls.after_deadline, f"the delete made no AWS call:\n{result}"
     assert not late, f"AWS calls started after the deadline (or without one): {late}\n{result}"
-    assert "not deleted after 2s (--timeout)" in result.stderr, str(result)
+    assert f"not deleted after {DELETE_TIMEOUT}s (--timeout)" in result.stderr, str(result)
     assert "still in progress: " in result.stderr, str(result)
