@@ -41,7 +41,7 @@ def local_capa(tmp_path: Path) -> Iterator[Capa]:
     assert capa.home is not None
     record = capa.home / "local-aws" / "local-aws.json"
     pid = json.loads(record.read_text())["pid"] if record.exists() else None
-    capa.run("local", "stop", timeout=60)
+    capa.run("local", "stop", timeout=180)
     if pid is not None and _alive(pid):  # only the server this test started
         os.kill(pid, 9)
 
@@ -71,7 +71,7 @@ def test_apply_on_a_store_whose_local_endpoint_was_stopped_says_so_and_changes_n
     local_capa.ok("apply", "-f", manifest, "--aws-endpoint", "local", "--timeout", "5m", timeout=400)
     recorded = local_capa.ok("resources", "--offline", "-o", "json").json()["resources"]
     assert recorded, "the apply recorded no AWS resource"
-    local_capa.ok("local", "stop", timeout=60)
+    local_capa.ok("local", "stop", timeout=180)
 
     again = local_capa.run("apply", "-f", manifest, "--aws-endpoint", "local", "--timeout", "5m", timeout=400)
     assert again.returncode == 1, f"an apply on a store whose endpoint is gone should exit 1:\n{again}"
