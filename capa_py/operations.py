@@ -25,8 +25,7 @@ from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
 from capa_py.store.errors import AlreadyExists, Conflict, Invalid, NotFound
 from capa_py.store.helpers import retry_on_conflict
-from capa_py.store.protocol import ObjectStore
-from capa_py.store.sqlite import SQLiteStore
+from capa_py.store.protocol import ObjectStore, atomic_of
 
 ApplyOutcome = Literal["created", "configured", "unchanged"]
 
@@ -145,7 +144,8 @@ def refuse_immutable_changes(store: ObjectStore, objects: Sequence[KubeObject]) 
 
 def all_or_nothing(store: ObjectStore) -> AbstractContextManager[None]:
     """A block whose writes are one transaction where the store has them (SQLite), else a plain block."""
-    return store.atomic() if isinstance(store, SQLiteStore) else nullcontext()
+    atomic = atomic_of(store)
+    return atomic() if atomic is not None else nullcontext()
 
 
 def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Applied]:

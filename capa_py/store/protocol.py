@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
@@ -95,6 +96,21 @@ class ChangeSequence(Protocol):
     everything else does not pass it on unless it defines it too (it may change what its watches show)."""
 
     def change_sequence(self) -> str: ...
+
+
+class Transactions(Protocol):
+    """An optional capability: a store whose writes in a block can be one transaction, all stored or none
+    (the embedded SQLite store). Offered, like :class:`ChangeSequence`, by defining ``atomic`` on the
+    store's class."""
+
+    def atomic(self) -> AbstractContextManager[None]: ...
+
+
+def atomic_of(store: object) -> Callable[[], AbstractContextManager[None]] | None:
+    """The store's :class:`Transactions` block, or None when its class does not offer one."""
+    if not callable(getattr(type(store), "atomic", None)):
+        return None
+    return cast(Transactions, store).atomic
 
 
 def change_sequence_of(store: object) -> Callable[[], str] | None:
