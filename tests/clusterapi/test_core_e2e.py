@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from tests.e2e.e2e_support import MotoInspector
 from tests.peers.cluster import running
 from tests.peers.clusterapi import CapiCore
 from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, running_controller
+from tests.support.eventually import eventually
 
 # One worker starts Cluster API core (its own control plane) for every test that needs it.
 pytestmark = pytest.mark.xdist_group("capi_cluster")
@@ -164,17 +164,16 @@ class Management(UnderCore):
     def wait(self, condition: Callable[[], T | None], what: str, timeout: float = CONVERGE) -> T:
         """``condition()``'s first truthy value; on timeout fails with the cluster's state and both
         controllers' logs."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = condition()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"{what}: not within {timeout:.0f} s\n{self.state()}\n--- capa-py\n"
-                    f"{self.controller.report()}\n--- Cluster API core\n{self.core.log_tail(40)}"
-                )
-            time.sleep(0.5)
+        return eventually(
+            condition,
+            what,
+            timeout=timeout,
+            interval=0.5,
+            detail=lambda: (
+                f"{self.state()}\n--- capa-py\n{self.controller.report()}\n"
+                f"--- Cluster API core\n{self.core.log_tail(40)}"
+            ),
+        )
 
 
 def outcome(machines: list[dict[str, Any]], inspector: MotoInspector) -> dict[str, Any]:

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ import yaml
 from tests.peers.build import cached_build, find_go, go_env, required_version
 from tests.peers.cluster import Authority, PeerCluster, _spawn, _terminate, _wait, free_port
 from tests.peers.cluster import running as peer_cluster_running
+from tests.support.eventually import eventually
 
 MODULE = Path(__file__).parent / "capi"  # the Go module that pins Cluster API
 MANAGER_PACKAGE = "sigs.k8s.io/cluster-api"
@@ -243,11 +243,13 @@ def start_core(cluster: PeerCluster, directory: Path, binaries: CapiBinaries | N
         plural = configuration["kind"].lower() + "s"
         _create(cluster, f"/apis/admissionregistration.k8s.io/v1/{plural}", configuration)
     names = [crd["metadata"]["name"] for crd in definitions]
-    deadline = time.monotonic() + 60
-    while not _established(cluster, names):  # the manager's REST mapper must find every kind at start
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"Cluster API's CRDs were not established: {names}")
-        time.sleep(0.2)
+    # The manager's REST mapper must find every kind at start.
+    eventually(
+        lambda: _established(cluster, names),
+        f"Cluster API's CRDs established: {names}",
+        timeout=60,
+        interval=0.2,
+    )
     args = [
         # The admin kubeconfig (system:masters): a test peer, so the manager gets every permission rather than
         # the ClusterRole its release manifests bind.

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 
 from capa_py.manifests.crds import crds
 from tests.peers.cluster import PeerCluster
+from tests.support.eventually import eventually
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 _INSTALLED: set[str] = set()
@@ -37,14 +37,12 @@ def install_capa_crds(cluster: PeerCluster, timeout: float = 60.0) -> None:
             with exc:
                 if exc.code != 409:
                     raise RuntimeError(f"creating {document['metadata']['name']}: {exc.read()!r}") from exc
-    deadline = time.monotonic() + timeout
-    for document in documents:
-        while not _established(cluster, document["metadata"]["name"]):
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{document['metadata']['name']} not Established after {timeout:.0f} s")
-            time.sleep(0.1)
-    while not _published(cluster):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"capa-py's CRDs not in /openapi/v2 after {timeout:.0f} s")
-        time.sleep(0.5)
+    names = [document["metadata"]["name"] for document in documents]
+    eventually(
+        lambda: all(_established(cluster, name) for name in names),
+        "capa-py's CRDs Established",
+        timeout=timeout,
+        interval=0.1,
+    )
+    eventually(lambda: _published(cluster), "capa-py's CRDs in /openapi/v2", timeout=timeout, interval=0.5)
     _INSTALLED.add(cluster.url)

@@ -9,7 +9,6 @@ import signal
 import ssl
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -120,17 +119,16 @@ def test_the_controller_manager_collects_garbage(peer_cluster: PeerCluster) -> N
 def test_requests_are_audited(peer_cluster: PeerCluster) -> None:
     with api_for(peer_cluster.admin_kubeconfig) as api:
         client.CoreV1Api(api).create_namespaced_config_map("default", {"metadata": {"name": "audited"}})
-    deadline = time.monotonic() + 10
-    while True:
-        found = [
+    found = eventually(
+        lambda: [
             e
             for e in peer_cluster.audit_events()
             if e.get("verb") == "create" and (e.get("objectRef") or {}).get("name") == "audited"
-        ]
-        if found:
-            break
-        assert time.monotonic() < deadline, "no audit event for the create"
-        time.sleep(0.1)
+        ],
+        "an audit event for the create",
+        timeout=10,
+        interval=0.1,
+    )
     assert found[0]["user"]["username"] == "capa-peers-admin"
     assert found[0]["responseStatus"]["code"] == 201
 
@@ -245,10 +243,9 @@ def test_peer_cluster_command_stops_when_its_parent_is_killed(tmp_path: Path) ->
         server = yaml.safe_load(out.read_text())["clusters"][0]["cluster"]["server"]
         parent.kill()  # SIGKILL: the shell cannot pass anything on
         parent.wait(timeout=10)
-        deadline = time.monotonic() + 60
-        while data_dir.exists():
-            assert time.monotonic() < deadline, "the control plane outlived its parent"
-            time.sleep(0.2)
+        eventually(
+            lambda: not data_dir.exists(), "the control plane ends with its parent", timeout=60, interval=0.2
+        )
         with pytest.raises(urllib.error.URLError):
             urllib.request.urlopen(server + "/readyz", context=ssl._create_unverified_context(), timeout=5)
     finally:
@@ -278,10 +275,12 @@ def test_components_started_by_a_test_process_stop_when_it_is_killed(tmp_path: P
         assert server.startswith("https://127.0.0.1:"), server
         parent.kill()
         parent.wait(timeout=10)
-        deadline = time.monotonic() + 30
-        while _answers(server):
-            assert time.monotonic() < deadline, "the kube-apiserver outlived the test process"
-            time.sleep(0.2)
+        eventually(
+            lambda: not _answers(server),
+            "the kube-apiserver ends with the test process",
+            timeout=30,
+            interval=0.2,
+        )
     finally:
         if parent.poll() is None:
             parent.kill()

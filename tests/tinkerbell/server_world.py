@@ -10,7 +10,6 @@ from __future__ import annotations
 import queue
 import secrets
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
 from capa_py.tinkerbell.server import RunningWorkflowServer, TLSFiles, start_in_thread
 from controllers.tinkerbell import WorkflowController, WorkflowTimeouts
+from tests.support.eventually import eventually
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 WAIT = 15.0
@@ -227,14 +227,13 @@ class World:
                 string_data={TOKEN_KEY: token},
             )
         )
-        deadline = time.monotonic() + WAIT
-        while True:
-            try:
-                self.server.dispatcher.reads.get(Secret, f"{name}-creds", namespace)
-                break
-            except NotFound:
-                assert time.monotonic() < deadline, "the server never saw the Secret"
-                time.sleep(0.01)
+        eventually(
+            lambda: self.server.dispatcher.reads.get(Secret, f"{name}-creds", namespace),
+            "the server sees the Secret",
+            timeout=WAIT,
+            interval=0.01,
+            ignoring=(NotFound,),
+        )
         return LocalObjectReference(name=f"{name}-creds"), token
 
     def _remember_token(self, hardware: Hardware, token: str) -> None:
@@ -249,10 +248,12 @@ class World:
         self._remember_token(hardware, token)
         # The server reads Hardware and Secrets from its watches: wait until they show the new token.
         auth = self.server.dispatcher.auth
-        deadline = time.monotonic() + WAIT
-        while auth.check(Credentials(token=token), (namespace, name)) is not None:
-            assert time.monotonic() < deadline, f"the server never saw the token of {namespace}/{name}"
-            time.sleep(0.01)
+        eventually(
+            lambda: auth.check(Credentials(token=token), (namespace, name)) is None,
+            f"the server sees the token of {namespace}/{name}",
+            timeout=WAIT,
+            interval=0.01,
+        )
         return token
 
     def prepare(self, name: str, namespace: str = "default") -> Workflow:
@@ -275,20 +276,26 @@ class World:
         self.controller.reconcile(ObjectKey("Workflow", "default", name))
 
     def wait_state(self, name: str, state: str) -> Workflow:
-        deadline = time.monotonic() + WAIT
-        while True:
+        def reached() -> Workflow | None:
             current = self.get(name)
-            if current.status.state == state:
-                return current
-            assert time.monotonic() < deadline, f"{name} stayed {current.status.state}, expected {state}"
-            time.sleep(0.02)
+            return current if current.status.state == state else None
+
+        return eventually(
+            reached,
+            f"{name} reaches {state}",
+            timeout=WAIT,
+            interval=0.02,
+            detail=lambda: f"{name} is {self.state(name)}",
+        )
 
     def server_sees(self, name: str, state: str) -> None:
         """Wait until the server's watch has delivered the workflow's state."""
-        deadline = time.monotonic() + WAIT
-        while self.server.dispatcher.known_state(("default", name)) != state:
-            assert time.monotonic() < deadline, f"the server never saw {name} {state}"
-            time.sleep(0.02)
+        eventually(
+            lambda: self.server.dispatcher.known_state(("default", name)) == state,
+            f"the server sees {name} {state}",
+            timeout=WAIT,
+            interval=0.02,
+        )
 
     # -- agents -------------------------------------------------------------------------------------
     def connect(self, agent_id: str, token: str | None = AUTO) -> Agent:
