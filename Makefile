@@ -34,7 +34,7 @@ run: setup
 
 test: setup
 	$(BIN)/python -m tests.peers build --optional
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadgroup --durations=30 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=30 $(PYTEST_ARGS)
 
 lint: setup
 	$(BIN)/ruff check capa_py capa_app resources controllers tests benchmarks

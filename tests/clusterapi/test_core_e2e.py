@@ -39,9 +39,6 @@ from tests.peers.clusterapi import CapiCore
 from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, running_controller
 from tests.support.eventually import eventually
 
-# One worker starts Cluster API core (its own control plane) for every test that needs it.
-pytestmark = pytest.mark.xdist_group("capi_cluster")
-
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
 NAMESPACE = "capi-e2e"
 CLUSTER = "demo-md"  # the example's names, demo renamed (example_text)

@@ -45,8 +45,7 @@ from tests.realkube.realkube_support import Kubectl, kubectl_binary, running_con
 from tests.tinkerbell.capt_world import DEPLOYMENT, machine_deployment_manifests, workers_bootstrap
 from tests.tinkerbell.test_capt_agents_e2e import _user_data
 
-# One worker starts Cluster API core (its own control plane) for every test that needs it.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("capi_cluster")]
+pytestmark = pytest.mark.slow
 
 NAMESPACE = "capt-core"
 CLUSTER = "lab"  # the example's names

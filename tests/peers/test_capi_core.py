@@ -52,9 +52,6 @@ import pytest
 from tests.clusterapi.clusterctl_support import wait_for as poll
 from tests.peers.clusterapi import CapiCore
 
-# One worker starts Cluster API core (its own control plane) for every test that needs it.
-pytestmark = pytest.mark.xdist_group("capi_cluster")
-
 T = TypeVar("T")
 
 NAMESPACE = "default"
