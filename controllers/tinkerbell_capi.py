@@ -55,6 +55,7 @@ from capa_py.api.tinkerbell_capi import (
 from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.result import Result, no_requeue
 from capa_py.runtime.events import EventRecorder
+from capa_py.runtime.informer import api_reader
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
@@ -254,6 +255,12 @@ class TinkerbellMachineController:
             return self._waiting(
                 obj, "WaitingForBootstrapData", f"secret {secret_name}: {BOOTSTRAP_KEY!r} is not UTF-8 text"
             )
+        stored = get_or_none(api_reader(self.store), TinkerbellMachine, obj.name, obj.namespace)
+        if stored is None or stored.metadata.uid != obj.metadata.uid or stored.being_deleted:
+            # The cache lags behind the store: another reconciler may have deleted the machine (its
+            # Workflow, Template and Hardware claim first). A create pass now would make children and a
+            # claim nothing undoes; the machine's own watch event brings its delete pass, if any, here.
+            return no_requeue()
         obj = add_finalizer(self.store, obj, TINKERBELL_MACHINE_FINALIZER)
         create = MachineCreate(self.store, obj, bootstrap, self.events)
         result = create.run()

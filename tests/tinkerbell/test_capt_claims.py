@@ -322,3 +322,34 @@ def test_the_claim_ranks_the_hardware_stored_now_not_what_the_cache_has_seen(tmp
 
     assert _owners(store) == {"hw-0": None, "hw-1": "m1"}
     store.close()
+
+
+def test_a_create_pass_from_a_lagging_cache_makes_nothing_for_a_deleted_machine(tmp_path: Path) -> None:
+    """Two reconcilers on one store (``capa delete --wait`` beside ``capa controller``): one deletes the
+    machine (its Workflow, Template and Hardware claim, then the machine itself) while the other's cache
+    still shows the machine alive. The other's create pass made a Workflow and a Template owned by a machine
+    that no longer exists, and claimed Hardware for it, which nothing undid. The create pass now reads the
+    machine as stored first."""
+    store = SQLiteStore(tmp_path / "state.db")
+    apply_objects(store, [*cluster_objects(), *machine_objects("m1"), hardware("hw-0", "127.0.0.40")])
+    _adopted(store, ["m1"])
+    key = ObjectKey("TinkerbellMachine", NS, "m1")
+    controller = TinkerbellMachineController(store, EventRecorder(store))
+    controller.reconcile(key)
+    assert [w.name for w in store.list(Workflow, namespace=NS)] == ["m1"]
+    alive = store.get(TinkerbellMachine, "m1", NS)  # what the other reconciler's cache keeps showing
+
+    store.delete(TinkerbellMachine, "m1", NS)
+    for _ in range(5):
+        controller.reconcile(key)
+    assert store.list(TinkerbellMachine, namespace=NS) == []
+    assert store.list(Workflow, namespace=NS) == []
+
+    lagging = Informer(store, TinkerbellMachine, NS)
+    lagging.record(alive)
+    TinkerbellMachineController(CachedStore(store, [lagging]), EventRecorder(store)).reconcile(key)  # type: ignore[arg-type]
+
+    assert store.list(Workflow, namespace=NS) == []
+    assert store.list(Template, namespace=NS) == []
+    assert _owners(store) == {"hw-0": None}
+    store.close()
