@@ -51,7 +51,7 @@ from capa_py.api.tinkerbell import Hardware, Template, Workflow
 from capa_py.store.protocol import ObjectStore
 
 if TYPE_CHECKING:
-    from capa_py.tinkerbell.dispatch import Backoff
+    from capa_py.tinkerbell.backoff import Backoff
     from capa_py.tinkerbell.hegel import IPNetwork
     from capa_py.tinkerbell.server import TLSFiles
 
@@ -146,7 +146,7 @@ def checked_server_flags(
     """The workflow server's settings from its flags (named ``{prefix}port``, ``{prefix}tls-cert``, ...);
     exits 2 naming the flag that is wrong."""
     from capa_app.cli.durations import parse_duration
-    from capa_py.tinkerbell.dispatch import Backoff
+    from capa_py.tinkerbell.backoff import Backoff
     from capa_py.tinkerbell.server import check_tls
 
     if not 0 <= port <= 65535:

@@ -16,7 +16,15 @@ from aiohttp import web
 
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.registry import REGISTRY, KindRegistry
-from capa_py.apiserver import authorization, fieldmanager, protobuf, resources, serverside, tokenrequest
+from capa_py.apiserver import (
+    authorization,
+    fieldmanager,
+    paging,
+    protobuf,
+    resources,
+    serverside,
+    tokenrequest,
+)
 from capa_py.apiserver.crd_kinds import CrdKinds
 from capa_py.apiserver.fieldvalidation import FieldValidation
 from capa_py.apiserver.foreground import ForegroundCollector
@@ -243,7 +251,7 @@ class ResourceHandlers:
             raise ApiError(400, str(exc)) from exc
         await asyncio.to_thread(wait_for_resource_version, self.store, target.model, options.resource_version)
         items, metadata = await asyncio.to_thread(
-            resources.list_page,
+            paging.list_page,
             self.store,
             target,
             query.get("labelSelector"),

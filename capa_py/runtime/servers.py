@@ -17,7 +17,7 @@ from capa_py.store.protocol import ObjectStore
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from capa_py.tinkerbell.dispatch import Backoff
+    from capa_py.tinkerbell.backoff import Backoff
     from capa_py.tinkerbell.hegel import IPNetwork, RunningHegel
     from capa_py.tinkerbell.server import RunningWorkflowServer, TLSFiles
     from capa_py.webhooks import RunningWebhook

@@ -39,9 +39,7 @@ Workflows and Hardware are followed with informers (watches), never polled.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import grpc
 
@@ -55,6 +53,7 @@ from capa_py.store.errors import Conflict, StoreError
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from capa_py.tinkerbell import states
 from capa_py.tinkerbell.agentauth import NONE, Authenticator, Credentials
+from capa_py.tinkerbell.backoff import Backoff, Clock, wall_clock
 from capa_py.tinkerbell.dispatch_commands import (
     SecretReader,
     SecretUnavailable,
@@ -85,24 +84,6 @@ PREPARED = "Prepared"
 """The condition the workflow controller sets once a workflow's actions are rendered."""
 ACTIVE_STATES = frozenset({"Scheduled", "Running", "Cancelling"})
 WRITE_ATTEMPTS = 8
-
-Clock = Callable[[], datetime]
-
-
-def wall_clock() -> datetime:
-    return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """How long a rejected workflow is held back: ``base * 2**(n-1)`` seconds after the n-th rejection,
-    at most ``maximum``."""
-
-    base: float = 10.0
-    maximum: float = 300.0
-
-    def delay(self, rejections: int) -> float:
-        return float(min(self.base * 2 ** min(max(rejections - 1, 0), 62), self.maximum))
 
 
 class Dispatcher(AgentSessions):

@@ -46,7 +46,8 @@ from capa_py.runtime.background import Ready, RunningServer, start_loop_thread
 from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
 from capa_py.tinkerbell import agentauth
-from capa_py.tinkerbell.dispatch import Backoff, Clock, Dispatcher, Refused, wall_clock
+from capa_py.tinkerbell.backoff import Backoff, Clock, wall_clock
+from capa_py.tinkerbell.dispatch import Dispatcher, Refused
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
 

@@ -37,7 +37,8 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.errors import NotFound
 from capa_py.store.sqlite import SQLiteStore
 from capa_py.tinkerbell.agentauth import TOKEN_KEY, Credentials, issue_token
-from capa_py.tinkerbell.dispatch import Backoff, hardware_of, normalise_agent_id
+from capa_py.tinkerbell.backoff import Backoff
+from capa_py.tinkerbell.dispatch import hardware_of, normalise_agent_id
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from capa_py.tinkerbell.proto import workflow_pb2_grpc as pb_grpc
 from capa_py.tinkerbell.server import RunningWorkflowServer, TLSFiles, start_in_thread

@@ -20,7 +20,8 @@ from capa_py.api.meta import ObjectMeta
 from capa_py.api.tinkerbell import Action, Template, TemplateSpec, Workflow
 from capa_py.tinkerbell.agent import Agent, AgentConfig
 from capa_py.tinkerbell.agentauth import TOKEN_ENV
-from capa_py.tinkerbell.dispatch import Backoff, normalise_agent_id
+from capa_py.tinkerbell.backoff import Backoff
+from capa_py.tinkerbell.dispatch import normalise_agent_id
 from capa_py.tinkerbell.runtimes import ProcessRuntime
 from capa_py.tinkerbell.server import start_in_thread
 from tests.e2e.e2e_support import capa_env

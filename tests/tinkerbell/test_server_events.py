@@ -9,7 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from capa_py.tinkerbell.dispatch import Backoff
+from capa_py.tinkerbell.backoff import Backoff
 from capa_py.tinkerbell.proto import workflow_pb2 as pb
 from tests.tinkerbell.server_world import World, hardware, template
 
