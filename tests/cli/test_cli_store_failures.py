@@ -26,6 +26,8 @@ from tests.e2e.e2e_support import EXAMPLE, Capa, Run
 from tests.harness.store_faults import STORE_FREE_PAGES
 from tests.store.test_store_failures import NEWER, corrupt
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def capa(tmp_path: Path) -> Capa:

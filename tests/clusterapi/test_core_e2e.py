@@ -39,6 +39,8 @@ from tests.peers.clusterapi import CapiCore
 from tests.realkube.realkube_support import Kubectl, capa, kubectl_binary, running_controller
 from tests.support.eventually import eventually
 
+pytestmark = pytest.mark.slow
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster.yaml"
 NAMESPACE = "capi-e2e"
 CLUSTER = "demo-md"  # the example's names, demo renamed (example_text)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from capa_py.aws.accounting import is_mutating
 from tests.e2e.e2e_support import (
     QUICK_START,
@@ -18,6 +20,8 @@ from tests.e2e.e2e_support import (
     problems_with_cluster,
     recorded_ids,
 )
+
+pytestmark = pytest.mark.slow
 
 KINDS = (
     "clusters",

@@ -15,12 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from capa_py.api.aws import AWSCluster
 from capa_py.store import open_store
 from capa_py.store.errors import NotFound
 from tests.e2e.e2e_support import (
+    CRASHING_CAPA,
     EXAMPLE,
     Capa,
     MotoInspector,
@@ -30,6 +32,9 @@ from tests.e2e.e2e_support import (
     recorded_ids,
     wait_for,
 )
+from tests.harness.faults import FAIL_OP
+
+pytestmark = pytest.mark.slow
 
 KINDS = ("clusters", "machines", "awsclusters", "awsmachines", "secrets")
 LONG = ("--timeout", "10m")
@@ -139,12 +144,14 @@ def _exits_1_blocked(run: Run, reason: str) -> None:
 def test_apply_exits_1_when_its_objects_are_deleted_by_another_process(capa: Capa, tmp_path: Path) -> None:
     argv = ["--state", str(capa.state), "apply", "-f", str(EXAMPLE), *LONG, "--aws-endpoint"]
     assert capa.endpoint is not None
+    # Every CreateVpc answered as throttled: the apply keeps retrying and cannot converge before the delete
+    # lands, however slowly the delete's process starts on a loaded machine.
     background = subprocess.Popen(
-        [sys.executable, "-m", "capa_app.cli", *argv, capa.endpoint],
+        [sys.executable, *CRASHING_CAPA, *argv, capa.endpoint],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=capa.env(),
+        env=capa.env({FAIL_OP: "CreateVpc:RequestLimitExceeded"}),
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
     )

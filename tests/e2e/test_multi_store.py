@@ -10,11 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from capa_py.aws.accounting import is_mutating
 from capa_py.engine.tags import CAPA_PY_ROLE_TAG, ROLE_TAG, STORE_TAG
 from capa_py.store.sqlite import SQLiteStore
 from tests.audit.helpers import cluster_manifest
 from tests.e2e.e2e_support import ROOT, Capa, MotoInspector
+
+pytestmark = pytest.mark.slow
 
 AMI = "ami-785db401"  # one of moto's built-in images, as in the example manifest
 OWNED = "sigs.k8s.io/cluster-api-provider-aws/cluster/"
