@@ -134,6 +134,7 @@ class SQLiteStore(SQLiteRows):
                 if statement.strip():
                     conn.execute(statement)
             ensure_indexes(conn)
+            self._collect_garbage(conn)
             conn.execute(
                 "INSERT OR IGNORE INTO store_meta (name, value) VALUES (?, ?)",
                 (LAYOUT_KEY, str(LAYOUT_VERSION)),

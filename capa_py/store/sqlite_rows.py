@@ -185,6 +185,18 @@ class SQLiteRows(SQLiteConnections):
         ]
         self._put(conn, doc, "MODIFIED", prev)
 
+    def _collect_garbage(self, conn: sqlite3.Connection) -> None:
+        """Settle every object that names an owner whose uid no object has: garbage a store written by an
+        earlier version kept (it collected dependents only when their owner was removed). Run when the store
+        is opened for writing; the owner index finds them without reading any object that has none."""
+        rows = conn.execute(
+            "SELECT DISTINCT dependent_uid FROM owner_index WHERE owner_uid NOT IN (SELECT uid FROM objects)"
+        ).fetchall()
+        for (uid,) in rows:
+            doc = self._row_by_uid(conn, uid)
+            if doc is not None:
+                self._settle_owners(conn, doc)
+
     def _write_owned(
         self, conn: sqlite3.Connection, doc: dict[str, Any], prev: dict[str, Any] | None
     ) -> dict[str, Any]:

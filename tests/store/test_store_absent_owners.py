@@ -9,6 +9,8 @@ checks what must stay) failed on the SQLite store and on ``capa serve``: the dep
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -333,3 +335,23 @@ def test_owners_of_a_kind_a_stored_crd_serves_are_resolved_by_its_served_version
         owned_by("undefined-kind", f"example.com/{served[0]}", "Gadget")
 
         assert sorted(c.name for c in store.list(ConfigMap)) == ["undefined-kind", "unserved-version"]
+
+
+def test_garbage_a_store_kept_from_before_is_collected_when_it_is_opened(tmp_path: Path) -> None:
+    """A store written before capa-py collected objects whose owners are absent may hold some (a Workflow made
+    for a machine deleted meanwhile): opening it for writing collects them, as the real collector does with
+    what it finds when it starts."""
+    path = tmp_path / "store.db"
+    with SQLiteStore(path) as store:
+        owner = store.create(new_cluster("gone"))
+        live = store.create(new_cluster("live"))
+        store.create(new_machine("left", owner))
+        store.create(new_machine("shared", owner, live))
+        store.create(new_machine("alone"))
+    # What an earlier version left: the owner removed, its dependents not collected.
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("DELETE FROM objects WHERE uid=?", (owner.uid,))
+
+    with SQLiteStore(path) as reopened:
+        assert sorted(m.name for m in reopened.list(Machine)) == ["alone", "shared"]
+        assert owner_names(reopened, "shared") == ["live"]
