@@ -11,7 +11,8 @@ only the objects it returns.
 
 The protocol's operations are here; the tables and layout check are in :mod:`~capa_py.store.sqlite_layout`,
 connections and transactions in :mod:`~capa_py.store.sqlite_connections`, rows, events and garbage collection
-in :mod:`~capa_py.store.sqlite_rows`, following events in :mod:`~capa_py.store.sqlite_watch`.
+in :mod:`~capa_py.store.sqlite_rows` (owners resolved by :mod:`~capa_py.store.sqlite_owners`), following
+events in :mod:`~capa_py.store.sqlite_watch`.
 
 :meth:`SQLiteStore.atomic` makes several writes one transaction (``capa apply`` stores a manifest so: all
 of its objects or none). A file that cannot be written is opened for reading (``mode=ro``, or ``immutable``
@@ -133,6 +134,7 @@ class SQLiteStore(SQLiteRows):
                 if statement.strip():
                     conn.execute(statement)
             ensure_indexes(conn)
+            self._collect_garbage(conn)
             conn.execute(
                 "INSERT OR IGNORE INTO store_meta (name, value) VALUES (?, ?)",
                 (LAYOUT_KEY, str(LAYOUT_VERSION)),
@@ -220,7 +222,7 @@ class SQLiteStore(SQLiteRows):
                 raise AlreadyExists(
                     f"{kind.KIND} {meta.namespace + '/' if meta.namespace else ''}{meta.name} already exists"
                 )
-            self._put(conn, doc, "ADDED", None)
+            doc = self._write_owned(conn, doc, None)
         return self._to_model(kind, doc)
 
     def get(self, kind: type[T], name: str, namespace: str | None = None) -> T:
@@ -307,7 +309,7 @@ class SQLiteStore(SQLiteRows):
             if deleting and meta.get("finalizers", []) in ([], [ORPHAN_FINALIZER]):
                 result = self._delete_doc(conn, merged, "Background")
             else:
-                result = self._put(conn, merged, "MODIFIED", current)
+                result = self._write_owned(conn, merged, current)
         return self._to_model(kind, result)
 
     def update_status(self, obj: T) -> T:
@@ -333,16 +335,6 @@ class SQLiteStore(SQLiteRows):
                 return self._to_model(kind, current)
             result = self._put(conn, merged, "MODIFIED", current)
         return self._to_model(kind, result)
-
-    def _check_preconditions(self, obj: KubeObject, rv: int, current: dict[str, Any]) -> None:
-        wanted = obj.metadata.resource_version
-        if wanted and wanted != str(rv):
-            raise Conflict(
-                f"{obj.ref()}: the object has been modified (resourceVersion {wanted} is stale, "
-                f"current is {rv}); read it again and re-apply the change"
-            )
-        if obj.metadata.uid and obj.metadata.uid != current["metadata"]["uid"]:
-            raise Conflict(f"{obj.ref()}: uid precondition failed (the object was re-created)")
 
     def delete(
         self,

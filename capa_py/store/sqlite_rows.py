@@ -5,6 +5,13 @@ document and appends an event whose sequence number is that version; the events 
 to keep :attr:`SQLiteRows.retain_events`. A deletion marks an object while it has finalizers and removes it
 when it has none; removing an object collects its dependents through the owner index (background
 propagation), and ``Orphan`` propagation strips the owner reference from them instead.
+
+Garbage collection is Kubernetes' (its collector runs in kube-controller-manager), done in the writing
+transaction: an object whose owners (:mod:`~capa_py.store.sqlite_owners` resolves them) are all absent is
+deleted, whether its owner was just removed or it was created or updated naming owners already gone; with
+some owners present, the references to absent ones are removed. A create or update that makes such an
+object succeeds and returns the object as written; the collector's writes follow as events of their own
+(ADDED or MODIFIED, then DELETED), and no reader ever finds the garbage stored.
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ from capa_py import __version__
 from capa_py.api.meta import KubeObject, utcnow
 from capa_py.logging import get_logger
 from capa_py.store.admission import check_registered, validated_document
-from capa_py.store.errors import Unreadable
+from capa_py.store.errors import Conflict, Unreadable
 from capa_py.store.protocol import Propagation, T
 from capa_py.store.sqlite_connections import SQLiteConnections
 from capa_py.store.sqlite_layout import WRITER_KEY, newer
+from capa_py.store.sqlite_owners import owner_state
 
 ORPHAN_FINALIZER = "orphan"
 
@@ -122,6 +130,7 @@ class SQLiteRows(SQLiteConnections):
         return doc
 
     def _collect_dependents(self, conn: sqlite3.Connection, owner_uid: str, orphan: bool) -> None:
+        """The owner ``owner_uid`` is gone: orphan its dependents (strip the reference), or settle them."""
         dependents = [
             row[0]
             for row in conn.execute("SELECT dependent_uid FROM owner_index WHERE owner_uid=?", (owner_uid,))
@@ -130,21 +139,87 @@ class SQLiteRows(SQLiteConnections):
             dependent = self._row_by_uid(conn, dependent_uid)
             if dependent is None:
                 continue
+            if not orphan:
+                self._settle_owners(conn, dependent, gone=owner_uid)
+                continue
             refs = dependent["metadata"].get("ownerReferences", [])
             remaining = [
                 r for r in refs if r["uid"] != owner_uid and self._row_by_uid(conn, r["uid"]) is not None
             ]
-            if orphan or remaining:
-                prev = json.loads(json.dumps(dependent))
-                dependent["metadata"]["ownerReferences"] = remaining
-                if not remaining:
-                    dependent["metadata"].pop("ownerReferences", None)
-                self._put(conn, dependent, "MODIFIED", prev)
-            else:
-                _log.debug(
-                    "garbage collecting dependent", kind=dependent["kind"], name=dependent["metadata"]["name"]
-                )
-                self._delete_doc(conn, dependent, "Background")
+            prev = json.loads(json.dumps(dependent))
+            dependent["metadata"]["ownerReferences"] = remaining
+            if not remaining:
+                dependent["metadata"].pop("ownerReferences", None)
+            self._put(conn, dependent, "MODIFIED", prev)
+
+    def _absent_owners(
+        self, conn: sqlite3.Connection, doc: dict[str, Any], gone: str | None = None
+    ) -> list[bool] | None:
+        """For each owner reference of ``doc``, whether its owner is absent
+        (:func:`~capa_py.store.sqlite_owners.owner_state`); None when the collector has nothing to do: no
+        owner absent, or one it cannot resolve."""
+        meta = doc["metadata"]
+        refs: list[dict[str, Any]] = meta.get("ownerReferences") or []
+        states = [owner_state(conn, self.registry, r, meta.get("namespace", ""), gone) for r in refs]
+        if "unresolvable" in states or "absent" not in states:
+            return None
+        return [state == "absent" for state in states]
+
+    def _settle_owners(self, conn: sqlite3.Connection, doc: dict[str, Any], gone: str | None = None) -> None:
+        """What Kubernetes' garbage collector does to an object whose owners it checks: with every owner
+        absent the object is deleted (background propagation; only marked while it has finalizers); with some
+        present, the references to absent ones are removed; otherwise nothing happens."""
+        absent = self._absent_owners(conn, doc, gone)
+        if absent is not None:
+            self._collect(conn, doc, absent)
+
+    def _collect(self, conn: sqlite3.Connection, doc: dict[str, Any], absent: list[bool]) -> None:
+        meta = doc["metadata"]
+        if all(absent):
+            _log.debug("garbage collecting dependent", kind=doc["kind"], name=meta["name"])
+            self._delete_doc(conn, doc, "Background")
+            return
+        prev = json.loads(json.dumps(doc))
+        meta["ownerReferences"] = [
+            r for r, gone in zip(meta["ownerReferences"], absent, strict=True) if not gone
+        ]
+        self._put(conn, doc, "MODIFIED", prev)
+
+    def _collect_garbage(self, conn: sqlite3.Connection) -> None:
+        """Settle every object that names an owner whose uid no object has: garbage a store written by an
+        earlier version kept (it collected dependents only when their owner was removed). Run when the store
+        is opened for writing; the owner index finds them without reading any object that has none."""
+        rows = conn.execute(
+            "SELECT DISTINCT dependent_uid FROM owner_index WHERE owner_uid NOT IN (SELECT uid FROM objects)"
+        ).fetchall()
+        for (uid,) in rows:
+            doc = self._row_by_uid(conn, uid)
+            if doc is not None:
+                self._settle_owners(conn, doc)
+
+    def _write_owned(
+        self, conn: sqlite3.Connection, doc: dict[str, Any], prev: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Store a created (``prev`` None: ADDED) or updated (MODIFIED) object and return it as written; when
+        its owner references name absent owners the collector's writes follow in the same transaction, as
+        events of their own (DELETED, or MODIFIED for a mark or a removed reference)."""
+        written = self._put(conn, doc, "ADDED" if prev is None else "MODIFIED", prev)
+        absent = self._absent_owners(conn, written) if written["metadata"].get("ownerReferences") else None
+        if absent is None:
+            return written
+        result: dict[str, Any] = json.loads(json.dumps(written))
+        self._collect(conn, written, absent)
+        return result
+
+    def _check_preconditions(self, obj: KubeObject, rv: int, current: dict[str, Any]) -> None:
+        wanted = obj.metadata.resource_version
+        if wanted and wanted != str(rv):
+            raise Conflict(
+                f"{obj.ref()}: the object has been modified (resourceVersion {wanted} is stale, "
+                f"current is {rv}); read it again and re-apply the change"
+            )
+        if obj.metadata.uid and obj.metadata.uid != current["metadata"]["uid"]:
+            raise Conflict(f"{obj.ref()}: uid precondition failed (the object was re-created)")
 
     def _delete_doc(
         self, conn: sqlite3.Connection, doc: dict[str, Any], propagation: Propagation

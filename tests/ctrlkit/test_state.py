@@ -178,7 +178,10 @@ def test_owned_single_object_not_owned_raises_not_owned(
 def test_ownership_is_by_uid_not_by_name(store: SQLiteStore, target: Cluster) -> None:
     previous_incarnation = target.model_copy(deep=True)
     previous_incarnation.metadata.uid = "an-older-uid"
-    store.create(new_machine("demo", owners=(previous_incarnation,)))
+    machine = new_machine("demo", owners=(previous_incarnation,))
+    # Its owner is absent, so the store's garbage collection deletes it: a finalizer keeps it (marked).
+    machine.metadata.finalizers = ["test.capa.io/hold"]
+    store.create(machine)
     with pytest.raises(NotOwned):
         fetch_state(store, target, spec("machine", Machine, False, "name=demo", "owned"))
 

@@ -353,3 +353,42 @@ def test_a_create_pass_from_a_lagging_cache_makes_nothing_for_a_deleted_machine(
     assert store.list(Template, namespace=NS) == []
     assert _owners(store) == {"hw-0": None}
     store.close()
+
+
+class DeletedBeforeTemplate:
+    """A store on which another reconciler deletes the machine (its whole delete pass) between this pass's
+    read of the machine and its create of the Template: the last window of the lagging-cache race."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def create(self, obj: Any) -> Any:
+        if isinstance(obj, Template):
+            self.inner.delete(TinkerbellMachine, "m1", NS)
+            other = TinkerbellMachineController(self.inner, EventRecorder(self.inner))
+            for _ in range(5):
+                other.reconcile(ObjectKey("TinkerbellMachine", NS, "m1"))
+            assert self.inner.list(TinkerbellMachine, namespace=NS) == [], (
+                "the other pass deleted the machine"
+            )
+        return self.inner.create(obj)
+
+
+def test_a_template_and_workflow_made_for_a_machine_deleted_meanwhile_are_collected(tmp_path: Path) -> None:
+    """The machine, read as stored, is deleted by another reconciler before this pass creates its Template
+    and Workflow: the store collects both at once, since their only owner is gone (before the store checked
+    owners, both stayed for good)."""
+    path = tmp_path / "state.db"
+    _setup(path, ["m1"], hardware_count=1)
+    store = SQLiteStore(path)
+    controller = TinkerbellMachineController(DeletedBeforeTemplate(store), EventRecorder(store))  # type: ignore[arg-type]
+
+    controller.reconcile(ObjectKey("TinkerbellMachine", NS, "m1"))
+
+    assert store.list(TinkerbellMachine, namespace=NS) == []
+    assert store.list(Template, namespace=NS) == []
+    assert store.list(Workflow, namespace=NS) == []
+    store.close()
