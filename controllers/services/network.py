@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from capa_py.api.aws import SubnetSpec
 from capa_py.aws.errors import InvalidReference, InvalidRequest
+from capa_py.cache.known import known_of
 from capa_py.engine.errors import Waiting
 from capa_py.logging import get_logger
 from controllers.references import missing
@@ -77,7 +78,7 @@ def zones(scope: ClusterScope) -> list[str]:
         ]
 
     # A region's zones change about never; once subnets are recorded the choice is fixed anyway.
-    found = scope.aws.observations.fact(("availability-zones",), ZONES_FRESHNESS, available)
+    found = known_of(scope.aws).value(("availability-zones",), ZONES_FRESHNESS, available)
     return choose_zones(
         found,
         vpc.availability_zone_usage_limit,
