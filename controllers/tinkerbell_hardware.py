@@ -6,6 +6,7 @@ Hardware labelled with its name and namespace.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
 from capa_py.api.cluster import MachineAddress
@@ -17,6 +18,9 @@ from capa_py.api.tinkerbell_capi import (
     HardwareAffinity,
     TinkerbellMachine,
 )
+from capa_py.store.errors import NotFound
+from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.protocol import ObjectStore
 
 
 def owned_by(hardware: Hardware, machine: TinkerbellMachine) -> bool:
@@ -24,6 +28,22 @@ def owned_by(hardware: Hardware, machine: TinkerbellMachine) -> bool:
     return labels.get(HARDWARE_OWNER_NAME_LABEL) == machine.name and labels.get(
         HARDWARE_OWNER_NAMESPACE_LABEL
     ) == (machine.metadata.namespace or "")
+
+
+def release(store: ObjectStore, hardware: Hardware, machine: TinkerbellMachine) -> None:
+    """Take ``machine``'s ownership labels (and the user data it gave) off ``hardware``, if it still holds
+    it (re-read on conflict); nothing when the Hardware is gone."""
+
+    def unclaim(h: Hardware) -> None:
+        if not owned_by(h, machine):
+            return
+        h.metadata.labels.pop(HARDWARE_OWNER_NAME_LABEL, None)
+        h.metadata.labels.pop(HARDWARE_OWNER_NAMESPACE_LABEL, None)
+        if h.spec.instance is not None:
+            h.spec.instance.userdata = None
+
+    with contextlib.suppress(NotFound):
+        retry_on_conflict(store, hardware, unclaim)
 
 
 def is_free(hardware: Hardware) -> bool:

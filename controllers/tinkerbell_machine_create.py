@@ -38,7 +38,14 @@ from capa_py.store.errors import AlreadyExists, Conflict, NotFound
 from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
 from controllers.base import patch_status
-from controllers.tinkerbell_hardware import hardware_addresses, is_free, owned_by, provider_id, rank
+from controllers.tinkerbell_hardware import (
+    hardware_addresses,
+    is_free,
+    owned_by,
+    provider_id,
+    rank,
+    release,
+)
 
 HARDWARE_READY = "HardwareReady"
 WORKFLOW_READY = "WorkflowReady"
@@ -49,6 +56,8 @@ WORKFLOW_FAILED = "WorkflowFailed"
 EVENT_CLAIMED = "HardwareClaimed"
 EVENT_PROVISIONED = "Provisioned"
 MAX_CLAIM_ATTEMPTS = 10
+MACHINE_GONE = "MachineDeleted"
+"""Why a create pass stopped: the machine was deleted (or marked) after the pass read it."""
 """Conflicts in one reconcile before the claim is left to the next (each conflict is another machine
 having claimed, or changed, the Hardware selected)."""
 
@@ -138,6 +147,8 @@ class MachineCreate:
                 hardware = self._claim(hardware)
                 if hardware is None:
                     return requeue_after(1.0)
+                if self._gone_after_claim(hardware):
+                    return exit_workflow(MACHINE_GONE)
             self.hardware = hardware
             return None
         for _ in range(MAX_CLAIM_ATTEMPTS):
@@ -153,6 +164,8 @@ class MachineCreate:
                 return self._no_hardware(len(listed))
             claimed = self._claim(ranked[0])
             if claimed is not None:
+                if self._gone_after_claim(claimed):
+                    return exit_workflow(MACHINE_GONE)
                 self.hardware = claimed
                 _log.info("hardware claimed", machine=self.obj.ref(), hardware=claimed.name)
                 self.events.normal(self.obj, EVENT_CLAIMED, f"claimed hardware {claimed.name}")
@@ -169,6 +182,20 @@ class MachineCreate:
             return self.store.update(claimed)
         except (Conflict, NotFound):
             return None
+
+    def _gone_after_claim(self, claimed: Hardware) -> bool:
+        """Whether the machine, read as stored after the claim, is gone or being deleted; its claim then
+        released. Another reconciler may have deleted it since this pass read it: its delete pass lists the
+        Hardware after marking the machine, so a claim it did not see was written after the mark, which this
+        read sees."""
+        stored = get_or_none(api_reader(self.store), TinkerbellMachine, self.obj.name, self.namespace)
+        if stored is not None and stored.metadata.uid == self.obj.metadata.uid and not stored.being_deleted:
+            return False
+        release(self.store, claimed, self.obj)
+        _log.info(
+            "claim released: the machine was deleted meanwhile", machine=self.obj.ref(), hardware=claimed.name
+        )
+        return True
 
     def _no_hardware(self, total: int) -> Result:
         affinity = self.obj.spec.hardware_affinity

@@ -9,8 +9,6 @@ from capa_py.api.conditions import READY, set_condition
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
 from capa_py.api.tinkerbell_capi import (
-    HARDWARE_OWNER_NAME_LABEL,
-    HARDWARE_OWNER_NAMESPACE_LABEL,
     TINKERBELL_MACHINE_FINALIZER,
     TinkerbellMachine,
 )
@@ -19,11 +17,12 @@ from capa_py.ctrlkit.combinators import Sequential
 from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
+from capa_py.runtime.informer import api_reader
 from capa_py.store.errors import NotFound
-from capa_py.store.helpers import get_or_none, retry_on_conflict
+from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore
 from controllers.base import patch_status, remove_finalizer
-from controllers.tinkerbell_hardware import owned_by
+from controllers.tinkerbell_hardware import owned_by, release
 
 EVENT_RELEASED = "HardwareReleased"
 
@@ -68,20 +67,12 @@ class MachineDelete:
         return None
 
     def release_hardware(self, ctx: Context) -> Result | None:
-        for hardware in self.store.list(Hardware, namespace=self.namespace):
+        # As stored, not as cached: a create pass that claimed Hardware just before this machine was marked
+        # for deletion may not have reached the cache, and its claim would stay for good.
+        for hardware in api_reader(self.store).list(Hardware, namespace=self.namespace):
             if not owned_by(hardware, self.obj):
                 continue
-
-            def release(h: Hardware) -> None:
-                if not owned_by(h, self.obj):
-                    return
-                h.metadata.labels.pop(HARDWARE_OWNER_NAME_LABEL, None)
-                h.metadata.labels.pop(HARDWARE_OWNER_NAMESPACE_LABEL, None)
-                if h.spec.instance is not None:
-                    h.spec.instance.userdata = None
-
-            with contextlib.suppress(NotFound):
-                retry_on_conflict(self.store, hardware, release)
+            release(self.store, hardware, self.obj)
             _log.info("hardware released", machine=self.obj.ref(), hardware=hardware.name)
             self.events.normal(self.obj, EVENT_RELEASED, f"released hardware {hardware.name}")
         return None

@@ -392,3 +392,44 @@ def test_a_template_and_workflow_made_for_a_machine_deleted_meanwhile_are_collec
     assert store.list(Template, namespace=NS) == []
     assert store.list(Workflow, namespace=NS) == []
     store.close()
+
+
+class DeletedBeforeClaim:
+    """A store on which another reconciler deletes the machine (its whole delete pass, which releases what
+    the machine holds) between this pass's read of the machine and its claim of a Hardware."""
+
+    def __init__(self, inner: SQLiteStore) -> None:
+        self.inner = inner
+        self.deleted = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def update(self, obj: Any) -> Any:
+        if isinstance(obj, Hardware) and owner_of(obj) == "m1" and not self.deleted:
+            self.deleted = True
+            self.inner.delete(TinkerbellMachine, "m1", NS)
+            other = TinkerbellMachineController(self.inner, EventRecorder(self.inner))
+            for _ in range(5):
+                other.reconcile(ObjectKey("TinkerbellMachine", NS, "m1"))
+            assert self.inner.list(TinkerbellMachine, namespace=NS) == [], "the other pass deleted the machine"
+        return self.inner.update(obj)
+
+
+def test_a_claim_made_for_a_machine_deleted_meanwhile_is_released(tmp_path: Path) -> None:
+    """The machine, read as stored, is deleted by another reconciler (whose delete pass found no Hardware to
+    release) before this pass claims a Hardware: the claim is released at once, not left labelled with a
+    machine that is gone (before, nothing undid it, and the Hardware stayed taken for good)."""
+    path = tmp_path / "state.db"
+    _setup(path, ["m1"], hardware_count=1)
+    store = SQLiteStore(path)
+    racing = DeletedBeforeClaim(store)
+    controller = TinkerbellMachineController(racing, EventRecorder(store))  # type: ignore[arg-type]
+
+    controller.reconcile(ObjectKey("TinkerbellMachine", NS, "m1"))
+
+    assert racing.deleted, "the claim was never attempted"
+    assert store.list(TinkerbellMachine, namespace=NS) == []
+    assert _owners(store) == {"hw-0": None}
+    assert store.list(Workflow, namespace=NS) == []
+    store.close()
