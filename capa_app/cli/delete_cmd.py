@@ -47,19 +47,21 @@ def delete(
         seconds = parse_duration(timeout)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
-    from capa_app.cli.delete_run import delete_and_wait
+    from capa_app.cli.delete_run import DeleteOptions, delete_and_wait
 
-    delete_and_wait(
-        ctx,
+    options = DeleteOptions(
         filename,
         kind,
         name,
         namespace,
         ignore_not_found,
-        (aws_endpoint, region, profile, endpoint_profile),
+        aws_endpoint,
+        region,
+        profile,
+        endpoint_profile,
         wait,
         timeout,
-        seconds,
         not no_wait_for_lock,
         in_process,
     )
+    delete_and_wait(ctx, options, seconds)

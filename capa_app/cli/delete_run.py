@@ -5,6 +5,7 @@ running elsewhere until the objects are gone."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,26 +110,32 @@ def _converge(
         raise typer.Exit(EXIT_FAILED)
 
 
-def delete_and_wait(
-    ctx: typer.Context,
-    filename: list[Path] | None,
-    kind: str | None,
-    name: str | None,
-    namespace: str | None,
-    ignore_not_found: bool,
-    aws: tuple[str | None, str | None, str | None, str | None],
-    wait: bool,
-    timeout: str,
-    seconds: float,
-    wait_for_lock: bool,
-    in_process: bool,
-) -> None:
-    """Delete what the command names and (with ``wait``) reconcile until it is gone or ``seconds`` have
-    passed; ``aws`` is ``--aws-endpoint``, ``--region``, ``--profile`` and ``--endpoint-profile``."""
-    aws_endpoint, region, profile, endpoint_profile = aws
-    objects = _requested(filename, kind, name, namespace)
+@dataclass(frozen=True)
+class DeleteOptions:
+    """``capa delete``'s checked flags: what it names, and how it waits."""
+
+    filename: list[Path] | None
+    kind: str | None
+    name: str | None
+    namespace: str | None
+    ignore_not_found: bool
+    endpoint: str | None
+    region: str | None
+    profile: str | None
+    endpoint_profile: str | None
+    wait: bool
+    timeout: str
+    wait_for_lock: bool
+    in_process: bool
+
+
+def delete_and_wait(ctx: typer.Context, options: DeleteOptions, seconds: float) -> None:
+    """Delete what the command names and (with ``--wait``) reconcile until it is gone or ``seconds`` have
+    passed."""
+    filename, wait, timeout = options.filename, options.wait, options.timeout
+    objects = _requested(filename, options.kind, options.name, options.namespace)
     deadline = time.monotonic() + seconds
-    elsewhere = wait and globals_of(ctx).remote and not in_process
+    elsewhere = wait and globals_of(ctx).remote and not options.in_process
     # --timeout bounds the whole command: no AWS call starts after the deadline.
     with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
         aws_ctx = None
@@ -136,14 +143,18 @@ def delete_and_wait(
             # An object named by KIND NAME is a bare reference: its region is its stored copy's.
             known = objects if filename else stored_copies(store, objects)
             aws_ctx = aws_context(
-                ctx, aws_endpoint, region or region_of(known, store), profile, endpoint_profile
+                ctx,
+                options.endpoint,
+                options.region or region_of(known, store),
+                options.profile,
+                options.endpoint_profile,
             )
             refuse_stale_local_store(ctx, store, aws_ctx)
-        targets = _delete(store, objects, ignore_not_found, bool(filename))
+        targets = _delete(store, objects, options.ignore_not_found, bool(filename))
         if not wait:
             return
         if not elsewhere:
-            _converge(store, targets, aws_ctx, wait_for_lock, timeout, limit)
+            _converge(store, targets, aws_ctx, options.wait_for_lock, timeout, limit)
             return
         result = observe_elsewhere(stderr, store, targets, "gone", limit.left(), True)
         if not result.converged:
@@ -152,4 +163,4 @@ def delete_and_wait(
         report_workflow_outcomes(store, targets)
 
 
-__all__ = ["delete_and_wait"]
+__all__ = ["DeleteOptions", "delete_and_wait"]
