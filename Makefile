@@ -49,6 +49,7 @@ docs-gen: setup
 	$(BIN)/python -m capa_app.docsgen
 
 bench: setup
+	$(BIN)/python -m benchmarks.startup
 	$(BIN)/python -m benchmarks.run
 	$(BIN)/python -m benchmarks.store
 	$(BIN)/python -m benchmarks.scale $(SCALE_BENCH_ARGS)

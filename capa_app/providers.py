@@ -19,9 +19,9 @@ from capa_py.api.machinesets import MachineDeployment
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import Hardware
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
+from capa_py.defaults import DEFAULT_IMAGE
 from capa_py.logging import get_logger
 from capa_py.manifests.components import core_components, provider_components
-from capa_py.manifests.deployment import DEFAULT_IMAGE
 from capa_py.operations import apply_objects
 from capa_py.store.errors import NotFound
 from capa_py.workflow.clusters import ClusterAccess, Stoppable

@@ -3,6 +3,9 @@
 Console rendering when stderr is a terminal, JSON lines with ``--log-format json`` (or when not a TTY and
 ``auto`` is chosen). A processor drops values of keys that look like secrets so that credentials, tokens
 and user data never reach a log sink, whoever calls the logger.
+
+structlog (which loads rich's tracebacks) is imported when logging is configured or a logger is first
+used, not when a module creates its logger: a process that never logs (``capa --help``) never loads it.
 """
 
 from __future__ import annotations
@@ -11,8 +14,6 @@ import logging
 import sys
 from collections.abc import MutableMapping
 from typing import Any, Literal, TextIO, cast
-
-import structlog
 
 LogFormat = Literal["auto", "console", "json"]
 
@@ -58,6 +59,8 @@ class _CurrentStderr:
 
 def configure_logging(fmt: LogFormat = "auto", verbosity: int = 0) -> None:
     """Configure structlog and the stdlib root logger; safe to call more than once."""
+    import structlog
+
     level = logging.WARNING
     if verbosity == 1:
         level = logging.INFO
@@ -86,10 +89,25 @@ def configure_logging(fmt: LogFormat = "auto", verbosity: int = 0) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+class _Logger:
+    """structlog's logger for ``bound``, made (importing structlog) the first time it is used."""
+
+    def __init__(self, bound: dict[str, Any]) -> None:
+        self._bound = bound
+        self._logger: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._logger is None:
+            import structlog
+
+            # A lazy proxy: the configuration is read at first use, so module-level loggers follow
+            # configure_logging() even though they are created at import time.
+            self._logger = structlog.get_logger(**self._bound)
+        return getattr(self._logger, name)
+
+
 def get_logger(name: str | None = None, **bound: Any) -> Any:
     """A structlog logger bound to ``component=name`` and any extra context."""
     if name:
         bound = {"component": name, **bound}
-    # A lazy proxy: the configuration is read at first use, so module-level loggers follow
-    # configure_logging() even though they are created at import time.
-    return structlog.get_logger(**bound)
+    return _Logger(bound)

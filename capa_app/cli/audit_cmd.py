@@ -17,22 +17,10 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from capa_app.audit import (
-    AuditClass,
-    AuditOptions,
-    AuditReport,
-    AuditRow,
-    DeletionPlan,
-    DeletionReport,
-    DiscoveryMode,
-    delete_leaks,
-    plan_deletion,
-    run_audit,
-)
 from capa_app.cli.common import (
     EndpointOption,
     ProfileOption,
@@ -45,10 +33,9 @@ from capa_app.cli.common import (
 )
 from capa_app.cli.durations import parse_duration
 from capa_app.cli.output import format_table, render_json
-from capa_py.api.aws import known_regions
-from capa_py.aws.accounting import call_scope
-from capa_py.aws.errors import AWSError
-from capa_py.store.errors import StoreError
+
+if TYPE_CHECKING:
+    from capa_app.audit import AuditOptions, AuditReport, AuditRow, DeletionPlan, DeletionReport
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -95,6 +82,8 @@ def _rows_table(rows: list[AuditRow], regions: int) -> str:
 
 
 def _print_report(report: AuditReport, show_managed: bool) -> None:
+    from capa_app.audit import AuditClass
+
     shown = [r for r in report.rows if show_managed or r.classification != AuditClass.MANAGED]
     if shown:
         sys.stdout.write(_rows_table(shown, len(report.regions)))
@@ -170,6 +159,9 @@ def _options(
     discovery: str,
     older_than: str | None,
 ) -> AuditOptions:
+    from capa_app.audit import AuditOptions, DiscoveryMode
+    from capa_py.api.aws import known_regions
+
     if cluster and all_clusters:
         raise typer.BadParameter("give --cluster NAME or --all-clusters, not both", param_hint="--cluster")
     try:
@@ -233,6 +225,11 @@ def audit(
 ) -> None:
     """Find leaked AWS resources: orphans, untagged leftovers in managed VPCs, drift; --delete removes
     orphans."""
+    from capa_app.audit import delete_leaks, plan_deletion, run_audit
+    from capa_py.aws.accounting import call_scope
+    from capa_py.aws.errors import AWSError
+    from capa_py.store.errors import StoreError
+
     if output not in ("table", "json"):
         raise typer.BadParameter("must be table or json", param_hint="-o/--output")
     options = _options(cluster, all_clusters, region, discovery, older_than)

@@ -5,7 +5,7 @@ why a wait ended before every object was done. Whatever prints takes the console
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Literal
 
 import typer
 from rich.console import Console
@@ -25,16 +25,6 @@ from controllers.run import ConvergeResult, converge
 if TYPE_CHECKING:
     from capa_app.cli.aws_context import AWSContext
     from capa_py.api.meta import KubeObject
-
-
-RunControllersOption = Annotated[
-    bool,
-    typer.Option(
-        "--run-controllers",
-        help="Against an API server (--kubeconfig, --store kube): run the controllers in this process, "
-        "holding the store's lease, instead of waiting for the ones running there. Always so on SQLite.",
-    ),
-]
 
 
 def print_calls(calls: CallCounter) -> None:

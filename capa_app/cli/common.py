@@ -1,29 +1,28 @@
 """What every ``capa`` command shares: exit codes, consoles, global options, manifest loading, AWS options.
 
 Kept apart from :mod:`capa_app.cli.main` (which builds the app and mounts the command modules) so that
-command modules import it without importing each other.
+command modules import it without importing each other. It imports only typer and rich when loaded: what
+a helper needs (the store, the manifests, AWS) it imports when called, so registering the commands (all
+``--help`` needs) loads none of it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeAlias
 
 import typer
 from rich.console import Console
 
-from capa_app.cli.aws_context import AWSContext, build_aws_context
-from capa_py.api.aws import AWSCluster
-from capa_py.api.loader import ManifestError, load_manifests
-from capa_py.api.meta import KubeObject
-from capa_py.aws import local
-from capa_py.aws.accounting import CallCounter
-from capa_py.aws.errors import AWSError
-from capa_py.logging import LogFormat
-from capa_py.store import Missing, SQLiteStore, Unavailable, open_store
-from capa_py.store.kube import KubeStore
-from capa_py.store.protocol import ObjectStore
+if TYPE_CHECKING:
+    from capa_app.cli.aws_context import AWSContext
+    from capa_py.api.meta import KubeObject
+    from capa_py.aws.accounting import CallCounter
+    from capa_py.logging import LogFormat
+    from capa_py.store import SQLiteStore
+    from capa_py.store.kube import KubeStore
+    from capa_py.store.protocol import ObjectStore
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -33,7 +32,7 @@ stdout = Console(soft_wrap=True)
 stderr = Console(stderr=True, soft_wrap=True)
 
 
-OpenedStore = SQLiteStore | KubeStore
+OpenedStore: TypeAlias = "SQLiteStore | KubeStore"
 
 
 @dataclass
@@ -55,6 +54,8 @@ class Globals:
 
     def store(self) -> OpenedStore:
         """The store, created on first use; a path that is not a store exits 2 naming it."""
+        from capa_py.store import Unavailable, open_store
+
         if self.remote:
             return self._kube_store()
         try:
@@ -64,6 +65,8 @@ class Globals:
 
     def existing_store(self) -> OpenedStore | None:
         """The store if one exists (never created: read-only commands use this), else ``None``."""
+        from capa_py.store import Missing, Unavailable, open_store
+
         if self.remote:
             return self._kube_store()
         try:
@@ -76,6 +79,9 @@ class Globals:
     def _kube_store(self) -> KubeStore:
         """The API server's store: a kubeconfig that cannot be used exits 2, a server that does not
         answer exits 1."""
+        from capa_py.store import Unavailable
+        from capa_py.store.kube import KubeStore
+
         try:
             if self.kubeconfig is not None:
                 store = KubeStore.from_kubeconfig(self.kubeconfig)
@@ -108,6 +114,8 @@ def globals_of(ctx: typer.Context) -> Globals:
 
 
 def load_files(files: list[Path]) -> list[KubeObject]:
+    from capa_py.api.loader import ManifestError, load_manifests
+
     try:
         return load_manifests(files)
     except ManifestError as exc:
@@ -147,9 +155,40 @@ TraitsOption = Annotated[
 ]
 WaitOption = Annotated[bool, typer.Option("--wait/--no-wait", help="Run the controllers until done.")]
 TimeoutOption = Annotated[str, typer.Option("--timeout", help="How long --wait waits (90s, 15m, 1h).")]
+RunControllersOption = Annotated[
+    bool,
+    typer.Option(
+        "--run-controllers",
+        help="Against an API server (--kubeconfig, --store kube): run the controllers in this process, "
+        "holding the store's lease, instead of waiting for the ones running there. Always so on SQLite.",
+    ),
+]
+
+
+def _check_lease_environment(value: bool) -> bool:
+    # Checked while the options are parsed, so a malformed duration exits 2 before the store changes.
+    from capa_py.runtime.leader import LeaseTiming
+
+    try:
+        LeaseTiming.from_env()
+    except ValueError as exc:
+        fail(str(exc), EXIT_INVALID)
+    return value
+
+
+NoWaitForLockOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-wait-for-lock",
+        help="When another process holds the store's lease, exit 1 naming it instead of waiting.",
+        callback=_check_lease_environment,
+    ),
+]
 
 
 def region_of(objects: list[KubeObject], store: ObjectStore | None = None) -> str | None:
+    from capa_py.api.aws import AWSCluster
+
     for obj in objects:
         if isinstance(obj, AWSCluster):
             return obj.spec.region
@@ -163,6 +202,10 @@ def region_of(objects: list[KubeObject], store: ObjectStore | None = None) -> st
 def aws_context(
     ctx: typer.Context, endpoint: str | None, region: str | None, profile: str | None, traits: str | None
 ) -> AWSContext:
+    from capa_app.cli.aws_context import build_aws_context
+    from capa_py.aws import local
+    from capa_py.aws.errors import AWSError
+
     try:
         return build_aws_context(globals_of(ctx).state, endpoint, region, profile, traits)
     except ValueError as exc:
@@ -184,6 +227,9 @@ def reachable_kube_store(kubeconfig: Path, flag: str, unreachable: str | None = 
     """The API server a kubeconfig names, checked to answer: a kubeconfig that cannot be used exits 2
     naming ``flag``; a server that does not answer exits 1 saying ``unreachable`` (by default, naming
     ``flag``)."""
+    from capa_py.store import Unavailable
+    from capa_py.store.kube import KubeStore
+
     try:
         store = KubeStore.from_kubeconfig(kubeconfig)
     except Unavailable as exc:

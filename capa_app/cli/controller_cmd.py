@@ -45,27 +45,11 @@ from capa_app.cli.common import (
     fail,
     globals_of,
 )
-from capa_app.cli.controller_flags import (
-    bind_addresses,
-    core_controllers_enabled,
-    hegel_options,
-    lease_timing,
-    parse_providers,
-    tink_server_options,
-    webhook_options,
-    workflow_timeouts,
-)
-from capa_app.cli.controller_run import run
 from capa_app.cli.durations import parse_duration
-from capa_py.api.core import Secret
-from capa_py.api.tinkerbell import TINKERBELL_KINDS
-from capa_py.runtime.process import ProcessOptions
-from capa_py.store.errors import Invalid
-from capa_py.store.selectors import LabelSelector
 
 WATCH_FILTER_LABEL = "cluster.x-k8s.io/watch-filter"
 
-__all__ = ["controller", "core_controllers_enabled", "register", "workflow_timeouts"]
+__all__ = ["controller", "register"]
 
 
 def controller(
@@ -238,6 +222,23 @@ def controller(
     ] = False,
 ) -> None:
     """Run every controller against the store until SIGTERM or SIGINT."""
+    from capa_app.cli.controller_flags import (
+        bind_addresses,
+        core_controllers_enabled,
+        hegel_options,
+        lease_timing,
+        parse_providers,
+        tink_server_options,
+        webhook_options,
+        workflow_timeouts,
+    )
+    from capa_app.cli.controller_run import run
+    from capa_py.api.core import Secret
+    from capa_py.api.tinkerbell import TINKERBELL_KINDS
+    from capa_py.runtime.process import ProcessOptions
+    from capa_py.store.errors import Invalid
+    from capa_py.store.selectors import LabelSelector
+
     if core_controllers not in ("auto", "on", "off"):
         fail("--core-controllers must be auto, on or off", EXIT_INVALID)
     chosen = parse_providers(providers)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from capa_app.cli.common import EXIT_INVALID, fail
 from capa_app.cli.durations import parse_duration
+from capa_app.cli.tink_flags import WorkflowServerOptions, checked_hegel_flags, checked_server_flags
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.runtime.endpoints import BindAddress, parse_bind_address
 from capa_py.runtime.leader import LEASE_DURATION_ENV, LeaseTiming
@@ -19,7 +20,6 @@ from capa_py.webhooks import CertificateReloader, WebhookConfigError
 from controllers.tinkerbell import WorkflowTimeouts
 
 if TYPE_CHECKING:
-    from capa_app.cli.tink_cmd import WorkflowServerOptions
     from capa_py.tinkerbell.hegel import IPNetwork
 
 CLUSTER_CRD = "clusters.cluster.x-k8s.io"
@@ -129,8 +129,6 @@ class HegelOptions:
 
 def hegel_options(port: int, bind: str, trusted_proxies: str | None) -> HegelOptions | None:
     """Hegel's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
-    from capa_app.cli.tink_cmd import checked_hegel_flags
-
     trusted = checked_hegel_flags("--hegel-port", port, trusted_proxies)
     return HegelOptions(bind, port, trusted) if port else None
 
@@ -146,8 +144,6 @@ def tink_server_options(
     allow_unauthenticated_agents: bool = False,
 ) -> WorkflowServerOptions | None:
     """The workflow server's settings; None (not served) with port 0. Exits 2 naming a bad flag."""
-    from capa_app.cli.tink_cmd import checked_server_flags
-
     options = checked_server_flags(
         "--tink-server-",
         bind,

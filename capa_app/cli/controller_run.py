@@ -25,7 +25,7 @@ from controllers import embedded_controllers
 from controllers.tinkerbell import WorkflowTimeouts
 
 if TYPE_CHECKING:
-    from capa_app.cli.tink_cmd import WorkflowServerOptions
+    from capa_app.cli.tink_flags import WorkflowServerOptions
 
 CORE_CONTROLLERS = ("cluster", "machine", "machinedeployment", "machineset")
 

@@ -17,14 +17,12 @@ import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from capa_py.ctrlkit.action import Action
-from capa_py.ctrlkit.codegen import generate
-from capa_py.ctrlkit.dsl import DSLError, parse
-from capa_py.ctrlkit.graph import to_dot, to_mermaid
+if TYPE_CHECKING:
+    from capa_py.ctrlkit.action import Action
 
 EXIT_INVALID = 2
 
@@ -62,6 +60,9 @@ def gen_command(
 
     The module holds each manager's state getters, the protocol of its actions and the action wrappers.
     """
+    from capa_py.ctrlkit.codegen import generate
+    from capa_py.ctrlkit.dsl import DSLError, parse
+
     try:
         text = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -102,6 +103,8 @@ def load_workflow(target: str) -> Action:
 
 
 def _resolve(target: str, module_name: str, attribute: str) -> Action:
+    from capa_py.ctrlkit.action import Action
+
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
@@ -140,6 +143,8 @@ def graph_command(
     ] = GraphFormat.MERMAID,
 ) -> None:
     """Draw a composed workflow as a Mermaid flowchart or a Graphviz digraph."""
+    from capa_py.ctrlkit.graph import to_dot, to_mermaid
+
     try:
         workflow = load_workflow(target)
     except ValueError as exc:

@@ -3,118 +3,21 @@ they are gone (their AWS resources torn down)."""
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from capa_app.cli.aws_support import (
-    RunControllersOption,
-    converge_here,
-    label,
-    observe_elsewhere,
-    print_calls,
-    refuse_stale_local_store,
-    report_unfinished,
-    stored_copies,
-)
 from capa_app.cli.common import (
-    EXIT_FAILED,
-    EXIT_INVALID,
     EndpointOption,
     FilesOption,
+    NoWaitForLockOption,
     ProfileOption,
     RegionOption,
+    RunControllersOption,
     TimeoutOption,
     TraitsOption,
-    aws_context,
-    fail,
-    globals_of,
-    load_files,
-    region_of,
-    stderr,
-    stdout,
 )
 from capa_app.cli.durations import parse_duration
-from capa_app.cli.lease import NoWaitForLockOption
-from capa_app.cli.tink_cmd import report_workflow_outcomes
-from capa_py.api.meta import KubeObject, ObjectMeta
-from capa_py.api.registry import REGISTRY, UnknownKind
-from capa_py.aws.deadline import Deadline, aws_deadline
-from capa_py.operations import delete_objects
-from capa_py.store.errors import NotFound
-from capa_py.store.protocol import ObjectStore
-from controllers import needs_aws
-
-if TYPE_CHECKING:
-    from capa_app.cli.aws_context import AWSContext
-
-
-def _requested(
-    filename: list[Path] | None, kind: str | None, name: str | None, namespace: str | None
-) -> list[KubeObject]:
-    """The objects the command names: a manifest's, or a bare KIND NAME reference."""
-    if filename:
-        return load_files(filename)
-    if kind and name:
-        try:
-            model = REGISTRY.resolve(kind)
-        except UnknownKind as exc:
-            fail(str(exc), EXIT_INVALID)
-        reference = model.model_construct()
-        reference.metadata = ObjectMeta(
-            name=name, namespace=(namespace or "default") if model.NAMESPACED else None
-        )
-        return [reference]
-    raise typer.BadParameter("give -f FILE or KIND NAME")
-
-
-def _delete(
-    store: ObjectStore, objects: list[KubeObject], ignore_not_found: bool, from_files: bool
-) -> list[KubeObject]:
-    """Delete (or mark for deletion) each object, say what happened; the last states of those left."""
-    try:
-        # A manifest re-deleted after a delete that did not finish: what is gone already is done.
-        results = delete_objects(store, objects, ignore_not_found, partial_ok=from_files)
-    except NotFound as exc:
-        fail(str(exc))
-    for requested, last in results:
-        if last is None:
-            if from_files:
-                stdout.print(f"{label(requested)} already deleted", highlight=False)
-            continue
-        pending = last.metadata.deletion_timestamp is not None and bool(last.metadata.finalizers)
-        name = f"{requested.KIND.lower()}/{requested.metadata.name}"
-        stdout.print(f"{name} {'deleting' if pending else 'deleted'}", highlight=False)
-    return [last for _, last in results if last is not None]
-
-
-def _converge(
-    store: ObjectStore,
-    targets: list[KubeObject],
-    aws: AWSContext | None,
-    wait_for_lock: bool,
-    timeout: str,
-    limit: Deadline,
-) -> None:
-    """The controllers run in this process, holding the store lease, until ``targets`` are gone."""
-    result = converge_here(
-        stderr,
-        store,
-        targets,
-        "gone",
-        command="capa delete",
-        aws=aws,
-        wait_for_lock=wait_for_lock,
-        limit=limit,
-        show=True,
-    )
-    report_workflow_outcomes(store, targets)
-    print_calls(result.calls)
-    if not result.converged:
-        report_unfinished(stderr, result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
-        raise typer.Exit(EXIT_FAILED)
 
 
 def delete(
@@ -144,25 +47,21 @@ def delete(
         seconds = parse_duration(timeout)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--timeout") from exc
-    objects = _requested(filename, kind, name, namespace)
-    deadline = time.monotonic() + seconds
-    elsewhere = wait and globals_of(ctx).remote and not in_process
-    # --timeout bounds the whole command: no AWS call starts after the deadline.
-    with globals_of(ctx).store() as store, aws_deadline(deadline) as limit:
-        aws = None
-        if wait and not elsewhere and needs_aws(objects, store):
-            # An object named by KIND NAME is a bare reference: its region is its stored copy's.
-            known = objects if filename else stored_copies(store, objects)
-            aws = aws_context(ctx, aws_endpoint, region or region_of(known, store), profile, endpoint_profile)
-            refuse_stale_local_store(ctx, store, aws)
-        targets = _delete(store, objects, ignore_not_found, bool(filename))
-        if not wait:
-            return
-        if not elsewhere:
-            _converge(store, targets, aws, not no_wait_for_lock, timeout, limit)
-            return
-        result = observe_elsewhere(stderr, store, targets, "gone", limit.left(), True)
-        if not result.converged:
-            report_unfinished(stderr, result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
-            raise typer.Exit(EXIT_FAILED)
-        report_workflow_outcomes(store, targets)
+    from capa_app.cli.delete_run import DeleteOptions, delete_and_wait
+
+    options = DeleteOptions(
+        filename,
+        kind,
+        name,
+        namespace,
+        ignore_not_found,
+        aws_endpoint,
+        region,
+        profile,
+        endpoint_profile,
+        wait,
+        timeout,
+        not no_wait_for_lock,
+        in_process,
+    )
+    delete_and_wait(ctx, options, seconds)

@@ -16,9 +16,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
-
-import typer
 
 from capa_app.cli.common import EXIT_FAILED, EXIT_INVALID, fail, stderr
 from capa_py.api.coordination import Lease
@@ -35,25 +32,6 @@ from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
 
 _log = get_logger("cli.lease")
-
-
-def _check_lease_environment(value: bool) -> bool:
-    # Checked while the options are parsed, so a malformed duration exits 2 before the store changes.
-    try:
-        LeaseTiming.from_env()
-    except ValueError as exc:
-        fail(str(exc), EXIT_INVALID)
-    return value
-
-
-NoWaitForLockOption = Annotated[
-    bool,
-    typer.Option(
-        "--no-wait-for-lock",
-        help="When another process holds the store's lease, exit 1 naming it instead of waiting.",
-        callback=_check_lease_environment,
-    ),
-]
 
 
 def _announce(lease: Lease) -> None:

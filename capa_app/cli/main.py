@@ -32,12 +32,9 @@ from capa_app.cli.common import (
     stderr,
     stdout,
 )
-from capa_app.cli.output import print_objects
 from capa_py import __version__
-from capa_py.api.registry import REGISTRY, UnknownKind
+from capa_py.defaults import DEFAULT_STATE
 from capa_py.logging import configure_logging, get_logger
-from capa_py.store import DEFAULT_STATE
-from capa_py.store.errors import Invalid, NotFound, StoreError
 
 _log = get_logger("cli")
 
@@ -118,6 +115,10 @@ def get(
     output: OutputOption = "table",
 ) -> None:
     """Show objects from the store (``-o wide`` adds the columns kubectl shows only then)."""
+    from capa_app.cli.output import print_objects
+    from capa_py.api.registry import REGISTRY, UnknownKind
+    from capa_py.store.errors import Invalid, NotFound, StoreError
+
     check_output(output, wide=True)
     wide = output == "wide"
     output = "table" if wide else output
@@ -218,10 +219,6 @@ def run() -> None:
     except KeyboardInterrupt:
         _say(interrupted_message(_invoked[0] if _invoked else None))
         sys.exit(130)
-    except StoreError as exc:  # a store failure no command expected (an API server gone mid-command)
-        _log.debug("store failure", exc_info=True)
-        _say(f"error: {exc}")
-        sys.exit(1)
     except sqlite3.Error as exc:
         _log.debug("SQLite failure", exc_info=True)
         _say(f"error: the store failed: {exc}")
@@ -231,7 +228,15 @@ def run() -> None:
         where = f": {exc.filename}" if exc.filename else ""
         _say(f"error: {exc.strerror or exc}{where}")
         sys.exit(1)
-    except Exception as exc:  # a failure no part of capa-py expected: still one line
+    except Exception as exc:
+        from capa_py.store.errors import StoreError  # imported here: --help never loads the store
+
+        # A store failure no command expected (an API server gone mid-command).
+        if isinstance(exc, StoreError):
+            _log.debug("store failure", exc_info=True)
+            _say(f"error: {exc}")
+            sys.exit(1)
+        # A failure no part of capa-py expected: still one line.
         _log.debug("unexpected failure", exc_info=True)
         summary = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         _say(

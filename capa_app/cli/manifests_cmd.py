@@ -22,8 +22,7 @@ from typing import Annotated
 import typer
 
 from capa_py import __version__
-from capa_py.manifests import DEFAULT_IMAGE, SELECTIONS, ExternalWebhooks, documents, render
-from capa_py.manifests.repository import write_repository
+from capa_py.defaults import DEFAULT_IMAGE
 
 EXIT_INVALID = 2
 
@@ -77,6 +76,9 @@ def manifests(
 ) -> None:
     """Print the CRDs, the RBAC or the controller Deployment for a management cluster (`all`: every
     one), or write capa-py as a clusterctl provider repository (`repository --output DIR`)."""
+    from capa_py.manifests import SELECTIONS, ExternalWebhooks, documents, render
+    from capa_py.manifests.repository import write_repository
+
     if what == "repository":
         if output in ("yaml", "json") or not output.strip():
             typer.echo("error: repository needs --output DIR, the directory to write", err=True)

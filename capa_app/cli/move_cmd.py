@@ -4,20 +4,22 @@ move`` does. The library call is :func:`capa_py.move.move`; this module only ope
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from capa_app.cli.common import EXIT_INVALID, fail, globals_of, reachable_kube_store, stdout
-from capa_py.move import MoveError, MoveResult, UnknownCluster, move, require_cluster
-from capa_py.store import Unavailable, open_store
-from capa_py.store.errors import StoreError
-from capa_py.store.protocol import ObjectStore
+
+if TYPE_CHECKING:
+    from capa_py.move import MoveResult
+    from capa_py.store.protocol import ObjectStore
 
 
 def _open_target(to_kubeconfig: Path | None, to_state: Path | None, source_state: Path | None) -> ObjectStore:
     """The target store; a target that cannot be used exits 2 (bad flag) or 1 (unreachable) before the
     move writes anything."""
+    from capa_py.store import Unavailable, open_store
+
     if (to_kubeconfig is None) == (to_state is None):
         fail("exactly one of --to-kubeconfig and --to-state is required", EXIT_INVALID)
     if to_state is not None:
@@ -70,6 +72,9 @@ def move_command(
     """Move clusters with everything that belongs to them to another store: pause them here, create
     them there (uids remapped, status kept), delete them here, unpause them there. AWS is not touched.
     Re-run an interrupted move to complete it."""
+    from capa_py.move import MoveError, UnknownCluster, move, require_cluster
+    from capa_py.store.errors import StoreError
+
     options = globals_of(ctx)
     if cluster is not None and to_state is not None and not to_state.exists():
         # A target store that does not exist yet holds no interrupted move: an unknown cluster is refused

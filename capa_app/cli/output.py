@@ -1,15 +1,15 @@
-"""Printing objects the way kubectl prints them: tables, ``-o json`` and ``-o yaml``."""
+"""Printing objects the way kubectl prints them: tables, ``-o json`` and ``-o yaml``.
+
+Light to import (every command module does): YAML and the kinds' columns are loaded when first printed."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import yaml
-
-from capa_py.api.columns import AGE_COLUMN, columns_for
-from capa_py.api.meta import KubeObject
+if TYPE_CHECKING:
+    from capa_py.api.meta import KubeObject
 
 
 def list_document(objects: Sequence[KubeObject]) -> dict[str, Any]:
@@ -27,6 +27,8 @@ def render_json(document: Any) -> str:
 
 
 def render_yaml(document: Any) -> str:
+    import yaml
+
     return yaml.safe_dump(document, sort_keys=True, default_flow_style=False)
 
 
@@ -50,6 +52,8 @@ def print_objects(
     all_namespaces: bool = False,
     wide: bool = False,
 ) -> None:
+    from capa_py.api.columns import AGE_COLUMN, columns_for
+
     if output in ("json", "yaml"):
         document = objects[0].to_dict() if single and objects else list_document(objects)
         out.write(render_json(document) + "\n" if output == "json" else render_yaml(document))

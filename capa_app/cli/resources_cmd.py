@@ -20,8 +20,7 @@ from capa_app.cli.common import (
     say_no_store,
     stderr,
 )
-from capa_app.cli.output import format_table, render_json
-from capa_py.aws.errors import AWSError
+from capa_app.cli.output import format_table, render_json, render_yaml
 
 
 def resources(
@@ -42,6 +41,7 @@ def resources(
     """List every AWS resource recorded for a cluster: kind, id, strategy class, tags complete."""
     check_output(output)
     from capa_app.inventory import verify_tags
+    from capa_py.aws.errors import AWSError
     from capa_py.inventory import recorded_resources
 
     rows = []
@@ -64,8 +64,6 @@ def resources(
         sys.stdout.write(render_json({"resources": documents}) + "\n")
         return
     if output == "yaml":
-        from capa_app.cli.output import render_yaml
-
         sys.stdout.write(render_yaml({"resources": documents}))
         return
     if not rows:

@@ -7,10 +7,6 @@ admin client certificate (``system:masters``) of that authority."""
 
 from __future__ import annotations
 
-import asyncio
-import base64
-import signal
-import ssl
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -77,6 +73,11 @@ def serve(
     ] = False,
 ) -> None:
     """Serve the store over the Kubernetes API (HTTPS, authenticating every request) until interrupted."""
+    import asyncio
+    import base64
+    import signal
+    import ssl
+
     from capa_py.apiserver import serve as run_server
     from capa_py.apiserver.authentication import (
         Authenticator,

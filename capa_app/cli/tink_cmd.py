@@ -31,13 +31,10 @@ the token alone on stdout (the instructions go to stderr).
 
 from __future__ import annotations
 
-import ipaddress
-import re
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeVar
 
@@ -46,14 +43,12 @@ import typer
 from capa_app.cli.common import EXIT_INVALID, fail, globals_of, load_files, stdout
 from capa_app.cli.output import render_json, render_yaml
 from capa_app.cli.tink_agent_cmd import agent
-from capa_py.api.meta import KubeObject
-from capa_py.api.tinkerbell import Hardware, Template, Workflow
-from capa_py.store.protocol import ObjectStore
+from capa_app.cli.tink_flags import checked_hegel_flags, checked_server_flags, parse_data
 
 if TYPE_CHECKING:
-    from capa_py.tinkerbell.backoff import Backoff
-    from capa_py.tinkerbell.hegel import IPNetwork
-    from capa_py.tinkerbell.server import TLSFiles
+    from capa_py.api.meta import KubeObject
+    from capa_py.api.tinkerbell import Hardware, Template
+    from capa_py.store.protocol import ObjectStore
 
 app = typer.Typer(
     help="Tinkerbell helpers: render a template for a hardware, serve Hegel metadata, serve the workflow "
@@ -85,97 +80,6 @@ def _one(path: Path, kind: type[KubeObject], option: str) -> Any:
     return found[0]
 
 
-def parse_data(items: Sequence[str]) -> dict[str, str]:
-    """``KEY=VALUE`` pairs (split at the first ``=``); ValueError naming the bad one."""
-    data: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--data {item!r}: expected KEY=VALUE")
-        data[key] = value
-    return data
-
-
-def checked_hegel_flags(port_flag: str, port: int, trusted_proxies: str | None) -> tuple[IPNetwork, ...]:
-    """The trusted proxies Hegel's flags give; exits 2 naming the flag that is wrong."""
-    from capa_py.tinkerbell.hegel import parse_trusted_proxies
-
-    if not 0 <= port <= 65535:
-        fail(f"{port_flag} must be between 0 and 65535, not {port}", EXIT_INVALID)
-    try:
-        return parse_trusted_proxies(trusted_proxies)
-    except ValueError as exc:
-        fail(str(exc), EXIT_INVALID)
-
-
-_HOST_NAME = re.compile(
-    r"(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
-)
-
-
-def _listen_address(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return _HOST_NAME.fullmatch(text) is not None
-    return True
-
-
-@dataclass(frozen=True)
-class WorkflowServerOptions:
-    """Where the workflow server listens, with which certificate, and how it holds rejections back."""
-
-    bind: str
-    port: int
-    tls: TLSFiles | None
-    backoff: Backoff
-    allow_unauthenticated_agents: bool = False
-
-
-def checked_server_flags(
-    prefix: str,
-    bind: str,
-    port: int,
-    tls_cert: Path | None,
-    tls_key: Path | None,
-    backoff: str,
-    backoff_max: str,
-    tls_client_ca: Path | None = None,
-    allow_unauthenticated_agents: bool = False,
-) -> WorkflowServerOptions:
-    """The workflow server's settings from its flags (named ``{prefix}port``, ``{prefix}tls-cert``, ...);
-    exits 2 naming the flag that is wrong."""
-    from capa_app.cli.durations import parse_duration
-    from capa_py.tinkerbell.backoff import Backoff
-    from capa_py.tinkerbell.server import check_tls
-
-    if not 0 <= port <= 65535:
-        fail(f"{prefix}port must be between 0 and 65535, not {port}", EXIT_INVALID)
-    if not _listen_address(bind):
-        fail(f"{prefix}bind: {bind!r} is not an IP address or a host name", EXIT_INVALID)
-    seconds: dict[str, float] = {}
-    for flag, text in (("rejection-backoff", backoff), ("rejection-backoff-max", backoff_max)):
-        try:
-            seconds[flag] = parse_duration(text)
-        except ValueError as exc:
-            fail(f"{prefix}{flag}: {exc}", EXIT_INVALID)
-        if seconds[flag] <= 0:
-            fail(f"{prefix}{flag} must be positive", EXIT_INVALID)
-    if seconds["rejection-backoff-max"] < seconds["rejection-backoff"]:
-        fail(f"{prefix}rejection-backoff-max must not be less than {prefix}rejection-backoff", EXIT_INVALID)
-    try:
-        tls = check_tls(tls_cert, tls_key, prefix, tls_client_ca)
-    except ValueError as exc:
-        fail(str(exc), EXIT_INVALID)
-    return WorkflowServerOptions(
-        bind,
-        port,
-        tls,
-        Backoff(seconds["rejection-backoff"], seconds["rejection-backoff-max"]),
-        allow_unauthenticated_agents,
-    )
-
-
 @app.command("render")
 def render(
     template_file: Annotated[
@@ -196,6 +100,7 @@ def render(
     output: Annotated[str, typer.Option("-o", "--output", help="yaml or json.")] = "yaml",
 ) -> None:
     """Print the actions a Template renders to for a Hardware (exit 2 with the error if it does not)."""
+    from capa_py.api.tinkerbell import Hardware, Template
     from capa_py.tinkerbell.prepare import RenderFailed, render_workflow_actions
 
     if output not in ("yaml", "json"):
@@ -346,6 +251,7 @@ def agent_credentials(
     import os
 
     from capa_py.api.meta import validate_dns_subdomain
+    from capa_py.api.tinkerbell import Hardware
     from capa_py.store.errors import NotFound
     from capa_py.tinkerbell.agentauth import TOKEN_ENV, TOKEN_KEY, issue_token
 
@@ -389,6 +295,7 @@ def agent_credentials(
 
 def report_workflow_outcomes(store: ObjectStore, targets: Sequence[KubeObject]) -> None:
     """For each deleted Workflow among ``targets`` that is gone, print how it ended (its last Event)."""
+    from capa_py.api.tinkerbell import Workflow
     from capa_py.runtime.events import events_for
     from capa_py.store.helpers import get_or_none
 
@@ -402,4 +309,4 @@ def report_workflow_outcomes(store: ObjectStore, targets: Sequence[KubeObject]) 
             stdout.print(f"workflow/{target.name} {ended[-1].message}", markup=False, highlight=False)
 
 
-__all__ = ["app", "parse_data", "report_workflow_outcomes"]
+__all__ = ["app", "report_workflow_outcomes"]

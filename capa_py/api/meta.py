@@ -38,6 +38,7 @@ class KubeModel(BaseModel):
         populate_by_name=True,
         extra="forbid",
         validate_assignment=False,
+        defer_build=True,
     )
 
 

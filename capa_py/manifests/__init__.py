@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 import yaml
 
+from capa_py.defaults import DEFAULT_IMAGE
 from capa_py.manifests.crds import crds
-from capa_py.manifests.deployment import DEFAULT_IMAGE, workload
+from capa_py.manifests.deployment import workload
 from capa_py.manifests.rbac import namespace, rbac
 from capa_py.manifests.webhooks import ExternalWebhooks, webhook_documents
 

@@ -24,8 +24,9 @@ from capa_py.api.clusterconfig import ProviderName, TinkerbellComponentsSpec
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import TINKERBELL_KINDS
 from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS
+from capa_py.defaults import DEFAULT_IMAGE
 from capa_py.manifests.crds import crd_for, custom_kinds
-from capa_py.manifests.deployment import DEFAULT_IMAGE, SELECTOR, deployment, labels, metrics_service
+from capa_py.manifests.deployment import SELECTOR, deployment, labels, metrics_service
 from capa_py.manifests.rbac import NAMESPACE, rbac
 
 PROVIDER_KINDS: dict[ProviderName, tuple[type[KubeObject], ...]] = {

@@ -22,14 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from capa_py import __version__
+from capa_py.defaults import DEFAULT_IMAGE
 from capa_py.manifests.rbac import COMMON_LABELS, NAMESPACE, SERVICE_ACCOUNT
 
 DEPLOYMENT = "capa-py-controller-manager"
 METRICS_SERVICE = "capa-py-controller-manager-metrics"
 CONTAINER = "manager"
-IMAGE_REPOSITORY = "ghcr.io/capa-py/capa-py"
-DEFAULT_IMAGE = f"{IMAGE_REPOSITORY}:{__version__}"
 CREDENTIALS_SECRET = "capa-py-manager-bootstrap-credentials"
 CREDENTIALS_KEY = "credentials"
 CREDENTIALS_DIR = "/etc/capa-py/aws"

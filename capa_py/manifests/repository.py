@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from capa_py import __version__
+from capa_py.defaults import IMAGE_REPOSITORY
 from capa_py.manifests.components import core_kinds
 from capa_py.manifests.crds import (
     INFRASTRUCTURE_CONTRACTS,
@@ -45,7 +46,6 @@ from capa_py.manifests.crds import (
 from capa_py.manifests.deployment import (
     CREDENTIALS_KEY,
     CREDENTIALS_SECRET,
-    IMAGE_REPOSITORY,
     deployment,
     metrics_service,
 )

@@ -8,6 +8,7 @@ same protocol over a Kubernetes API server.
 from pathlib import Path
 
 from capa_py.api.registry import REGISTRY, KindRegistry
+from capa_py.defaults import DEFAULT_STATE
 from capa_py.store.errors import (
     AlreadyExists,
     Conflict,
@@ -22,8 +23,6 @@ from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectList, ObjectStore, WatchEvent
 from capa_py.store.selectors import FieldSelector, LabelSelector
 from capa_py.store.sqlite import SQLiteStore
-
-DEFAULT_STATE = Path(".capa") / "state.db"
 
 
 def open_store(

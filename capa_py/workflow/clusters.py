@@ -19,17 +19,19 @@ import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import yaml
 
-from capa_py.apiserver.server import RunningServer, start_in_thread
 from capa_py.logging import get_logger
 from capa_py.runtime.manager import Controller
 from capa_py.runtime.process import ControllerProcess, ProcessOptions
 from capa_py.store.kube import KubeStore
 from capa_py.store.protocol import ObjectStore
 from capa_py.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from capa_py.apiserver.server import RunningServer
 
 _log = get_logger("workflow.clusters")
 
@@ -158,6 +160,10 @@ class BootstrapCluster:
 
     def start(self) -> ClusterAccess:
         """Serve the bootstrap store on a free loopback port (a no-op when already serving)."""
+        # The API server (aiohttp, its handlers) is loaded by the workflows that serve one, not by every
+        # importer of this module.
+        from capa_py.apiserver.server import start_in_thread
+
         if self._access is not None:
             return self._access
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -159,7 +159,7 @@ def test_controller_refuses_bad_workflow_timeouts(cli: Cli, args: list[str], sta
 
 
 def test_workflow_timeouts_parse_durations() -> None:
-    from capa_app.cli.controller_cmd import workflow_timeouts
+    from capa_app.cli.controller_flags import workflow_timeouts
 
     timeouts = workflow_timeouts("90s", "2m", "1h30m")
     assert (timeouts.scheduling, timeouts.cancel, timeouts.action) == (90.0, 120.0, 5400.0)

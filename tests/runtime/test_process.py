@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from capa_app.cli.controller_cmd import core_controllers_enabled
+from capa_app.cli.controller_flags import core_controllers_enabled
 from capa_py.api import Cluster
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.meta import KubeObject

@@ -412,7 +412,7 @@ class DeletedBeforeClaim:
             other = TinkerbellMachineController(self.inner, EventRecorder(self.inner))
             for _ in range(5):
                 other.reconcile(ObjectKey("TinkerbellMachine", NS, "m1"))
-            assert self.inner.list(TinkerbellMachine, namespace=NS) == [], "the other pass deleted the machine"
+            assert self.inner.list(TinkerbellMachine, namespace=NS) == [], "deleted"
         return self.inner.update(obj)
 
 
