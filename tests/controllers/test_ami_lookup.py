@@ -27,7 +27,9 @@ import pytest
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Machine
 from capa_py.api.conditions import get_condition
+from capa_py.api.loader import load_manifests
 from capa_py.api.meta import KubeObject
+from capa_py.api.registry import default_registry
 from capa_py.aws.accounting import PROCESS_COUNTER
 from capa_py.aws.ratelimit import RateLimiter
 from capa_py.aws.session import AWSClients, AWSSettings, ClientPool
@@ -36,6 +38,7 @@ from capa_py.engine.profiles import MOTO
 from capa_py.operations import apply_objects
 from capa_py.store.sqlite import SQLiteStore
 from controllers import aws_controllers
+from controllers.machinesets import MachineDeploymentController, MachineSetController
 from controllers.run import ConvergeResult, converge
 from controllers.services.instances import INSTANCE_READY
 from tests.controllers.conftest import FAST_RETRY
@@ -43,6 +46,7 @@ from tests.controllers.pending import reconcile_pass
 from tests.harness.moto_server import MotoServer
 
 MOTO_ACCOUNT = "123456789012"
+LOOKUP_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-lookup.yaml"
 MACHINES = ("demo-control-plane-0", "demo-worker-0", "demo-worker-1")
 _sources: dict[str, str] = {}
 
@@ -72,10 +76,15 @@ class Lookups:
         )
 
     def converge(self, objects: list[KubeObject], timeout: float = 90.0) -> ConvergeResult:
+        """Run the AWS controllers, and the MachineDeployment and MachineSet controllers, until
+        ``objects`` are ready."""
         targets = [o for o in objects if o.KIND != "Secret"]
-        return converge(
-            self.store, aws_controllers(self.store, self.pool, self.engine), targets, timeout=timeout
-        )  # type: ignore[arg-type]
+        controllers = [
+            *aws_controllers(self.store, self.pool, self.engine),
+            MachineDeploymentController(self.store),
+            MachineSetController(self.store, default_registry()),
+        ]
+        return converge(self.store, controllers, targets, timeout=timeout)  # type: ignore[arg-type]
 
     def apply(self, objects: list[KubeObject]) -> list[KubeObject]:
         return [a.object for a in apply_objects(self.store, objects)]
@@ -322,3 +331,28 @@ def test_a_machine_stored_without_a_version_or_an_ami_waits_with_missing_ami(
     assert lookups.machine("demo-worker-0").status.ami is None
     launched = PROCESS_COUNTER.by_operation().get("ec2:RunInstances", 0) - runs_before
     assert launched == 2, f"{launched} launches: only the two machines with a version have an image"
+
+
+def test_the_lookup_example_converges_with_every_machine_on_the_published_image(
+    lookups: Lookups,
+) -> None:
+    """examples/aws-cluster-lookup.yaml: a control-plane machine, and a MachineDeployment whose
+    AWSMachineTemplate has no ``ami.id``; the example's steps on the embedded endpoint (publish with
+    ``CopyImage`` of ami-785db401, then apply)."""
+    image = str(
+        lookups.aws.ec2.call(
+            "CopyImage",
+            SourceImageId="ami-785db401",
+            SourceRegion="us-east-1",
+            Name="capa-ami-ubuntu-24.04-v1.31.0-1",
+        )["ImageId"]
+    )
+    objects = lookups.apply(load_manifests([LOOKUP_EXAMPLE]))
+    result = lookups.converge(objects)
+    assert result.converged, [(m.name, m.status.conditions) for m in lookups.store.list(AWSMachine)]
+    machines = list(lookups.store.list(AWSMachine))
+    assert len(machines) == 3, [m.name for m in machines]
+    for machine in machines:
+        assert machine.status.ami is not None, machine.name
+        assert machine.status.ami.id == image, machine.status.ami
+        assert lookups.launched_image(machine.name) == image
