@@ -121,11 +121,19 @@ def security_groups(scope: MachineScope) -> tuple[str, ...]:
 
 def desired(scope: MachineScope) -> InstanceDesired:
     role = instance_role(scope.obj.name)
-    launched = scope.recorder.recorded(role) is not None or scope.recorder.intent(role) is not None
-    image_id = images.machine_image(scope.aws, scope.recorder, scope.machine, scope.awscluster, launched)
+    recorded = scope.recorder.recorded(role)
+    launched = recorded is not None or scope.recorder.intent(role) is not None
+    image_id = None
+    if recorded is not None and not scope.obj.spec.ami.id and scope.obj.status.ami is None:
+        # An instance whose machine does not say which image it got (its status was lost): the image it
+        # runs is the machine's, whatever a lookup would find now.
+        running = scope.instances.describe_by_id(recorded.id)
+        image_id = str(running.attributes.get("image_id") or "") if running is not None else None
+    if not image_id:
+        image_id = images.machine_image(scope.aws, scope.recorder, scope.machine, scope.awscluster, launched)
     spec = scope.obj.spec
     root_device = None
-    if scope.recorder.recorded(role) is None:
+    if recorded is None:
         # Only before a create: confirms the AMI exists (a bad AMI is a user error, not a retry), and
         # the subnet and groups the spec names, if any.
         root_device = scope.instances.root_device_name(image_id)

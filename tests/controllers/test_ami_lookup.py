@@ -36,6 +36,7 @@ from capa_py.aws.session import AWSClients, AWSSettings, ClientPool
 from capa_py.engine.engine import Engine
 from capa_py.engine.profiles import MOTO
 from capa_py.operations import apply_objects
+from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.sqlite import SQLiteStore
 from controllers import aws_controllers
 from controllers.machinesets import MachineDeploymentController, MachineSetController
@@ -356,3 +357,32 @@ def test_the_lookup_example_converges_with_every_machine_on_the_published_image(
         assert machine.status.ami is not None, machine.name
         assert machine.status.ami.id == image, machine.status.ami
         assert lookups.launched_image(machine.name) == image
+
+
+def test_a_running_machine_that_lost_its_recorded_image_keeps_its_instance(
+    lookups: Lookups, example: Callable[[], list[KubeObject]]
+) -> None:
+    """A machine whose ``status.ami`` is gone (a status restored without it) is judged by the image its
+    instance runs, not by a new lookup that now finds a newer image (before, the lookup ran again and
+    status.ami named the newer image, which the instance does not run)."""
+    first = lookups.publish("capa-ami-ubuntu-24.04-v1.31.0-1")
+    objects = lookups.apply(looked_up(example))
+    assert lookups.converge(objects).converged
+    before = lookups.machine("demo-worker-0").status.instance_id
+
+    def forget(machine: AWSMachine) -> None:
+        machine.status.ami = None
+
+    retry_on_conflict(lookups.store, lookups.machine("demo-worker-0"), forget, status=True)
+    lookups.publish("capa-ami-ubuntu-24.04-v1.31.0-2")
+    lookups.restart()
+    result = lookups.converge(objects)
+    assert result.converged, result.states
+    machine = lookups.machine("demo-worker-0")
+    assert machine.status.instance_id == before
+    assert lookups.launched_image("demo-worker-0") == first
+    assert machine.status.failure_reason is None, machine.status.failure_message
+    recorded = machine.status.ami
+    assert recorded is None or recorded.id == first, (
+        f"status.ami names an image the instance does not run: {recorded}"
+    )
