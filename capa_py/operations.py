@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
+from capa_py.machine_images import image_source_issues
 from capa_py.store.errors import AlreadyExists, Conflict, Invalid, NotFound
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.protocol import ObjectStore, atomic_of
@@ -158,6 +159,9 @@ def apply_objects(store: ObjectStore, objects: Sequence[KubeObject]) -> list[App
 
 def _apply_each(store: ObjectStore, objects: Sequence[KubeObject]) -> list[Applied]:
     refuse_immutable_changes(store, objects)
+    missing_images = image_source_issues(store, objects)
+    if missing_images:
+        raise Invalid("; ".join(missing_images))
     results: list[Applied] = []
     for manifest in objects:
         kind = type(manifest)

@@ -9,6 +9,10 @@ machines are registered with the API server target group once its ARN is recorde
 still be provisioning). Addresses, ``providerID`` and ``instanceState`` go to status; ``InstanceReady``
 says where it stands, and a pending instance is polled at the InstanceRunning waiter's cadence. Delete
 deregisters, terminates, waits until the instance is gone, then drops the finalizer.
+
+The instance's image is ``spec.ami.id``, else the newest AMI found for the Machine's ``spec.version``
+(:mod:`controllers.services.images`); a machine with neither is refused (``MissingAMI``) before anything of
+it is built.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from controllers.base import (
     settle,
 )
 from controllers.events import DELETION_BLOCKED
-from controllers.services import instances
+from controllers.services import images, instances
 from controllers.services.instances import INSTANCE_READY, LB_ATTACHED, MachineScope, security_group_roles
 
 BOOTSTRAP_KEY = "value"
@@ -84,6 +88,7 @@ def network_view(awscluster: AWSCluster) -> object:
         {role: group.id for role, group in network.security_groups.items()},
         lb.target_group_arn if lb is not None else None,
         sorted(awscluster.spec.additional_tags.items()),  # the machines' instances carry them too
+        sorted(images.image_lookup_view(awscluster).items(), key=lambda kv: kv[0]),  # a lookup's defaults
     )
 
 
@@ -171,6 +176,8 @@ class AWSMachineController:
             return self._waiting(obj, "WaitingForClusterInfrastructure", "the AWSCluster does not exist yet")
         obj = add_finalizer(self.store, obj, AWSMACHINE_FINALIZER)
         obj = record_store_uid(self.store, obj)
+        if not obj.spec.ami.id and not machine.spec.version:
+            return self._waiting(obj, "MissingAMI", images.NO_VERSION_MESSAGE, "Error")
         missing = missing_infrastructure(awscluster, machine)
         if missing is not None:
             return self._waiting(obj, "WaitingForClusterInfrastructure", missing)

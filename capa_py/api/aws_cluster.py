@@ -13,6 +13,7 @@ from capa_py.api.aws_checks import REGION_PATTERN, block_size_issue, check_cidr,
 from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
 from capa_py.api.cluster import APIEndpoint
 from capa_py.api.contract import InfrastructureStatus
+from capa_py.api.image_lookup import base_os_field, format_field, lookup_issues, org_field
 from capa_py.api.immutable import immutable, without
 from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
 from capa_py.api.zones import zone_issue
@@ -79,6 +80,9 @@ class AWSClusterSpec(KubeModel):
     additional_tags: dict[str, str] = Field(default_factory=dict)
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     control_plane_load_balancer: AWSLoadBalancerSpec = Field(default_factory=AWSLoadBalancerSpec)
+    image_lookup_format: str | None = format_field(cluster=True)
+    image_lookup_org: str | None = org_field(cluster=True)
+    image_lookup_base_os: str | None = base_os_field(cluster=True)
 
     @field_validator("region")
     @classmethod
@@ -186,6 +190,7 @@ class AWSCluster(KubeObject):
 
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = [] if self.being_deleted else self.aws_limit_issues()
+        issues += lookup_issues(self.spec, "spec")
         vpc = self.spec.network.vpc
         managed_vpc = vpc.id is None
         if managed_vpc and vpc.cidr_block is None:

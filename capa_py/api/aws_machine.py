@@ -13,12 +13,20 @@ from capa_py.api.aws_checks import check_tags, known_instance_types
 from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
 from capa_py.api.cluster import MachineAddress
 from capa_py.api.contract import InfrastructureStatus
+from capa_py.api.image_lookup import ResolvedImage, base_os_field, format_field, lookup_issues, org_field
 from capa_py.api.immutable import immutable, without
 from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
 
 
 class AMIReference(KubeModel):
-    id: str | None = None
+    id: str | None = Field(
+        default=None,
+        description=(
+            "The AMI to launch. When not set, the newest image matching the lookup fields "
+            "(imageLookupFormat, imageLookupOrg, imageLookupBaseOS) for the Machine's spec.version is "
+            "looked up."
+        ),
+    )
 
 
 class AWSResourceReference(KubeModel):
@@ -50,6 +58,9 @@ class AWSMachineSpec(KubeModel):
     subnet: AWSResourceReference | None = None
     ssh_key_name: str | None = None
     root_volume: Volume | None = None
+    image_lookup_format: str | None = format_field()
+    image_lookup_org: str | None = org_field()
+    image_lookup_base_os: str | None = base_os_field()
 
     _check_tags = field_validator("additional_tags")(check_tags)
 
@@ -67,6 +78,12 @@ class AWSMachineStatus(InfrastructureStatus):
     observed_generation: int | None = None
     resources: dict[str, RecordedResource] = Field(default_factory=dict)
     intents: dict[str, IntentRecord] = Field(default_factory=dict)
+    ami: ResolvedImage | None = Field(
+        default=None,
+        description=(
+            "The image an AMI lookup chose (no lookup when spec.ami.id is set), kept for the machine's life."
+        ),
+    )
 
 
 class AWSMachine(KubeObject):
@@ -108,10 +125,9 @@ class AWSMachine(KubeObject):
                     ),
                 )
             )
-        if self.spec.ami.id is None and not self.being_deleted:
-            issues.append(FieldIssue(path="spec.ami.id", message="required (capa-py does not look AMIs up)"))
-        elif self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
+        if self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
             issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
+        issues += lookup_issues(self.spec, "spec")
         volume = self.spec.root_volume
         if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
             issues.append(

@@ -26,6 +26,7 @@ from capa_py.engine.resource import Observed
 from capa_py.engine.tags import CONTROL_PLANE_ROLE, NODE_ROLE
 from controllers.aws_scope import ReconcileScope
 from controllers.references import explain_create_failure, network_reference_error
+from controllers.services import images
 from controllers.waits import INSTANCE_RUNNING, just_created
 from resources.instance import Instance, InstanceDesired
 from resources.target_group import TargetRegistration, TargetRegistrationDesired
@@ -119,20 +120,29 @@ def security_groups(scope: MachineScope) -> tuple[str, ...]:
 
 
 def desired(scope: MachineScope) -> InstanceDesired:
+    role = instance_role(scope.obj.name)
+    recorded = scope.recorder.recorded(role)
+    launched = recorded is not None or scope.recorder.intent(role) is not None
+    image_id = None
+    if recorded is not None and not scope.obj.spec.ami.id and scope.obj.status.ami is None:
+        # An instance whose machine does not say which image it got (its status was lost): the image it
+        # runs is the machine's, whatever a lookup would find now.
+        running = scope.instances.describe_by_id(recorded.id)
+        image_id = str(running.attributes.get("image_id") or "") if running is not None else None
+    if not image_id:
+        image_id = images.machine_image(scope.aws, scope.recorder, scope.machine, scope.awscluster, launched)
     spec = scope.obj.spec
-    if not spec.ami.id:
-        raise InvalidRequest("spec.ami.id is required (AMI lookup is not supported)", code="MissingAMI")
     root_device = None
-    if scope.recorder.recorded(instance_role(scope.obj.name)) is None:
+    if recorded is None:
         # Only before a create: confirms the AMI exists (a bad AMI is a user error, not a retry), and
         # the subnet and groups the spec names, if any.
-        root_device = scope.instances.root_device_name(spec.ami.id)
+        root_device = scope.instances.root_device_name(image_id)
         missing_reference = network_reference_error(scope.aws, spec)
         if missing_reference is not None:
             raise missing_reference
     volume = spec.root_volume
     return InstanceDesired(
-        image_id=spec.ami.id,
+        image_id=image_id,
         instance_type=spec.instance_type,
         subnet_id=pick_subnet(scope),
         security_group_ids=security_groups(scope),

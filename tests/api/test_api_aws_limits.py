@@ -141,10 +141,11 @@ def test_cluster_names_that_fit_are_accepted(name: str) -> None:
     assert cluster_name_issues(name) == []
 
 
-def test_a_machine_without_an_ami_is_refused_before_anything_is_built() -> None:
-    """Before, it was accepted, the whole network was built, and the machine then failed (MissingAMI)."""
+def test_a_machine_without_an_ami_is_accepted_alone_its_image_is_looked_up() -> None:
+    """Without ``ami.id`` an AMI is looked up by its Machine's version: the AWSMachine alone is valid
+    (a Machine without a version beside it is refused, tests/api/test_api_image_lookup.py)."""
     machine = AWSMachine(metadata=ObjectMeta(name="m"), spec=AWSMachineSpec(instance_type="m5.large"))
-    assert _issues(machine) == {"spec.ami.id": "required (capa-py does not look AMIs up)"}
+    assert _issues(machine) == {}
 
 
 @pytest.mark.parametrize(
