@@ -55,6 +55,10 @@ class InstanceDesired:
     """None: read from the AMI (``DescribeImages``) when a root volume size is given."""
     public_ip: bool | None = None
     """Whether the primary interface gets a public address; None: the subnet's default decides."""
+    spot: bool = False
+    """Launch as a Spot Instance: a one-time request, terminated when AWS interrupts it."""
+    spot_max_price: str | None = None
+    """The Spot Instance's maximum hourly price (US dollars); None: up to the On-Demand price."""
     user_data: bytes = field(default=b"", repr=False)
     """The bootstrap data, raw (not base64). Secret: never logged, never fingerprinted, not in repr."""
 
@@ -79,6 +83,7 @@ def _observed(instance: Mapping[str, Any]) -> Observed:
             "security_group_ids": sorted(g["GroupId"] for g in instance.get("SecurityGroups", [])),
             "iam_instance_profile_arn": profile.get("Arn"),
             "key_name": instance.get("KeyName"),
+            "lifecycle": instance.get("InstanceLifecycle") or "on-demand",
             "root_volume_id": next(
                 (
                     m.get("Ebs", {}).get("VolumeId")
@@ -149,6 +154,14 @@ class Instance(ResourceClass[InstanceDesired]):
                     "Ebs": ebs,
                 }
             ]
+        if desired.spot:
+            spot: dict[str, Any] = {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+            }
+            if desired.spot_max_price is not None:
+                spot["MaxPrice"] = desired.spot_max_price
+            params["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": spot}
         if desired.user_data:
             params["UserData"] = desired.user_data
         # after_create: the subnet, groups and instance profile may be moments old.
@@ -270,6 +283,10 @@ class Instance(ResourceClass[InstanceDesired]):
             fingerprint["root_volume"] = f"{desired.root_volume_size}GiB {desired.root_volume_type}"
         if desired.public_ip is not None:
             fingerprint["public_ip"] = str(desired.public_ip).lower()
+        if desired.spot:
+            fingerprint["market"] = (
+                f"spot up to {desired.spot_max_price}" if desired.spot_max_price else "spot"
+            )
         return fingerprint
 
     def _instances(self, **params: Any) -> list[dict[str, Any]]:

@@ -50,6 +50,7 @@ from capa_py.api.aws_machine import (
     AWSMachineStatus,
     AWSResourceReference,
     InstanceState,
+    SpotMarketOptions,
     Volume,
 )
 
@@ -78,6 +79,7 @@ __all__ = [
     "NetworkStatus",
     "RecordedResource",
     "SecurityGroupStatus",
+    "SpotMarketOptions",
     "SubnetSpec",
     "SubnetStatus",
     "VPCSpec",

@@ -5,6 +5,7 @@ follow."""
 from __future__ import annotations
 
 import re
+from decimal import Decimal, InvalidOperation
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -15,7 +16,7 @@ from capa_py.api.cluster import MachineAddress
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.image_lookup import ResolvedImage, base_os_field, format_field, lookup_issues, org_field
 from capa_py.api.immutable import immutable, without
-from capa_py.api.meta import FieldIssue, KubeModel, KubeObject
+from capa_py.api.meta import FieldIssue, KubeModel, KubeObject, keep_when_empty
 
 
 class AMIReference(KubeModel):
@@ -46,6 +47,28 @@ class Volume(KubeModel):
         return self
 
 
+class SpotMarketOptions(KubeModel):
+    """Launch the machine as a Spot Instance (Cluster API Provider AWS's field): a one-time request that
+    AWS terminates when it interrupts the instance."""
+
+    max_price: str | None = None
+    """The most to pay per hour, in US dollars (a decimal, more than 0.001); unset: up to the On-Demand
+    price."""
+
+    @field_validator("max_price")
+    @classmethod
+    def _a_price(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            price = Decimal(value)
+        except InvalidOperation:
+            raise ValueError(f"not a price in US dollars: {value!r} (e.g. '0.05')") from None
+        if not price.is_finite() or price <= Decimal("0.001"):
+            raise ValueError(f"must be more than 0.001 (US dollars per hour), not {value!r}")
+        return value
+
+
 class AWSMachineSpec(KubeModel):
     provider_id: str | None = Field(default=None, alias="providerID")
     instance_id: str | None = Field(default=None, alias="instanceID")
@@ -58,6 +81,9 @@ class AWSMachineSpec(KubeModel):
     subnet: AWSResourceReference | None = None
     ssh_key_name: str | None = None
     root_volume: Volume | None = None
+    spot_market_options: SpotMarketOptions | None = Field(
+        default=None, alias=keep_when_empty("spotMarketOptions")
+    )
     image_lookup_format: str | None = format_field()
     image_lookup_org: str | None = org_field()
     image_lookup_base_os: str | None = base_os_field()

@@ -188,11 +188,24 @@ class FieldIssue(BaseModel):
     message: str
 
 
+_PRESENCE_KEYS: set[str] = set()
+
+
+def keep_when_empty(key: str) -> str:
+    """Mark the field whose wire name is ``key`` as one whose empty object means something (a Go pointer to
+    a struct: ``spotMarketOptions: {}`` asks for Spot Instances): :meth:`KubeObject.to_dict` keeps it."""
+    _PRESENCE_KEYS.add(key)
+    return key
+
+
 def _prune_empty(value: Any) -> Any:
-    """Drop empty maps and lists, as Go's ``omitempty`` does on the wire."""
+    """Drop empty maps and lists, as Go's ``omitempty`` does on the wire (but not the empty object of a field
+    marked with :func:`keep_when_empty`)."""
     if isinstance(value, dict):
         pruned = {k: _prune_empty(v) for k, v in value.items()}
-        return {k: v for k, v in pruned.items() if v not in ({}, [], None)}
+        return {
+            k: v for k, v in pruned.items() if v not in ({}, [], None) or (v == {} and k in _PRESENCE_KEYS)
+        }
     if isinstance(value, list):
         return [_prune_empty(v) for v in value]
     return value

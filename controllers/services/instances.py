@@ -154,6 +154,8 @@ def desired(scope: MachineScope) -> InstanceDesired:
         root_volume_encrypted=volume.encrypted if volume else None,
         root_device_name=root_device,
         public_ip=spec.public_ip,
+        spot=spec.spot_market_options is not None,
+        spot_max_price=spec.spot_market_options.max_price if spec.spot_market_options else None,
         user_data=scope.bootstrap,
     )
 

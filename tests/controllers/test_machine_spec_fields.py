@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from capa_py.api.aws import AWSCluster, AWSMachine, AWSResourceReference, Volume
+from capa_py.api.aws import AWSCluster, AWSMachine, AWSResourceReference, SpotMarketOptions, Volume
 from capa_py.api.cluster import Machine
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
@@ -173,3 +173,50 @@ def test_a_machine_whose_tags_with_the_clusters_exceed_the_aws_limit_is_not_laun
     harness.apply(fixed)
     assert harness.converge(applied).converged
     assert harness.store.get(AWSMachine, WORKER, "default").status.instance_id
+
+
+def test_a_spot_machine_is_launched_as_a_one_time_spot_instance_at_its_price(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    launches: list[dict[str, Any]] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        launches.append(params)
+
+    harness.aws.ec2.raw.meta.events.register("provide-client-params.ec2.RunInstances", record)
+    objects = example()
+    _worker(objects).spec.spot_market_options = SpotMarketOptions(max_price="0.05")
+    objects = _targets(harness.apply(objects))
+    assert harness.converge(objects).converged
+
+    asked = [p.get("InstanceMarketOptions") for p in launches if "InstanceMarketOptions" in p]
+    assert asked == [
+        {
+            "MarketType": "spot",
+            "SpotOptions": {
+                "SpotInstanceType": "one-time",
+                "InstanceInterruptionBehavior": "terminate",
+                "MaxPrice": "0.05",
+            },
+        }
+    ], f"one spot launch expected, for {WORKER} only: {asked}"
+    assert _instance(harness).get("InstanceLifecycle") == "spot"
+    assert _instance(harness, "demo-worker-1").get("InstanceLifecycle") is None
+
+
+def test_an_interrupted_spot_instance_is_replaced_by_another_spot_instance(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    objects = example()
+    _worker(objects).spec.spot_market_options = SpotMarketOptions()
+    objects = _targets(harness.apply(objects))
+    assert harness.converge(objects).converged
+    interrupted = _instance(harness)["InstanceId"]
+    # What AWS does to a one-time Spot Instance it interrupts (interruption behaviour "terminate").
+    harness.aws.ec2.call("TerminateInstances", InstanceIds=[interrupted])
+
+    assert harness.converge(objects).converged
+    replacement = _instance(harness)
+    assert replacement["InstanceId"] != interrupted
+    assert replacement.get("InstanceLifecycle") == "spot"
+    assert replacement["State"]["Name"] == "running"
