@@ -23,6 +23,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: item.path not in slow)
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_the_session_began() -> Iterator[None]:
+    """structlog's configuration as it was before the test: a test that configures logging (a command run
+    in-process does) must not decide what a later test on the same worker logs or captures (a filtering
+    wrapper at warning level hides the info lines ``structlog.testing.capture_logs`` looks for)."""
+    import structlog
+
+    saved = structlog.get_config()
+    saved["processors"] = list(saved["processors"])
+    yield
+    structlog.configure(**saved)
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     """Where the test's SQLite store lives (a fresh file per test)."""
