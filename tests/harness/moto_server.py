@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO
 
 from tests.harness.moto_delays import Delays
+from tests.peers.cluster import die_with_parent
 from tests.support.eventually import eventually
 from tests.support.programs import module_command, program_env
 
@@ -126,6 +127,8 @@ def _start_once(
         stdout=log,
         stderr=subprocess.STDOUT,
         env=_server_env(load_default_amis),
+        # A test process killed outright (an interrupted run's worker) takes its servers with it.
+        preexec_fn=die_with_parent,  # noqa: PLW1509  (only prctl, safe between fork and exec)
     )
     server = MotoServer(
         f"http://{HOST}:{port}", port, honour_tokens, process, Path(log_name), log, delays=delays
