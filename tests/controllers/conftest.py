@@ -23,6 +23,15 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machin
 FAST_RETRY = RetryPolicy(attempts=6, initial_delay=0.01, max_delay=0.1, not_found_window=1.0)
 
 
+def without_user_aws_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No credentials, profile, config file or instance metadata of the user's reach the clients."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
 @pytest.fixture(scope="session")
 def moto_with_amis() -> Iterator[MotoServer]:
     """moto over HTTP with its bundled AMIs (the example cluster launches one of them)."""
@@ -34,14 +43,21 @@ def moto_with_amis() -> Iterator[MotoServer]:
 class Harness:
     """A store, a client pool and the AWS controllers, wired as ``capa apply`` wires them."""
 
-    def __init__(self, store: SQLiteStore, server: MotoServer) -> None:
+    def __init__(self, store: SQLiteStore, server: MotoServer, observe: bool = False) -> None:
         self.store = store
         self.server = server
-        self.pool = ClientPool(
-            AWSSettings(region="us-east-1", endpoint_url=server.url, retry=FAST_RETRY),
+        self.observe = observe
+        """Whether the pool shares observations across calls, as the CLI's and the controller's do."""
+        self.pool = self.new_pool()
+        self.engine = Engine(MOTO)
+
+    def new_pool(self) -> ClientPool:
+        return ClientPool(
+            AWSSettings(
+                region="us-east-1", endpoint_url=self.server.url, retry=FAST_RETRY, observe=self.observe
+            ),
             limiter=RateLimiter(enabled=False),
         )
-        self.engine = Engine(MOTO)
 
     @property
     def aws(self) -> AWSClients:
@@ -61,11 +77,7 @@ class Harness:
 
 @pytest.fixture
 def harness(moto_with_amis: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Harness]:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    without_user_aws_settings(monkeypatch, tmp_path)
     moto_with_amis.reset()
     store = SQLiteStore(tmp_path / "state.db")
     yield Harness(store, moto_with_amis)

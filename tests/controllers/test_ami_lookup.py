@@ -31,18 +31,13 @@ from capa_py.api.loader import load_manifests
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import default_registry
 from capa_py.aws.accounting import PROCESS_COUNTER
-from capa_py.aws.ratelimit import RateLimiter
-from capa_py.aws.session import AWSClients, AWSSettings, ClientPool
-from capa_py.engine.engine import Engine
-from capa_py.engine.profiles import MOTO
-from capa_py.operations import apply_objects
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.store.sqlite import SQLiteStore
 from controllers import aws_controllers
 from controllers.machinesets import MachineDeploymentController, MachineSetController
-from controllers.run import ConvergeResult, converge
+from controllers.run import ConvergeResult
 from controllers.services.instances import INSTANCE_READY
-from tests.controllers.conftest import FAST_RETRY
+from tests.controllers.conftest import Harness, without_user_aws_settings
 from tests.controllers.pending import reconcile_pass
 from tests.harness.moto_server import MotoServer
 
@@ -52,43 +47,29 @@ MACHINES = ("demo-control-plane-0", "demo-worker-0", "demo-worker-1")
 _sources: dict[str, str] = {}
 
 
-class Lookups:
+class Lookups(Harness):
     """A store, a client pool sharing observations (as the CLI's) and the AWS controllers."""
 
     def __init__(self, store: SQLiteStore, server: MotoServer) -> None:
-        self.store = store
-        self.server = server
-        self.pool = ClientPool(
-            AWSSettings(region="us-east-1", endpoint_url=server.url, retry=FAST_RETRY, observe=True),
-            limiter=RateLimiter(enabled=False),
-        )
-        self.engine = Engine(MOTO)
+        super().__init__(store, server, observe=True)
         self.published: list[str] = []
-
-    @property
-    def aws(self) -> AWSClients:
-        return self.pool.for_region("us-east-1")
 
     def restart(self) -> None:
         """A new process: a new client pool, nothing known."""
-        self.pool = ClientPool(
-            AWSSettings(region="us-east-1", endpoint_url=self.server.url, retry=FAST_RETRY, observe=True),
-            limiter=RateLimiter(enabled=False),
-        )
+        self.pool = self.new_pool()
 
-    def converge(self, objects: list[KubeObject], timeout: float = 90.0) -> ConvergeResult:
-        """Run the AWS controllers, and the MachineDeployment and MachineSet controllers, until
-        ``objects`` are ready."""
-        targets = [o for o in objects if o.KIND != "Secret"]
-        controllers = [
-            *aws_controllers(self.store, self.pool, self.engine),
+    def controllers(self) -> list:  # type: ignore[type-arg]
+        """The AWS controllers, and the MachineDeployment and MachineSet controllers."""
+        return [
+            *super().controllers(),
             MachineDeploymentController(self.store),
             MachineSetController(self.store, default_registry()),
         ]
-        return converge(self.store, controllers, targets, timeout=timeout)  # type: ignore[arg-type]
 
-    def apply(self, objects: list[KubeObject]) -> list[KubeObject]:
-        return [a.object for a in apply_objects(self.store, objects)]
+    def converge(
+        self, targets: list[KubeObject], goal: str = "ready", timeout: float = 90.0
+    ) -> ConvergeResult:
+        return super().converge([o for o in targets if o.KIND != "Secret"], goal, timeout)
 
     def source(self, architecture: str) -> str:
         """One of moto's bundled hvm images of ``architecture`` (their ids survive a reset)."""
@@ -134,11 +115,7 @@ class Lookups:
 
 @pytest.fixture
 def lookups(moto_with_amis: MotoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Lookups]:
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    without_user_aws_settings(monkeypatch, tmp_path)
     moto_with_amis.reset()
     store = SQLiteStore(tmp_path / "state.db")
     yield Lookups(store, moto_with_amis)
