@@ -14,13 +14,18 @@ __all__ = ["capi_cluster", "peer_cluster"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Files with slow tests first, each file's tests in their own order.
+    """Files with slow tests first, the longest first (``slow(minutes=N)``, 1 when unsaid), each file's tests
+    in their own order.
 
     ``make test`` hands whole files to its workers in collection order: a long end-to-end file started last
     would keep one worker busy after the others ran out of work.
     """
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    weight: dict[Path, float] = {}
+    for item in items:
+        marker = item.get_closest_marker("slow")
+        minutes = float(marker.kwargs.get("minutes", 1)) if marker else 0.0
+        weight[item.path] = max(weight.get(item.path, 0.0), minutes)
+    items.sort(key=lambda item: -weight[item.path])
 
 
 @pytest.fixture(autouse=True)

@@ -21,7 +21,7 @@ from tests.e2e.e2e_support import (
     recorded_ids,
 )
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=2)
 
 KINDS = (
     "clusters",

@@ -34,7 +34,7 @@ from tests.e2e.e2e_support import (
 )
 from tests.harness.faults import FAIL_OP
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=4)
 
 KINDS = ("clusters", "machines", "awsclusters", "awsmachines", "secrets")
 LONG = ("--timeout", "10m")

@@ -105,7 +105,7 @@ def _lanes() -> int:
     return max(1, min(LANES, os.cpu_count() or 1))
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=4)
 @pytest.mark.timeout(1200)
 def test_apply_killed_after_every_mutating_call_recovers_to_exactly_one_of_everything(
     e2e_moto: MotoServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]

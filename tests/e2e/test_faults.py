@@ -55,7 +55,7 @@ def _converged_without_duplicates(
     return problems_with_cluster(inspector.inventory(), expected_counts(), baseline, recorded_ids(owners))
 
 
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 @pytest.mark.timeout(600)
 def test_throttling_storm_on_40_percent_of_calls_still_converges_to_exactly_one_of_everything(
     capa: Capa, inspector: MotoInspector, capsys: pytest.CaptureFixture[str]

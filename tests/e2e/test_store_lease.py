@@ -32,7 +32,7 @@ from tests.e2e.e2e_support import (
 from tests.harness.faults import CRASH_AFTER_MUTATING, FAIL_OP
 from tests.harness.moto_server import MotoServer
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=2)
 
 APPLY = ("apply", "-f", str(EXAMPLE), "--timeout", "3m", "-o", "json")
 # Every CreateVpc answered as throttled: the apply holds the lease and keeps retrying, creating nothing.

@@ -25,7 +25,7 @@ from tests.cli.test_tink_hegel import _free_port
 from tests.e2e.e2e_support import Capa
 from tests.tinkerbell.capt_world import DEPLOYMENT, machine_deployment_manifests, workers_bootstrap
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow(minutes=2)
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster-machines.yaml"
 DEPLOYMENT_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "tinkerbell-cluster.yaml"

@@ -424,7 +424,7 @@ def test_workload_and_management_lifecycle_rolls_one_machine_and_deletes_everyth
 
 
 # -- 3. resume after a kill ----------------------------------------------------------------------------------
-@pytest.mark.slow
+@pytest.mark.slow(minutes=2)
 @pytest.mark.parametrize(
     ("killed_after", "when"),
     [
