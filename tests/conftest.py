@@ -6,11 +6,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from capa_py.store import SQLiteStore
 from tests.peers.fixtures import capi_cluster, peer_cluster  # the real API server, for every package
 
 __all__ = ["capi_cluster", "peer_cluster"]
+
+settings.register_profile(
+    "capa", deadline=None, suppress_health_check=(HealthCheck.too_slow,), print_blob=True
+)
+settings.load_profile("capa")
+"""Property tests check what is generated, not how fast: on a machine shared by several test workers, an
+example's run time and the generation of its input vary tenfold, and hypothesis' deadline and its too-slow
+health check then fail a test whose property holds."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
