@@ -44,6 +44,12 @@ from capa_py.engine.resource import tag_dict
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, cluster_tag_key
 from capa_py.logging import get_logger
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "tag:GetResources",
+    "tag:GetTagKeys",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 _log = get_logger("audit.discovery")
 
 TOP_LEVEL_KINDS = (

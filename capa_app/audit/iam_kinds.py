@@ -17,6 +17,12 @@ from capa_app.audit.model import GLOBAL_REGION, Found
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import tag_dict
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "iam:GetAccountAuthorizationDetails",
+    "iam:ListInstanceProfiles",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 def iam_pages(aws: AWSClients, operation: str, result_key: str, **params: Any) -> Iterator[dict[str, Any]]:
     while True:
