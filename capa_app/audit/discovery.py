@@ -36,7 +36,7 @@ from capa_app.audit.ec2_kinds import (
     route_table_parts,
     security_group_rules_referencing,
 )
-from capa_app.audit.iam_kinds import describe_iam
+from capa_app.audit.iam_kinds import describe_bootstrap_policies, describe_iam, made_by_iam_bootstrap
 from capa_app.audit.lb_kinds import LB_KINDS, listeners_of, registrations_of
 from capa_app.audit.model import DiscoveryMode, Found
 from capa_py.aws.session import AWSClients, ClientPool
@@ -92,7 +92,7 @@ TAGGING_API_GAPS = ("elastic-ip", "launch-template", "vpc-endpoint", "classic-lo
 PART_KINDS = frozenset({"listener", "security-group-rule"})
 """Taggable parts: found through their parent in both modes, so tagging-API hits of these are not used."""
 
-IAM_KINDS = frozenset({"iam-role", "iam-instance-profile"})
+IAM_KINDS = frozenset({"iam-role", "iam-instance-profile", "iam-policy"})
 
 
 @dataclass(frozen=True)
@@ -253,5 +253,6 @@ def discover(
         found.extend(discover_region(pool.for_region(region), mode, scope))
     if include_iam and scopes:
         region, scope = next(iter(scopes.items()))
-        found.extend(f for f in describe_iam(pool.for_region(region)) if scope.wants(f.owner))
+        iam = [*describe_iam(pool.for_region(region)), *describe_bootstrap_policies(pool.for_region(region))]
+        found.extend(f for f in iam if scope.wants(f.owner) or made_by_iam_bootstrap(f.tags))
     return found

@@ -1,19 +1,37 @@
 """The call log: which AWS operations this process called, for the whole-suite IAM check.
 
 With ``CAPA_AWS_CALL_LOG=<dir>`` in the environment, every client of :class:`~capa_py.aws.session.AWSClients`
-appends ``<service> <operation>`` to ``<dir>/calls-<pid>.log`` the first time the process calls that
-operation: one short line per distinct operation, never a parameter, a response or a credential. Child
-processes (the CLI, a controller) inherit the variable and write their own file. ``tests/conftest.py`` sets
-it for the test suite, and ``tests/harness/iam_calls.py`` checks the calls against the IAM policies.
+appends ``<service> <operation>`` to ``<dir>/calls-<pid>.log`` the first time capa-py's own code (not a
+test calling a client directly to set up its world) in the process calls that operation: one short line per
+distinct operation, never a parameter, a response or a credential. Child processes (the CLI, a controller)
+inherit the variable and write their own file. ``tests/conftest.py`` sets it for the test suite, and
+``tests/harness/iam_calls.py`` checks the calls against the IAM policies.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
 
 CALL_LOG_ENV = "CAPA_AWS_CALL_LOG"
+
+_CAPA_PACKAGES = ("capa_py.", "resources.", "controllers.", "capa_app.")
+_CLIENT_LAYER = ("capa_py.aws.",)
+
+
+def _made_by_capa() -> bool:
+    """Whether capa-py's own code (above the client layer) is on the stack: a test that calls a client
+    directly to set up its world (a key pair, an image) is not a call capa-py makes."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        module = str(frame.f_globals.get("__name__", "")) + "."
+        if module.startswith(_CAPA_PACKAGES) and not module.startswith(_CLIENT_LAYER):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
 
 _lock = threading.Lock()
 _seen: set[tuple[str, str, str]] = set()
@@ -23,7 +41,7 @@ _seen_pid = 0
 def note_call(service: str, operation: str) -> None:
     """Log that this process called ``operation`` of ``service`` (once per process, when logging is on)."""
     directory = os.environ.get(CALL_LOG_ENV)
-    if not directory:
+    if not directory or not _made_by_capa():
         return
     global _seen_pid
     key = (directory, service, operation)

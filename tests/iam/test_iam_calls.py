@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from capa_app.iam.bootstrap import observe
 from capa_py.aws.calllog import CALL_LOG_ENV, read_call_logs
 from capa_py.aws.session import AWSClients
 from tests.harness.iam_calls import check_calls
@@ -41,21 +42,38 @@ def test_calls_are_compared_as_iam_actions() -> None:
     assert check_calls([("s3", "HeadBucket")], ["s3:ListBucket"], never_called={}) == []
 
 
-def test_capa_clients_log_each_operation_once_without_parameters(
+def test_capa_clients_log_each_operation_capa_calls_once_without_parameters(
     aws: AWSClients, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(CALL_LOG_ENV, str(tmp_path))
-    aws.ec2.call("DescribeVpcs")
-    aws.ec2.call("DescribeVpcs", Filters=[{"Name": "tag:secret-looking", "Values": ["value-never-logged"]}])
-    aws.client("sts").call("GetCallerIdentity")
+    observe(aws)  # capa-py's code: one GetCallerIdentity, then three of each Get
+    observe(aws)
     [log] = tmp_path.glob("calls-*.log")
-    assert log.read_text().splitlines() == ["ec2 DescribeVpcs", "sts GetCallerIdentity"]
-    assert read_call_logs(tmp_path) == {("ec2", "DescribeVpcs"), ("sts", "GetCallerIdentity")}
+    assert sorted(log.read_text().splitlines()) == [
+        "iam GetInstanceProfile",
+        "iam GetPolicy",
+        "iam GetRole",
+        "sts GetCallerIdentity",
+    ]
+    assert read_call_logs(tmp_path) == {
+        ("iam", "GetInstanceProfile"),
+        ("iam", "GetPolicy"),
+        ("iam", "GetRole"),
+        ("sts", "GetCallerIdentity"),
+    }
+
+
+def test_a_test_calling_a_client_directly_to_set_up_its_world_is_not_logged(
+    aws: AWSClients, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CALL_LOG_ENV, str(tmp_path))
+    aws.ec2.call("CreateKeyPair", KeyName="only-a-fixture")
+    assert read_call_logs(tmp_path) == set()
 
 
 def test_without_the_variable_nothing_is_logged(
     aws: AWSClients, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv(CALL_LOG_ENV, raising=False)
-    aws.ec2.call("DescribeSubnets")
+    observe(aws)
     assert read_call_logs(tmp_path) == set()
