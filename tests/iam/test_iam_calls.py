@@ -9,7 +9,7 @@ import pytest
 from capa_app.iam.bootstrap import observe
 from capa_py.aws.calllog import CALL_LOG_ENV, read_call_logs
 from capa_py.aws.session import AWSClients
-from tests.harness.iam_calls import check_calls
+from tests.harness.iam_calls import check_calls, is_whole_run
 
 
 def test_a_call_the_policy_does_not_grant_is_reported() -> None:
@@ -77,3 +77,27 @@ def test_without_the_variable_nothing_is_logged(
     monkeypatch.delenv(CALL_LOG_ENV, raising=False)
     observe(aws)
     assert read_call_logs(tmp_path) == set()
+
+
+def _config(root: Path, args: list[str], **options: object) -> pytest.Config:
+    from types import SimpleNamespace
+
+    option = SimpleNamespace(keyword="", markexpr="", lf=False, deselect=None, exitfirst=False)
+    for name, value in options.items():
+        setattr(option, name, value)
+    return SimpleNamespace(  # type: ignore[return-value]
+        option=option,
+        rootpath=root,
+        args=args,
+        invocation_params=SimpleNamespace(dir=root),
+        getini=lambda name: ["tests"],
+    )
+
+
+def test_only_a_whole_run_is_checked(tmp_path: Path) -> None:
+    assert is_whole_run(_config(tmp_path, ["tests"]))
+    assert is_whole_run(_config(tmp_path, [str(tmp_path / "tests")]))
+    assert not is_whole_run(_config(tmp_path, ["tests/iam"]))
+    assert not is_whole_run(_config(tmp_path, ["tests"], keyword="bootstrap"))
+    assert not is_whole_run(_config(tmp_path, ["tests"], markexpr="not slow"))
+    assert not is_whole_run(_config(tmp_path, ["tests"], lf=True))
