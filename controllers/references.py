@@ -22,6 +22,15 @@ from capa_py.aws.errors import NotFound as AWSNotFound
 from capa_py.aws.session import AWSClients
 from resources._common import ec2_by_filter
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DescribeImages",
+    "ec2:DescribeKeyPairs",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "iam:GetInstanceProfile",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 def missing(field: str, what: str, region: str) -> InvalidReference:
     return InvalidReference(field, f"{what} does not exist in {region}")

@@ -12,6 +12,12 @@ from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClient, AWSClients
 from capa_py.engine.resource import tag_list
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:CreateTags",
+    "elasticloadbalancing:DescribeTags",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 ELBV2_DESCRIBE_TAGS_BATCH = 20
 """ELBv2 ``DescribeTags`` takes at most 20 resource ARNs per call."""
 ELBV2_DESCRIBE_BATCH = 20

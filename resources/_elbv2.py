@@ -17,6 +17,11 @@ from resources._common import (
     elbv2_tags,
 )
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "elasticloadbalancing:AddTags",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 API_SERVER_PORT = 6443
 
 

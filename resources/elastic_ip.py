@@ -15,6 +15,13 @@ from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, 
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:AllocateAddress",
+    "ec2:DescribeAddresses",
+    "ec2:ReleaseAddress",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 @dataclass(frozen=True)
 class ElasticIpDesired:

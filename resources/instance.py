@@ -30,6 +30,17 @@ from resources._common import (
     tag_specifications,
 )
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DescribeImages",
+    "ec2:DescribeInstances",
+    "ec2:DescribeVolumes",
+    "ec2:ModifyInstanceAttribute",
+    "ec2:ModifyVolume",
+    "ec2:RunInstances",
+    "ec2:TerminateInstances",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 DEFAULT_ROOT_DEVICE = "/dev/xvda"
 LIVE_STATES = ("pending", "running", "stopping", "stopped")
 GONE_STATES = frozenset({"terminated"})

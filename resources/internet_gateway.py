@@ -17,6 +17,15 @@ from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, 
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, split_id, tag_specifications
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:AttachInternetGateway",
+    "ec2:CreateInternetGateway",
+    "ec2:DeleteInternetGateway",
+    "ec2:DescribeInternetGateways",
+    "ec2:DetachInternetGateway",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 # AWS answers a detach of a gateway that is not attached to that VPC with this code; it means "already gone".
 _NOT_ATTACHED = "Gateway.NotAttached"
 # DescribeInternetGateways reports a live attachment as "available" (VPC gateways) or "attached".

@@ -12,6 +12,15 @@ from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, 
 from capa_py.engine.traits import Traits
 from resources._elbv2 import API_SERVER_PORT, add_tags, many, tagged, with_tags
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "elasticloadbalancing:CreateListener",
+    "elasticloadbalancing:DeleteListener",
+    "elasticloadbalancing:DescribeListeners",
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:ModifyListener",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 @dataclass(frozen=True)
 class ListenerDesired:

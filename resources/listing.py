@@ -42,6 +42,18 @@ from resources.subnet import _observed as _subnet
 from resources.target_group import TargetRegistration, _observed_tg
 from resources.vpc import _observed as _vpc
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DescribeAddresses",
+    "ec2:DescribeInstances",
+    "ec2:DescribeInternetGateways",
+    "ec2:DescribeNatGateways",
+    "ec2:DescribeRouteTables",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeVpcs",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 Item = Mapping[str, Any]
 
 GONE_INSTANCE_STATES = frozenset({"terminated", "shutting-down"})

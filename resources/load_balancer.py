@@ -24,6 +24,16 @@ from resources._common import (
 )
 from resources._elbv2 import add_tags, many, tagged, with_tags
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DescribeSubnets",
+    "elasticloadbalancing:CreateLoadBalancer",
+    "elasticloadbalancing:DeleteLoadBalancer",
+    "elasticloadbalancing:DescribeLoadBalancerAttributes",
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:ModifyLoadBalancerAttributes",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 CROSS_ZONE = "load_balancing.cross_zone.enabled"
 
 

@@ -25,6 +25,13 @@ from resources._common import (
     tag_specifications,
 )
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:CreateNatGateway",
+    "ec2:DeleteNatGateway",
+    "ec2:DescribeNatGateways",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 GONE_STATES = frozenset({"deleted", "failed"})
 LIVE_STATES = ("pending", "available")
 

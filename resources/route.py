@@ -20,6 +20,14 @@ from resources._common import (
 )
 from resources.route_table import RouteTable, route_target, target_parameter
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:CreateRoute",
+    "ec2:DeleteRoute",
+    "ec2:DescribeRouteTables",
+    "ec2:ReplaceRoute",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 @dataclass(frozen=True)
 class RouteDesired:

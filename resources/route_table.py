@@ -26,6 +26,16 @@ from resources._common import (
     tag_specifications,
 )
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:AssociateRouteTable",
+    "ec2:CreateRouteTable",
+    "ec2:DeleteRouteTable",
+    "ec2:DescribeRouteTables",
+    "ec2:DisassociateRouteTable",
+    "ec2:ReplaceRouteTableAssociation",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 # Route target id prefix → the CreateRoute/ReplaceRoute parameter naming it, and the route member that
 # reports it in DescribeRouteTables.
 _TARGET_PARAMETERS = {

@@ -24,6 +24,15 @@ from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, 
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:AuthorizeSecurityGroupIngress",
+    "ec2:CreateSecurityGroup",
+    "ec2:DeleteSecurityGroup",
+    "ec2:DescribeSecurityGroups",
+    "ec2:RevokeSecurityGroupIngress",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 SELF = "self"
 """``IngressRule.source_group_id`` naming the group the rule belongs to (its id is not known up front)."""
 

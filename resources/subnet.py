@@ -15,6 +15,14 @@ from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, 
 from capa_py.engine.traits import Traits
 from resources._common import carries, ec2_by_filter, ec2_create_tags, ec2_items, tag_specifications
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:CreateSubnet",
+    "ec2:DeleteSubnet",
+    "ec2:DescribeSubnets",
+    "ec2:ModifySubnetAttribute",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 @dataclass(frozen=True)
 class SubnetDesired:

@@ -20,6 +20,16 @@ from resources._common import (
 )
 from resources._elbv2 import API_SERVER_PORT, add_tags, many, tagged, with_tags
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "elasticloadbalancing:CreateTargetGroup",
+    "elasticloadbalancing:DeleteTargetGroup",
+    "elasticloadbalancing:DeregisterTargets",
+    "elasticloadbalancing:DescribeTargetGroups",
+    "elasticloadbalancing:DescribeTargetHealth",
+    "elasticloadbalancing:RegisterTargets",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 @dataclass(frozen=True)
 class TargetGroupDesired:

@@ -24,6 +24,15 @@ from resources._common import (
     tag_specifications,
 )
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:CreateVpc",
+    "ec2:DeleteVpc",
+    "ec2:DescribeVpcAttribute",
+    "ec2:DescribeVpcs",
+    "ec2:ModifyVpcAttribute",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 
 @dataclass(frozen=True)
 class VpcDesired:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from functools import cache
 
+from capa_app.audit.iam_kinds import made_by_iam_bootstrap
 from capa_app.audit.model import FOREIGN_CLASSES, ORPHAN_CLASSES, AuditClass, AuditRow, Found
 from capa_app.audit.records import Intent, Record, StoreView
 from capa_py.engine.engine import PREEXISTING
@@ -193,6 +194,8 @@ class _Classifier:
             if parent is not None and parent.classification in ORPHAN_CLASSES | FOREIGN_CLASSES:
                 reason = f"part of {parent.kind} {parent.id}, which is an {parent.classification}"
                 return self.row(found, parent.classification, parent.cluster, reason)
+        if found.owner is None and made_by_iam_bootstrap(found.tags):
+            return self.classify_iam_bootstrap(found)
         if found.owner is not None:
             return self.classify_owned(found, found.owner)
         for intent in self.view.intents:
@@ -215,6 +218,14 @@ class _Classifier:
             reason = _untagged_reason(found, found.vpc_id, cluster)
             return self.row(found, AuditClass.UNTAGGED_IN_MANAGED_VPC, cluster, reason)
         return None
+
+    def classify_iam_bootstrap(self, found: Found) -> AuditRow:
+        store = store_of(found.tags)
+        if store == self.view.store_uid:
+            reason = "made by this store's capa iam bootstrap (capa iam delete removes it)"
+            return self.row(found, AuditClass.MANAGED, None, reason)
+        reason = f"made by capa iam bootstrap of capa-py store {store or '(none)'}, not of this store"
+        return self.row(found, AuditClass.FOREIGN_STORE, None, reason)
 
     def classify_owned(self, found: Found, cluster: str) -> AuditRow:
         other = foreign_store(found.tags, self.view.store_uid_of(cluster))

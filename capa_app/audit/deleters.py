@@ -24,6 +24,26 @@ from capa_py.engine.resource import ResourceClass
 from resources import resource_class
 from resources.deletion import release_and_delete, revoke_cross_references
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DeleteLaunchTemplate",
+    "ec2:DeleteNetworkInterface",
+    "ec2:DeleteVolume",
+    "ec2:DeleteVpcEndpoints",
+    "ec2:RevokeSecurityGroupEgress",
+    "ec2:RevokeSecurityGroupIngress",
+    "elasticloadbalancing:DeleteLoadBalancer",
+    "iam:DeleteInstanceProfile",
+    "iam:DeleteRole",
+    "iam:DeleteRolePolicy",
+    "iam:DetachRolePolicy",
+    "iam:GetInstanceProfile",
+    "iam:ListAttachedRolePolicies",
+    "iam:ListInstanceProfilesForRole",
+    "iam:ListRolePolicies",
+    "iam:RemoveRoleFromInstanceProfile",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 Start = Callable[[AWSClients, AuditRow], None]
 Gone = Callable[[AWSClients, AuditRow], bool]
 

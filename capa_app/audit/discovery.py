@@ -36,13 +36,19 @@ from capa_app.audit.ec2_kinds import (
     route_table_parts,
     security_group_rules_referencing,
 )
-from capa_app.audit.iam_kinds import describe_iam
+from capa_app.audit.iam_kinds import describe_bootstrap_policies, describe_iam, made_by_iam_bootstrap
 from capa_app.audit.lb_kinds import LB_KINDS, listeners_of, registrations_of
 from capa_app.audit.model import DiscoveryMode, Found
 from capa_py.aws.session import AWSClients, ClientPool
 from capa_py.engine.resource import tag_dict
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, cluster_tag_key
 from capa_py.logging import get_logger
+
+IAM_ACTIONS: tuple[str, ...] = (
+    "tag:GetResources",
+    "tag:GetTagKeys",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
 
 _log = get_logger("audit.discovery")
 
@@ -86,7 +92,7 @@ TAGGING_API_GAPS = ("elastic-ip", "launch-template", "vpc-endpoint", "classic-lo
 PART_KINDS = frozenset({"listener", "security-group-rule"})
 """Taggable parts: found through their parent in both modes, so tagging-API hits of these are not used."""
 
-IAM_KINDS = frozenset({"iam-role", "iam-instance-profile"})
+IAM_KINDS = frozenset({"iam-role", "iam-instance-profile", "iam-policy"})
 
 
 @dataclass(frozen=True)
@@ -247,5 +253,6 @@ def discover(
         found.extend(discover_region(pool.for_region(region), mode, scope))
     if include_iam and scopes:
         region, scope = next(iter(scopes.items()))
-        found.extend(f for f in describe_iam(pool.for_region(region)) if scope.wants(f.owner))
+        iam = [*describe_iam(pool.for_region(region)), *describe_bootstrap_policies(pool.for_region(region))]
+        found.extend(f for f in iam if scope.wants(f.owner) or made_by_iam_bootstrap(f.tags))
     return found

@@ -22,6 +22,15 @@ from resources.internet_gateway import attachment_id
 from resources.listing import EC2_LISTINGS, Ec2Listing, filter_chunks, list_ec2
 from resources.route import route_id
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DescribeLaunchTemplates",
+    "ec2:DescribeNetworkInterfaces",
+    "ec2:DescribeSecurityGroupRules",
+    "ec2:DescribeVolumes",
+    "ec2:DescribeVpcEndpoints",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 Item = Mapping[str, Any]
 
 _GONE_ENDPOINT_STATES = frozenset({"deleted", "failed", "rejected", "expired"})

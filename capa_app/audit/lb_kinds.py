@@ -20,6 +20,15 @@ from capa_py.aws.session import AWSClient, AWSClients
 from capa_py.engine.resource import tag_dict
 from resources.listing import parse_listener, parse_load_balancer, parse_registration, parse_target_group
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "elasticloadbalancing:DescribeListeners",
+    "elasticloadbalancing:DescribeLoadBalancers",
+    "elasticloadbalancing:DescribeTags",
+    "elasticloadbalancing:DescribeTargetGroups",
+    "elasticloadbalancing:DescribeTargetHealth",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 TAGS_PER_CALL = 20
 """``DescribeTags`` of both ELB APIs takes at most 20 resources."""
 

@@ -164,6 +164,7 @@ def _mount_subcommands() -> None:
         cluster_cmd,
         controller_cmd,
         ctrlkit_cmd,
+        iam_cmd,
         manifests_cmd,
         move_cmd,
         serve_cmd,
@@ -177,6 +178,7 @@ def _mount_subcommands() -> None:
     cluster_cmd.register(app)
     serve_cmd.register(app)
     controller_cmd.register(app)
+    iam_cmd.register(app)
     app.add_typer(ctrlkit_cmd.app, name="ctrlkit", help="The ctrlkit DSL code generator and workflow graphs.")
     app.add_typer(
         tink_cmd.app,

@@ -39,6 +39,7 @@ from tenacity import (
 from capa_py import __version__
 from capa_py.aws import deadline
 from capa_py.aws.accounting import record_call
+from capa_py.aws.calllog import note_call
 from capa_py.aws.errors import AWSError, MissingCredentials, NotFound, Throttled, Transient, classify
 from capa_py.aws.observations import Observations
 from capa_py.aws.ratelimit import RateLimiter
@@ -275,6 +276,7 @@ class AWSClients:
             deadline.check(service, model.name)
             limiter.acquire(service, model.name)
             deadline.check(service, model.name)
+            note_call(service, model.name)
 
         def after_call(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
             outcome = _outcome(parsed, http_response.status_code)

@@ -33,6 +33,12 @@ from capa_py.logging import get_logger
 from capa_py.store.helpers import retry_on_conflict
 from capa_py.tinkerbell.gotemplate import TemplateError
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 LOOKUP_TTL = 300.0
 """How long one lookup's answer serves every machine asking the same (seconds)."""
 ARCHITECTURES = ("x86_64", "arm64")

@@ -39,6 +39,14 @@ from resources.route_table import RouteTableAssociationDesired, RouteTableDesire
 from resources.subnet import SubnetDesired
 from resources.vpc import VpcDesired
 
+IAM_ACTIONS: tuple[str, ...] = (
+    "ec2:DeleteInternetGateway",
+    "ec2:DeleteVpc",
+    "ec2:DescribeAvailabilityZones",
+    "ec2:DetachInternetGateway",
+)
+"""The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
+
 VPC_READY = "VpcReady"
 SUBNETS_READY = "SubnetsReady"
 INTERNET_GATEWAY_READY = "InternetGatewayReady"

@@ -148,7 +148,7 @@ def test_capa_help_prints_the_usage_of_every_command() -> None:
         assert f" {name} " in done.stdout, f"capa --help does not list {name}:\n{done.stdout}"
 
 
-@pytest.mark.parametrize("group", ["cluster", "tink", "local", "ctrlkit"])
+@pytest.mark.parametrize("group", ["cluster", "tink", "local", "ctrlkit", "iam"])
 def test_each_command_group_prints_its_usage(group: str) -> None:
     from capa_app.cli.main import app
 

@@ -28,6 +28,7 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.loader import load_manifests
 from capa_py.api.machinesets import MachineDeployment
+from capa_py.aws.calllog import CALL_LOG_ENV
 from tests.support.eventually import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,9 @@ def capa_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, st
         for k, v in os.environ.items()
         if not k.startswith(("AWS_", "CAPA_", "BOTO_")) and k not in ("PYTHONPATH",)
     }
+    # The suite's record of the AWS operations capa calls (tests/harness/iam_calls.py) includes these.
+    if CALL_LOG_ENV in os.environ:
+        env[CALL_LOG_ENV] = os.environ[CALL_LOG_ENV]
     home.mkdir(parents=True, exist_ok=True)
     env.update(
         {
