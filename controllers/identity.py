@@ -114,7 +114,15 @@ class Identities:
         ref = awscluster.spec.identity_ref
         if ref is None:
             return self.base
-        chain = self._chain(ref, awscluster.namespace or "default")
+        return self._pool_of(ref, awscluster.namespace or "default")
+
+    def pool_for_identity(self, ref: AWSIdentityReference) -> ClientPool:
+        """The pool of an identity itself, whoever asks (no namespace check): what an administrator's
+        ``capa audit --identity`` looks into the identity's account with."""
+        return self._pool_of(ref, None)
+
+    def _pool_of(self, ref: AWSIdentityReference, namespace: str | None) -> ClientPool:
+        chain = self._chain(ref, namespace)
         key = tuple(
             part
             for link in chain
@@ -136,9 +144,9 @@ class Identities:
             return pool
 
     # -- the chain -------------------------------------------------------------------------------
-    def _chain(self, ref: AWSIdentityReference, namespace: str) -> list[_Link]:
+    def _chain(self, ref: AWSIdentityReference, namespace: str | None) -> list[_Link]:
         """The identities from the cluster's to the first that holds credentials (a static identity,
-        the controller's, or a role without a source), each checked against ``namespace``."""
+        the controller's, or a role without a source), each checked against ``namespace`` (unless None)."""
         chain: list[_Link] = []
         seen: set[tuple[str, str]] = set()
         current: AWSIdentityReference | None = ref
@@ -152,16 +160,9 @@ class Identities:
                 )
             seen.add((current.kind, current.name))
             identity = self._identity(current)
-            allowed = identity.allowed  # type: ignore[attr-defined]
-            if allowed is not None and not allowed.allows_every_namespace() and labels is None:
-                labels = self._namespace_labels(namespace)
-            if allowed is None or not allowed.allows(namespace, labels or {}):
-                own = not chain
-                raise IdentityRefused(
-                    USAGE_UNAUTHORIZED if own else SOURCE_USAGE_UNAUTHORIZED,
-                    f"{current.kind} {current.name} does not allow namespace {namespace!r} "
-                    f"(spec.allowedNamespaces)"
-                    + ("" if own else f", as the source of {ref.kind} {ref.name}"),
+            if namespace is not None:
+                labels = self._check_allowed(
+                    identity, namespace, labels, source_of=None if not chain else ref
                 )
             if isinstance(identity, AWSClusterStaticIdentity):
                 chain.append(_Link(identity, self._secret(identity)))
@@ -173,6 +174,30 @@ class Identities:
                 chain.append(_Link(identity))
                 current = None
         return chain
+
+    def _check_allowed(
+        self,
+        identity: KubeObject,
+        namespace: str,
+        labels: dict[str, str] | None,
+        source_of: AWSIdentityReference | None,
+    ) -> dict[str, str] | None:
+        """Raise :class:`IdentityRefused` unless ``identity`` allows ``namespace``; returns the namespace's
+        labels once read (a selector needs them), so a chain reads them at most once."""
+        allowed = identity.allowed  # type: ignore[attr-defined]
+        if allowed is not None and not allowed.allows_every_namespace() and labels is None:
+            labels = self._namespace_labels(namespace)
+        if allowed is None or not allowed.allows(namespace, labels or {}):
+            where = (
+                f"{identity.KIND} {identity.name} does not allow namespace {namespace!r} "
+                "(spec.allowedNamespaces)"
+            )
+            if source_of is None:
+                raise IdentityRefused(USAGE_UNAUTHORIZED, where)
+            raise IdentityRefused(
+                SOURCE_USAGE_UNAUTHORIZED, f"{where}, as the source of {source_of.kind} {source_of.name}"
+            )
+        return labels
 
     def _identity(self, ref: AWSIdentityReference) -> KubeObject:
         if ref.kind == CONTROLLER_IDENTITY_KIND and ref.name != CONTROLLER_IDENTITY_NAME:
