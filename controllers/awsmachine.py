@@ -208,7 +208,9 @@ class AWSMachineController:
         try:
             pool = self.identities.pool_for(awscluster)
         except IdentityError as exc:
-            return self._waiting(obj, exc.reason, f"the cluster's identity: {exc}", "Error")
+            # Identities are not watched: look again, as the AWSCluster does.
+            self._waiting(obj, exc.reason, f"the cluster's identity: {exc}", "Error")
+            return requeue_after(RECHECK_AFTER)
         scope = MachineScope(
             self.store,
             StatusRecorder(self.store, obj),
