@@ -38,13 +38,16 @@ def aws_controllers(
     from controllers.awscluster import AWSClusterController
     from controllers.awsmachine import AWSMachineController
     from controllers.core import ClusterController, MachineController
+    from controllers.identity import Identities
 
     recorder = events if events is not None else EventRecorder(store)
+    # One pool per identity, shared by a cluster's controllers.
+    identities = Identities(store, pool)
     return [
         ClusterController(store, infrastructure_kinds=(AWSCluster,)),
         MachineController(store, infrastructure_kinds=(AWSMachine,)),
-        AWSClusterController(store, pool, engine, recorder),
-        AWSMachineController(store, pool, engine, recorder),
+        AWSClusterController(store, pool, engine, recorder, identities),
+        AWSMachineController(store, pool, engine, recorder, identities),
     ]
 
 

@@ -47,12 +47,15 @@ from controllers.base import (
     fetch,
     left_alone,
     mark_paused,
+    patch_status,
     pause_reason,
     record_store_uid,
     remove_finalizer,
     settle,
 )
 from controllers.events import DELETION_BLOCKED
+from controllers.identity import CONDITIONS as IDENTITY_CONDITIONS
+from controllers.identity import RECHECK_AFTER, Identities, IdentityError
 from controllers.services import loadbalancer, network, securitygroups, sweep
 from controllers.services.cluster_scope import ClusterScope
 from controllers.services.loadbalancer import LOAD_BALANCER_READY
@@ -147,10 +150,16 @@ class AWSClusterController:
     status_kinds = ()
 
     def __init__(
-        self, store: ObjectStore, pool: ClientPool, engine: Engine, events: EventRecorder | None = None
+        self,
+        store: ObjectStore,
+        pool: ClientPool,
+        engine: Engine,
+        events: EventRecorder | None = None,
+        identities: Identities | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
+        self.identities = identities if identities is not None else Identities(store, pool)
         self.engine = engine
         self.events = events if events is not None else EventRecorder(store)
         # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
@@ -213,7 +222,11 @@ class AWSClusterController:
         cluster_name = (
             cluster.name if cluster is not None else obj.metadata.labels.get(CLUSTER_NAME_LABEL, obj.name)
         )
-        aws = self.pool.for_region(obj.spec.region)
+        try:
+            pool = self.identities.pool_for(obj)
+        except IdentityError as exc:
+            return self._identity_failed(obj, exc)
+        aws = pool.for_region(obj.spec.region)
         scope = ClusterScope(
             self.store,
             StatusRecorder(self.store, obj),
@@ -223,6 +236,9 @@ class AWSClusterController:
             dict(obj.spec.additional_tags),
             events=self.events,
         )
+        if obj.spec.identity_ref is not None:
+            for condition in IDENTITY_CONDITIONS:
+                scope.condition(condition, True)
         if obj.being_deleted:
             return self._delete(scope)
         result = ignore_exit(CREATE.run(in_scope(scope)))
@@ -230,6 +246,20 @@ class AWSClusterController:
         settle(self, key, scope.obj)
         scope.patch()
         return result
+
+    def _identity_failed(self, obj: AWSCluster, exc: IdentityError) -> Result:
+        """Nothing is created (or deleted) without the cluster's identity: say why, look again later."""
+        message = str(exc)
+        _log.warning("identity unusable", cluster=obj.ref(), reason=exc.reason, error=message)
+        self.events.warning(obj, exc.reason, message)
+
+        def unusable(o: AWSCluster) -> None:
+            o.status.ready = False
+            set_condition(o.status, exc.condition, False, exc.reason, message, "Error")
+            set_condition(o.status, READY, False, exc.reason, message, "Error")
+
+        patch_status(self.store, obj, unusable)
+        return requeue_after(RECHECK_AFTER)
 
     def _delete(self, scope: ClusterScope) -> Result:
 

@@ -27,7 +27,7 @@ from capa_py.api.core import Secret
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.combinators import Sequential
-from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue
+from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue, requeue_after
 from capa_py.engine.engine import Engine
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.logging import get_logger
@@ -52,6 +52,7 @@ from controllers.base import (
     settle,
 )
 from controllers.events import DELETION_BLOCKED
+from controllers.identity import RECHECK_AFTER, Identities, IdentityError
 from controllers.services import images, instances
 from controllers.services.instances import INSTANCE_READY, LB_ATTACHED, MachineScope, security_group_roles
 
@@ -113,10 +114,16 @@ class AWSMachineController:
     status_kinds = (AWSCluster,)
 
     def __init__(
-        self, store: ObjectStore, pool: ClientPool, engine: Engine, events: EventRecorder | None = None
+        self,
+        store: ObjectStore,
+        pool: ClientPool,
+        engine: Engine,
+        events: EventRecorder | None = None,
+        identities: Identities | None = None,
     ) -> None:
         self.store = store
         self.pool = pool
+        self.identities = identities if identities is not None else Identities(store, pool)
         self.engine = engine
         self.events = events if events is not None else EventRecorder(store)
         # Machines need the cluster's subnets, security groups and target group, not every status write,
@@ -198,11 +205,17 @@ class AWSMachineController:
             return self._waiting(
                 obj, "WaitingForBootstrapData", f"secret {secret_name} has no key {BOOTSTRAP_KEY!r}"
             )
+        try:
+            pool = self.identities.pool_for(awscluster)
+        except IdentityError as exc:
+            # Identities are not watched: look again, as the AWSCluster does.
+            self._waiting(obj, exc.reason, f"the cluster's identity: {exc}", "Error")
+            return requeue_after(RECHECK_AFTER)
         scope = MachineScope(
             self.store,
             StatusRecorder(self.store, obj),
             self.engine,
-            self.pool.for_region(awscluster.spec.region),
+            pool.for_region(awscluster.spec.region),
             cluster.name,
             {**awscluster.spec.additional_tags, **obj.spec.additional_tags},
             events=self.events,
@@ -229,11 +242,19 @@ class AWSMachineController:
             return no_requeue()
         region = awscluster.spec.region if isinstance(awscluster, AWSCluster) else None
         cluster_name = cluster.name if cluster else obj.metadata.labels.get(CLUSTER_NAME_LABEL, "")
+        pool = self.pool
+        if isinstance(awscluster, AWSCluster):
+            try:
+                pool = self.identities.pool_for(awscluster)
+            except IdentityError as exc:
+                # The instance is in the identity's account: only its credentials can terminate it.
+                self._waiting(obj, exc.reason, f"the cluster's identity: {exc}", "Error")
+                return requeue_after(RECHECK_AFTER)
         scope = ReconcileScope(
             self.store,
             StatusRecorder(self.store, obj),
             self.engine,
-            self.pool.for_region(region),
+            pool.for_region(region),
             cluster_name,
             events=self.events,
         )

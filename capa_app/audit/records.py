@@ -76,11 +76,29 @@ class StoreView:
         return cluster in self.clusters
 
 
-def read_store(store: ObjectStore, default_region: str) -> StoreView:
-    """Everything the classification needs from the store, read once."""
-    awsclusters = list(store.list(AWSCluster))
+EVERY_IDENTITY = "*"
+"""For :func:`read_store`: the records of every cluster, whatever account holds them."""
+
+
+def identity_of(awscluster: AWSCluster) -> str | None:
+    """``Kind/name`` of the identity whose account holds the cluster's resources (None: the controller's
+    own credentials)."""
+    ref = awscluster.spec.identity_ref
+    return f"{ref.kind}/{ref.name}" if ref is not None else None
+
+
+def read_store(store: ObjectStore, default_region: str, identity: str | None = None) -> StoreView:
+    """Everything the classification needs from the store, read once: the records of the clusters whose
+    resources live in the account audited (those of ``identity``, ``Kind/name``; None: the clusters
+    without one)."""
+    every = list(store.list(AWSCluster))
+    awsclusters = [c for c in every if identity == EVERY_IDENTITY or identity_of(c) == identity]
+    elsewhere = {(c.metadata.namespace or "", cluster_of(c)) for c in every if c not in awsclusters}
     region_of = {(c.metadata.namespace or "", cluster_of(c)): c.spec.region for c in awsclusters}
-    owners: Iterable[AWSCluster | AWSMachine] = [*awsclusters, *store.list(AWSMachine)]
+    candidates: list[AWSCluster | AWSMachine] = [*awsclusters, *store.list(AWSMachine)]
+    owners: Iterable[AWSCluster | AWSMachine] = [
+        o for o in candidates if (o.metadata.namespace or "", cluster_of(o)) not in elsewhere
+    ]
     records: list[Record] = []
     intents: list[Intent] = []
     for obj in owners:
@@ -93,7 +111,7 @@ def read_store(store: ObjectStore, default_region: str) -> StoreView:
             records.append(Record(cluster, owner, namespace, region, role, kind, resource.id, created_at))
         for role, intent in sorted(obj.status.intents.items()):
             intents.append(Intent(cluster, owner, namespace, region, role, intent))
-    clusters = {c.name for c in store.list(Cluster)} | {cluster_of(c) for c in awsclusters}
+    clusters = {c.name for c in store.list(Cluster)} | {cluster_of(c) for c in every}
     return StoreView(
         records=records,
         intents=intents,

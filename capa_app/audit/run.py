@@ -23,7 +23,7 @@ from capa_app.audit.model import (
     Found,
 )
 from capa_app.audit.plan import KIND_ORDER, plan_deletion
-from capa_app.audit.records import Record, StoreView, read_store
+from capa_app.audit.records import EVERY_IDENTITY, Record, StoreView, read_store
 from capa_py.aws.session import ClientPool
 from capa_py.engine.tags import role_of
 from capa_py.store.protocol import ObjectStore
@@ -51,6 +51,9 @@ class AuditOptions:
     older_than: float | None = None
     """Seconds: leave out resources younger than this (those whose API gives a creation time)."""
     include_iam: bool = True
+    identity: str | None = None
+    """The identity (``Kind/name``) whose account the pool reaches: the audit judges that account by the
+    records of the clusters using it; None, the controller's own account and the clusters without one."""
 
 
 def audit_regions(view: StoreView, options: AuditOptions, default_region: str) -> list[str]:
@@ -98,7 +101,7 @@ def run_audit(
     options = options or AuditOptions()
     now = now or datetime.now(UTC)
     default_region = pool.settings.region
-    view = read_store(store, default_region)
+    view = read_store(store, default_region, options.identity)
     regions = audit_regions(view, options, default_region)
     scopes = {
         region: DiscoveryScope(
@@ -138,7 +141,8 @@ def store_recheck(store: ObjectStore, default_region: str) -> Recheck:
     """A veto that reads the store again: is the resource still a leak nobody is about to adopt?"""
 
     def recheck(row: AuditRow) -> str | None:
-        view = read_store(store, default_region)
+        # Recorded by any cluster, in any account: not a leak to delete.
+        view = read_store(store, default_region, EVERY_IDENTITY)
         record = view.recorded(row.kind, row.id)
         if record is not None:
             return f"recorded since the audit, as role {record.role} in {record.owner}"

@@ -36,6 +36,8 @@ from capa_app.cli.output import format_table, render_json
 
 if TYPE_CHECKING:
     from capa_app.audit import AuditOptions, AuditReport, AuditRow, DeletionPlan, DeletionReport
+    from capa_py.aws.session import ClientPool
+    from capa_py.store.protocol import ObjectStore
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -158,6 +160,7 @@ def _options(
     regions: list[str] | None,
     discovery: str,
     older_than: str | None,
+    identity: str | None = None,
 ) -> AuditOptions:
     from capa_app.audit import AuditOptions, DiscoveryMode
     from capa_py.api.aws import known_regions
@@ -182,7 +185,23 @@ def _options(
         regions=tuple(regions or ()),
         discovery=mode,
         older_than=seconds,
+        identity=_identity(identity),
     )
+
+
+_IDENTITY_KINDS = ("AWSClusterControllerIdentity", "AWSClusterStaticIdentity", "AWSClusterRoleIdentity")
+
+
+def _identity(text: str | None) -> str | None:
+    """``Kind/name`` as given (the controller identity is the controller's own account: None)."""
+    if text is None:
+        return None
+    kind, _, name = text.partition("/")
+    if kind not in _IDENTITY_KINDS or not name:
+        raise typer.BadParameter(
+            f"{text!r}: give KIND/NAME, KIND one of {', '.join(_IDENTITY_KINDS)}", param_hint="--identity"
+        )
+    return None if kind == "AWSClusterControllerIdentity" else text
 
 
 def audit(
@@ -218,6 +237,14 @@ def audit(
     show_managed: Annotated[
         bool, typer.Option("--show-managed", help="List managed resources too (table output).")
     ] = False,
+    identity: Annotated[
+        str | None,
+        typer.Option(
+            "--identity",
+            help="Audit the account an identity reaches (KIND/NAME, e.g. AWSClusterRoleIdentity/tenant-a), "
+            "judged by the records of the clusters using it.",
+        ),
+    ] = None,
     aws_endpoint: EndpointOption = None,
     profile: ProfileOption = None,
     endpoint_profile: TraitsOption = None,
@@ -232,7 +259,7 @@ def audit(
 
     if output not in ("table", "json"):
         raise typer.BadParameter("must be table or json", param_hint="-o/--output")
-    options = _options(cluster, all_clusters, region, discovery, older_than)
+    options = _options(cluster, all_clusters, region, discovery, older_than, identity)
     if include_foreign and not cluster:
         raise typer.BadParameter(
             "--include-foreign deletes other stores' resources: name the cluster with --cluster NAME",
@@ -251,12 +278,13 @@ def audit(
         aws = aws_context(ctx, aws_endpoint, default_region, profile, endpoint_profile)
         with call_scope() as calls:
             try:
-                report = run_audit(store, aws.pool, options)
+                pool = _identity_pool(store, aws.pool, options.identity)
+                report = run_audit(store, pool, options)
                 plan = plan_deletion(report, include_foreign=include_foreign) if delete else None
                 confirmed = yes or (output == "table" and plan is not None and _announce(report, plan))
                 deletion = None
                 if plan is not None and confirmed:
-                    deletion = delete_leaks(report, store, aws.pool, plan=plan)
+                    deletion = delete_leaks(report, store, pool, plan=plan)
             except (AWSError, StoreError) as exc:
                 fail(str(exc))
     document: dict[str, Any] = {
@@ -282,6 +310,22 @@ def audit(
     else:
         _print_deletion(deletion)
     raise typer.Exit(_exit_code(report, deletion))
+
+
+def _identity_pool(store: ObjectStore, pool: ClientPool, identity: str | None) -> ClientPool:
+    """The pool reaching the identity's account (the controller's own without one)."""
+    if identity is None:
+        return pool
+    from capa_py.api.aws_identity import AWSIdentityReference
+    from controllers.identity import Identities, IdentityError
+
+    kind, _, name = identity.partition("/")
+    try:
+        return Identities(store, pool).pool_for_identity(
+            AWSIdentityReference.model_validate({"kind": kind, "name": name})
+        )
+    except IdentityError as exc:
+        fail(f"--identity {identity}: {exc}", EXIT_INVALID)
 
 
 def register(app: typer.Typer) -> None:

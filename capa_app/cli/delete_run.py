@@ -32,6 +32,7 @@ from capa_app.cli.common import (
     stdout,
 )
 from capa_app.cli.tink_cmd import report_workflow_outcomes
+from capa_py.api.aws_identity import IDENTITY_KINDS
 from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.api.registry import REGISTRY, UnknownKind
 from capa_py.aws.deadline import Deadline, aws_deadline
@@ -150,16 +151,21 @@ def delete_and_wait(ctx: typer.Context, options: DeleteOptions, seconds: float) 
                 options.endpoint_profile,
             )
             refuse_stale_local_store(ctx, store, aws_ctx)
-        targets = _delete(store, objects, options.ignore_not_found, bool(filename))
+        # The clusters' credentials: an identity goes once what uses it is gone (with --wait).
+        identities = [o for o in objects if isinstance(o, IDENTITY_KINDS)] if wait else []
+        rest = [o for o in objects if not isinstance(o, IDENTITY_KINDS)] if wait else objects
+        targets = _delete(store, rest, options.ignore_not_found, bool(filename))
         if not wait:
             return
         if not elsewhere:
             _converge(store, targets, aws_ctx, options.wait_for_lock, timeout, limit)
+            _delete(store, identities, options.ignore_not_found, bool(filename))
             return
         result = observe_elsewhere(stderr, store, targets, "gone", limit.left(), True)
         if not result.converged:
             report_unfinished(stderr, result, f"not deleted after {timeout} (--timeout)", "deleted", limit)
             raise typer.Exit(EXIT_FAILED)
+        _delete(store, identities, options.ignore_not_found, bool(filename))
         report_workflow_outcomes(store, targets)
 
 

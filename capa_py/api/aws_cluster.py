@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 
 from capa_py.api.aws_checks import REGION_PATTERN, block_size_issue, check_cidr, check_tags, known_regions
 from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
+from capa_py.api.aws_identity import AWSIdentityReference
 from capa_py.api.cluster import APIEndpoint
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.image_lookup import base_os_field, format_field, lookup_issues, org_field
@@ -83,6 +84,12 @@ class AWSClusterSpec(KubeModel):
     image_lookup_format: str | None = format_field(cluster=True)
     image_lookup_org: str | None = org_field(cluster=True)
     image_lookup_base_os: str | None = base_os_field(cluster=True)
+    identity_ref: AWSIdentityReference | None = Field(
+        default=None,
+        description="The identity whose credentials the cluster's controllers use (an "
+        "AWSClusterControllerIdentity, AWSClusterStaticIdentity or AWSClusterRoleIdentity); absent, the "
+        "controller's own.",
+    )
 
     @field_validator("region")
     @classmethod

@@ -82,6 +82,7 @@ def default_registry() -> KindRegistry:
     from capa_py.api.admission_kinds import ADMISSION_KINDS
     from capa_py.api.apiextensions import CustomResourceDefinition
     from capa_py.api.aws import AWSCluster, AWSMachine
+    from capa_py.api.aws_identity import IDENTITY_KINDS
     from capa_py.api.aws_templates import AWS_TEMPLATE_KINDS
     from capa_py.api.cluster import Cluster, Machine
     from capa_py.api.clusterconfig import ClusterConfig
@@ -104,6 +105,7 @@ def default_registry() -> KindRegistry:
         AWSCluster,
         AWSMachine,
         *AWS_TEMPLATE_KINDS,
+        *IDENTITY_KINDS,
         Lease,
         CustomResourceDefinition,
         *WORKLOAD_KINDS,

@@ -27,6 +27,7 @@ from typing import Any
 import boto3
 from botocore.client import BaseClient
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import BotoCoreError, ClientError
 from tenacity import (
     Retrying,
@@ -201,14 +202,29 @@ def _pagination_tokens(raw: BaseClient, operation: str) -> tuple[str | None, str
 
 
 class AWSClients:
-    """Clients for one region (and profile and endpoint), made once and shared by threads."""
+    """Clients for one region (and profile and endpoint), made once and shared by threads.
 
-    def __init__(self, settings: AWSSettings, limiter: RateLimiter | None = None) -> None:
+    ``credentials`` (an identity's: :mod:`capa_py.aws.credentials`) replace the credential chain and the
+    profile: the clients sign with them and nothing else."""
+
+    def __init__(
+        self,
+        settings: AWSSettings,
+        limiter: RateLimiter | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.settings = settings
         self.limiter = limiter or RateLimiter()
         endpoint = settings.effective_endpoint
-        self.session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
         self._credentials: dict[str, str] = {}
+        if credentials is not None:
+            from capa_py.aws.credentials import botocore_session
+
+            self.session = boto3.session.Session(
+                botocore_session=botocore_session(credentials), region_name=settings.region
+            )
+        else:
+            self.session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
         if self.session.get_credentials() is None:
             if endpoint is None:
                 raise MissingCredentials(
@@ -306,11 +322,18 @@ def classify_is_throttle(outcome: str) -> bool:
 
 
 class ClientPool:
-    """AWSClients per region for one profile and endpoint (an AWSCluster names its region)."""
+    """AWSClients per region for one profile and endpoint (an AWSCluster names its region), signing with
+    ``credentials`` when given (one pool per identity: :mod:`controllers.identity`)."""
 
-    def __init__(self, settings: AWSSettings, limiter: RateLimiter | None = None) -> None:
+    def __init__(
+        self,
+        settings: AWSSettings,
+        limiter: RateLimiter | None = None,
+        credentials: Credentials | None = None,
+    ) -> None:
         self.settings = settings
         self.limiter = limiter or RateLimiter()
+        self.credentials = credentials
         self._by_region: dict[str, AWSClients] = {}
         self._lock = threading.Lock()
 
@@ -319,5 +342,5 @@ class ClientPool:
         with self._lock:
             if region not in self._by_region:
                 settings = dataclasses.replace(self.settings, region=region)
-                self._by_region[region] = AWSClients(settings, self.limiter)
+                self._by_region[region] = AWSClients(settings, self.limiter, self.credentials)
             return self._by_region[region]

@@ -24,10 +24,15 @@ from typing import Any
 
 from capa_py.api.apiextensions import CustomResourceDefinition
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws_identity import (
+    AWSClusterControllerIdentity,
+    AWSClusterRoleIdentity,
+    AWSClusterStaticIdentity,
+)
 from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.coordination import Lease
-from capa_py.api.core import ConfigMap, Event, Secret
+from capa_py.api.core import ConfigMap, Event, Namespace, Secret
 from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import OSIE, Hardware, Template, Workflow
@@ -92,8 +97,9 @@ READ_FROM_THE_CACHE: tuple[tuple[type[KubeObject], str, str], ...] = (
     (
         Secret,
         "get",
-        "the controllers read bootstrap Secrets by name; `capa controller` answers that from its Secret "
-        "watch, so its ServiceAccount lists and watches Secrets but never gets one",
+        "the controllers read bootstrap Secrets (and a static identity's Secret) by name; `capa controller` "
+        "answers that from its Secret watch, so its ServiceAccount lists and watches Secrets but never gets "
+        "one",
     ),
 )
 """Requests the in-process recording sees (its controllers read the store itself) that `capa controller`
@@ -146,6 +152,19 @@ MACHINE_SET_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = 
 ``tests/machinesets``)."""
 
 
+IDENTITY_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
+    # An AWSCluster's spec.identityRef (and a role identity's sourceIdentityRef), read by name when a
+    # cluster's controllers make their clients; a static identity's Secret is read from the Secret watch
+    # (READ_FROM_THE_CACHE). The Namespace: an allowedNamespaces.selector matches its labels.
+    (AWSClusterControllerIdentity, "", ("get",)),
+    (AWSClusterStaticIdentity, "", ("get",)),
+    (AWSClusterRoleIdentity, "", ("get",)),
+    (Namespace, "", ("get",)),
+)
+"""What the AWS controllers request for a cluster with an identity (``tests/controllers/test_identities.py``;
+the example cluster the RBAC test records names none)."""
+
+
 def _group(model: type[KubeObject]) -> str:
     return model.API_VERSION.rpartition("/")[0]
 
@@ -165,6 +184,7 @@ def cluster_role() -> dict[str, Any]:
         *ACCESS,
         *TINKERBELL_ACCESS,
         *MACHINE_SET_ACCESS,
+        *IDENTITY_ACCESS,
         *((model, sub, verbs) for model, sub, verbs, _ in OUTSIDE_THE_RECORDING),
     ]
     for model, subresource, verbs in access:

@@ -39,14 +39,17 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     crds = _manifests(tmp_path, "crds")
     created = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     # Cluster API (Cluster, Machine, MachineDeployment, MachineSet), capa-py, AWS (with the templates),
-    # Tinkerbell and bare-metal kinds
-    assert len(created) == 16, created
+    # Tinkerbell and bare-metal kinds, and the AWS identities
+    assert len(created) == 19, created
     assert all(line.endswith(" created") for line in created), created
     again = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     assert all(line.endswith(" unchanged") for line in again), again
     names = kubectl.run("get", "crds", "-o", "name").stdout.split()
     assert sorted(names) == [
+        "customresourcedefinition.apiextensions.k8s.io/awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/awsclusterroleidentities.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsclusters.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/awsclusterstaticidentities.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsclustertemplates.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsmachines.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsmachinetemplates.infrastructure.cluster.x-k8s.io",
@@ -119,7 +122,10 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
     )
     assert [w["name"] for w in webhooks["webhooks"]] == [
         "validation.clusterconfig.capa-py.io",
+        "validation.awsclustercontrolleridentity.infrastructure.cluster.x-k8s.io",
+        "validation.awsclusterroleidentity.infrastructure.cluster.x-k8s.io",
         "validation.awscluster.infrastructure.cluster.x-k8s.io",
+        "validation.awsclusterstaticidentity.infrastructure.cluster.x-k8s.io",
         "validation.awsclustertemplate.infrastructure.cluster.x-k8s.io",
         "validation.awsmachine.infrastructure.cluster.x-k8s.io",
         "validation.awsmachinetemplate.infrastructure.cluster.x-k8s.io",

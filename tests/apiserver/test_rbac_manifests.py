@@ -16,6 +16,7 @@ from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
 from capa_py.manifests.rbac import (
     ACCESS,
+    IDENTITY_ACCESS,
     MACHINE_SET_ACCESS,
     NAMESPACE,
     OUTSIDE_THE_RECORDING,
@@ -62,6 +63,7 @@ def _needed() -> list[tuple[type[KubeObject], str, str]]:
         *ACCESS,
         *TINKERBELL_ACCESS,
         *MACHINE_SET_ACCESS,
+        *IDENTITY_ACCESS,
         *((model, sub, verbs) for model, sub, verbs, _ in OUTSIDE_THE_RECORDING),
     ]
     return [(model, sub, verb) for model, sub, verbs in access for verb in verbs]

@@ -28,6 +28,9 @@ CORE_CRDS = {
 }
 AWS_CRDS = {
     "awsclusters.infrastructure.cluster.x-k8s.io",
+    "awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io",
+    "awsclusterroleidentities.infrastructure.cluster.x-k8s.io",
+    "awsclusterstaticidentities.infrastructure.cluster.x-k8s.io",
     "awsclustertemplates.infrastructure.cluster.x-k8s.io",
     "awsmachines.infrastructure.cluster.x-k8s.io",
     "awsmachinetemplates.infrastructure.cluster.x-k8s.io",

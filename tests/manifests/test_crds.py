@@ -79,7 +79,10 @@ def model_rejects(doc: dict[str, Any]) -> bool:
 
 def test_crds_serve_every_custom_kind_and_no_builtin_one() -> None:
     assert sorted(crd["metadata"]["name"] for crd in crds()) == [
+        "awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io",
+        "awsclusterroleidentities.infrastructure.cluster.x-k8s.io",
         "awsclusters.infrastructure.cluster.x-k8s.io",
+        "awsclusterstaticidentities.infrastructure.cluster.x-k8s.io",
         "awsclustertemplates.infrastructure.cluster.x-k8s.io",
         "awsmachines.infrastructure.cluster.x-k8s.io",
         "awsmachinetemplates.infrastructure.cluster.x-k8s.io",

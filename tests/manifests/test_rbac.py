@@ -6,11 +6,19 @@ import threading
 from collections.abc import Callable
 
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws_identity import (
+    AWSClusterControllerIdentity,
+    AWSClusterRoleIdentity,
+    AWSClusterStaticIdentity,
+    AWSIdentityReference,
+)
 from capa_py.api.cluster import Cluster
 from capa_py.api.core import ConfigMap, Event, Secret
 from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.manifests.rbac import (
+    IDENTITY_ACCESS,
     MACHINE_SET_ACCESS,
+    NAMESPACE,
     OUTSIDE_THE_RECORDING,
     READ_FROM_THE_CACHE,
     TINKERBELL_ACCESS,
@@ -100,7 +108,7 @@ def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_re
         for verb in verbs
     } | {
         (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
-        for model, sub, verbs in (*TINKERBELL_ACCESS, *MACHINE_SET_ACCESS)
+        for model, sub, verbs in (*TINKERBELL_ACCESS, *MACHINE_SET_ACCESS, *IDENTITY_ACCESS)
         for verb in verbs
     }
     assert used - granted == set(), f"requests the ClusterRole does not allow: {sorted(used - granted)}"
@@ -113,3 +121,48 @@ def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_re
         assert f"{model.PLURAL}/status" in resources
     assert "leases" in resources
     assert {("", "events", verb) for verb in ("create", "get", "update")} <= used, "events are recorded"
+
+
+def test_a_cluster_with_an_identity_needs_exactly_the_identity_access_more(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    """A role identity whose source is a static identity, allowed by a namespace selector: every request
+    the controllers make is granted, and every grant of IDENTITY_ACCESS is used."""
+    secret = Secret(
+        metadata=ObjectMeta(name="keys", namespace=NAMESPACE),
+        string_data={"AccessKeyID": "AKIAEXAMPLEKEY000000", "SecretAccessKey": "not-a-real-secret"},
+    )
+    selector = {"selector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}}}
+    identities = [
+        AWSClusterStaticIdentity.model_validate(
+            {"metadata": {"name": "keys"}, "spec": {"secretRef": "keys", "allowedNamespaces": selector}}
+        ),
+        AWSClusterRoleIdentity.model_validate(
+            {
+                "metadata": {"name": "workload"},
+                "spec": {
+                    "roleARN": "arn:aws:iam::222222222222:role/workload",
+                    "allowedNamespaces": {},
+                    "sourceIdentityRef": {"kind": "AWSClusterStaticIdentity", "name": "keys"},
+                },
+            }
+        ),
+    ]
+    objects = example()
+    for obj in objects:
+        if isinstance(obj, AWSCluster):
+            obj.spec.identity_ref = AWSIdentityReference(kind="AWSClusterRoleIdentity", name="workload")
+    harness.apply([secret, *identities])
+    used = _record_controllers(harness, harness.apply(objects))
+    cached = {(m.API_VERSION.rpartition("/")[0], m.PLURAL, verb) for m, verb, _why in READ_FROM_THE_CACHE}
+    used -= cached
+    granted = _granted(cluster_role())
+    assert used - granted == set(), f"requests the ClusterRole does not allow: {sorted(used - granted)}"
+    # The controller identity is read as the others are, when a cluster names it (not in this chain).
+    identity = {
+        (model.API_VERSION.rpartition("/")[0], model.PLURAL, verb)
+        for model, _sub, verbs in IDENTITY_ACCESS
+        if model is not AWSClusterControllerIdentity
+        for verb in verbs
+    }
+    assert identity <= used, f"granted for identities, never used: {sorted(identity - used)}"

@@ -67,6 +67,9 @@ def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one
         "AWSMachine",
         "AWSClusterTemplate",
         "AWSMachineTemplate",
+        "AWSClusterControllerIdentity",
+        "AWSClusterStaticIdentity",
+        "AWSClusterRoleIdentity",
         "Hardware",
         "OSIE",
         "Template",
@@ -179,7 +182,10 @@ def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(
     assert printed.exit_code == 0, printed
     kinds = [d for d in json.loads(printed.stdout)["items"] if d["kind"] == "CustomResourceDefinition"]
     assert sorted(d["metadata"]["name"] for d in kinds) == [
+        "awsclustercontrolleridentities.infrastructure.cluster.x-k8s.io",
+        "awsclusterroleidentities.infrastructure.cluster.x-k8s.io",
         "awsclusters.infrastructure.cluster.x-k8s.io",
+        "awsclusterstaticidentities.infrastructure.cluster.x-k8s.io",
         "awsclustertemplates.infrastructure.cluster.x-k8s.io",
         "awsmachines.infrastructure.cluster.x-k8s.io",
         "awsmachinetemplates.infrastructure.cluster.x-k8s.io",

@@ -34,6 +34,7 @@ import yaml
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.manifests.rbac import (
+    IDENTITY_ACCESS,
     MACHINE_SET_ACCESS,
     NAMESPACE,
     OUTSIDE_THE_RECORDING,
@@ -324,7 +325,8 @@ def test_every_request_the_controller_made_was_allowed_and_every_rule_was_used(
     assert lifecycle.blocking_owners <= granted
     tinkerbell = _pairs(TINKERBELL_ACCESS)  # the example makes no Tinkerbell object
     machine_sets = _pairs(MACHINE_SET_ACCESS)  # nor a MachineDeployment (recorded by tests/machinesets)
-    never = unused - after_conflicts_only - lifecycle.blocking_owners - tinkerbell - machine_sets
+    identities = _pairs(IDENTITY_ACCESS)  # nor names an identity
+    never = unused - after_conflicts_only - lifecycle.blocking_owners - tinkerbell - machine_sets - identities
     assert never == set(), f"granted, never used: {sorted(never)}"
     assert _pairs(OUTSIDE_THE_RECORDING) <= used, "what the in-process recording cannot see, seen here"
     for model, verb, _why in READ_FROM_THE_CACHE:
