@@ -27,6 +27,8 @@ before they expire).
 
 from __future__ import annotations
 
+import functools
+
 import threading
 from dataclasses import dataclass
 
@@ -259,7 +261,7 @@ class Identities:
                 policy_arns=tuple(spec.policy_arns),
             )
             try:
-                credentials = assume_role(sts.call, request)
+                credentials = assume_role(functools.partial(sts.call, "AssumeRole"), request)
             except AWSError as exc:
                 raise IdentityUnavailable(
                     RETRIEVAL_FAILED,

@@ -31,6 +31,7 @@ PolicyFor = Literal["controller", "operator", "control-plane", "nodes"]
 POLICY_KINDS: tuple[PolicyFor, ...] = ("controller", "operator", "control-plane", "nodes")
 
 CONTROLLER_MODULES: tuple[str, ...] = (
+    "controllers.identity",
     "controllers.references",
     "controllers.services.images",
     "controllers.services.network",

@@ -31,8 +31,6 @@ from botocore.utils import parse_timestamp
 
 from capa_py.logging import get_logger
 
-IAM_ACTIONS: tuple[str, ...] = ("sts:AssumeRole",)
-"""The IAM actions the calls of this module need (of the source identity, on the role assumed)."""
 
 _log = get_logger("aws.credentials")
 
@@ -86,8 +84,9 @@ class RoleRequest:
 
 
 AssumeRoleCall = Callable[..., dict[str, Any]]
-"""``call("AssumeRole", **params)``: an STS client's :meth:`~capa_py.aws.session.AWSClient.call`, made with
-the source identity's credentials (counted, limited and retried as every call is)."""
+"""``call(**params)`` calls STS ``AssumeRole`` through a client made with the source identity's credentials
+(counted, limited and retried as every call is): ``functools.partial(sts.call, "AssumeRole")``. The caller
+names the operation, so the module that makes the call declares its IAM action."""
 
 
 def _windows(duration_seconds: int) -> tuple[float, float]:
@@ -106,7 +105,7 @@ def assume_role(
     it again before they expire."""
 
     def fetch() -> dict[str, Any]:
-        response = call("AssumeRole", **request.params())
+        response = call(**request.params())
         issued = response["Credentials"]
         expiry = issued["Expiration"]
         _log.info(
