@@ -12,12 +12,14 @@ Create, in the security groups' branch of the cluster's graph:
    groups, so that their SSH rule names its id;
 2. :func:`reconcile_bastion` — after the cluster's groups: the instance, through the engine (tags on
    create and a client token, so a launch interrupted after ``RunInstances`` finds its instance by its
-   tags rather than launching another), its state and addresses in ``status.bastion``; a pending instance
+   tags rather than launching another; the token is new for each spec generation, see
+   :func:`launch_scope`), its state and addresses in ``status.bastion``; a pending instance
    is polled at the InstanceRunning waiter's cadence. ``BastionHostReady`` (CAPA's condition) is True once
    it runs. With ``enabled: false`` after a bastion was made, the same step deletes it: the cluster's
    groups have just dropped their rule naming the bastion's group, then the instance is terminated (waited
    for: its interface holds the group), then the group is deleted, ``status.bastion`` and the condition
-   removed.
+   removed. A running bastion whose ``instanceType`` (or ``ami``, when given) no longer matches the spec
+   is replaced: terminated, waited for, launched again.
 
 The image: ``spec.bastion.ami``, else the newest image CAPA's lookup finds — ``DescribeImages`` with
 ``owner-id`` Canonical's account (099720109477; 513442679011 in AWS GovCloud), ``description``
@@ -33,6 +35,7 @@ the cluster's groups (their rules name it).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,6 +46,7 @@ from capa_py.aws.session import AWSClients
 from capa_py.cache.known import known_of
 from capa_py.ctrlkit.action import Context
 from capa_py.ctrlkit.result import Result
+from capa_py.engine.engine import Scope
 from capa_py.engine.errors import Waiting
 from capa_py.engine.resource import Observed
 from capa_py.logging import get_logger
@@ -222,6 +226,16 @@ def status_of(observed: Observed, desired: InstanceDesired) -> BastionStatus:
     )
 
 
+def launch_scope(scope: ClusterScope) -> Scope:
+    """The engine scope of the bastion's launch: its client token is derived from the AWSCluster's uid and
+    generation. A bastion is launched again for the same AWSCluster (enabled after being disabled, or
+    replaced after a spec change), and AWS answers a token with its first instance for a long while, even
+    a terminated one; every such launch follows a spec change, so a new generation gives it a new token,
+    while a launch retried after a crash (same spec) repeats its token — and is found by its tags first."""
+    owner = f"{scope.obj.uid}:generation-{scope.obj.metadata.generation}"
+    return dataclasses.replace(scope.engine_scope, owner_uid=owner)
+
+
 def reconcile_bastion(scope: ClusterScope) -> None:
     if not enabled(scope.obj):
         remove_disabled_bastion(scope)
@@ -233,7 +247,7 @@ def reconcile_bastion(scope: ClusterScope) -> None:
         instances,
         INSTANCE_ROLE,
         wanted,
-        scope.engine_scope,
+        launch_scope(scope),
         name=f"{scope.cluster_name}-bastion",
         capa_role_value="bastion",
     )
@@ -243,11 +257,33 @@ def reconcile_bastion(scope: ClusterScope) -> None:
         o.status.bastion = found.model_copy(deep=True)
 
     scope.change_status(record)
+    changed = _replaced_by_spec(observed, wanted, scope.obj)
+    if changed:
+        # A bastion holds no state: one launched from another type or image is replaced, not changed.
+        _log.info(
+            "replacing the bastion host", cluster=scope.cluster_name, instance=observed.id, changed=changed
+        )
+        scope.condition(
+            BASTION_HOST_READY, False, "Replacing", f"{changed} changed: replacing the bastion host"
+        )
+        delete_instance(scope)
+        raise Waiting(f"bastion instance {observed.id} replaced ({changed} changed)", 1.0)
     if not instances.is_ready(observed):
         created = ClusterScope.created(before, observed)
         raise Waiting(
             f"bastion instance {observed.id} is {observed.state}", INSTANCE_RUNNING.requeue(created)
         )
+
+
+def _replaced_by_spec(observed: Observed, wanted: InstanceDesired, obj: AWSCluster) -> str | None:
+    """The spec field the running bastion no longer matches (its type; its image when ``ami`` is given),
+    or None."""
+    found = observed.attributes
+    if found.get("instance_type") and found["instance_type"] != wanted.instance_type:
+        return "spec.bastion.instanceType"
+    if obj.spec.bastion.ami and found.get("image_id") and found["image_id"] != obj.spec.bastion.ami:
+        return "spec.bastion.ami"
+    return None
 
 
 def _forget(scope: ClusterScope) -> None:

@@ -18,6 +18,8 @@ from capa_py.api.conditions import get_condition
 from capa_py.api.loader import load_manifests
 from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import call_scope
+from capa_py.engine.engine import Engine
+from capa_py.engine.profiles import AWS
 from capa_py.engine.tags import CAPA_PY_ROLE_TAG, ROLE_TAG, cluster_tag_key
 from capa_py.store.helpers import retry_on_conflict
 from controllers.services import bastion
@@ -295,3 +297,56 @@ def test_a_bastion_costs_its_group_its_rules_and_one_launch(harness: Harness) ->
     # Measured on an idle machine: 64 calls without a bastion, 72 with one (the three above, and the reads
     # that look for the group and the instance before creating them). Reads are not asserted: how many
     # polls a converge makes depends on how fast moto answers.
+
+
+def test_a_changed_instance_type_replaces_the_bastion(harness: Harness) -> None:
+    objects = _targets(harness.apply(_objects({"enabled": True, "ami": CANONICAL_XENIAL}, machines=False)))
+    assert harness.converge(objects).converged
+    before = _awscluster(harness).status.bastion
+    assert before is not None
+    assert before.type == "t3.micro"
+
+    _set_bastion(harness, instance_type="t3.small")
+    assert harness.converge(objects).converged
+    after = _awscluster(harness).status.bastion
+    assert after is not None
+    assert after.id != before.id
+    assert after.type == "t3.small"
+    assert list(_live_instances(harness, "bastion")) == [
+        i for i in _live_instances(harness, "bastion") if i["InstanceId"] == after.id
+    ]
+    assert len(_live_instances(harness, "bastion")) == 1
+    condition = get_condition(_awscluster(harness).status, BASTION_HOST_READY)
+    assert condition is not None
+    assert condition.status == "True"
+
+
+def test_a_bastion_enabled_again_is_launched_with_a_new_client_token(harness: Harness) -> None:
+    """AWS answers a client token with its first instance long after that instance is terminated: the
+    bastion launched after a disable must not repeat the first launch's token. moto ignores tokens (its
+    profile sends none): the engine runs with AWS's profile, which sends them, and the tokens themselves
+    are compared."""
+    harness.engine = Engine(AWS)
+    tokens: list[str] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        tags = {
+            t["Key"]: t["Value"]
+            for spec in params.get("TagSpecifications", [])
+            if spec["ResourceType"] == "instance"
+            for t in spec["Tags"]
+        }
+        if tags.get(CAPA_PY_ROLE_TAG) == "bastion":
+            tokens.append(params["ClientToken"])
+
+    harness.aws.ec2.raw.meta.events.register("provide-client-params.ec2.RunInstances", record)
+    objects = _targets(harness.apply(_objects({"enabled": True, "ami": CANONICAL_XENIAL}, machines=False)))
+    assert harness.converge(objects).converged
+    _set_bastion(harness, enabled=False)
+    assert harness.converge(objects).converged
+    assert _live_instances(harness, "bastion") == []
+    _set_bastion(harness, enabled=True)
+    assert harness.converge(objects).converged
+    assert len(_live_instances(harness, "bastion")) == 1
+    assert len(tokens) == 2, tokens
+    assert tokens[0] != tokens[1]
