@@ -56,7 +56,8 @@ from controllers.base import (
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import CONDITIONS as IDENTITY_CONDITIONS
 from controllers.identity import RECHECK_AFTER, Identities, IdentityError
-from controllers.services import loadbalancer, network, securitygroups, sweep
+from controllers.services import bastion, loadbalancer, network, securitygroups, sweep
+from controllers.services.bastion import BastionStep
 from controllers.services.cluster_scope import ClusterScope
 from controllers.services.loadbalancer import LOAD_BALANCER_READY
 from controllers.services.network import (
@@ -68,9 +69,15 @@ from controllers.services.network import (
 )
 from controllers.services.securitygroups import SECURITY_GROUPS_READY
 
-CLUSTER_CONDITIONS = (*network.CONDITIONS, *securitygroups.CONDITIONS, *loadbalancer.CONDITIONS)
+CLUSTER_CONDITIONS = (
+    *network.CONDITIONS,
+    *securitygroups.CONDITIONS,
+    *bastion.CONDITIONS,
+    *loadbalancer.CONDITIONS,
+)
 """The conditions ``Ready`` summarises (each service's), in the order the first one not true is reported:
-VPC, subnets, internet gateway, NAT gateways, route tables, security groups, load balancer."""
+VPC, subnets, internet gateway, NAT gateways, route tables, security groups, bastion host (when the cluster
+has one), load balancer."""
 _log = get_logger("controller.awscluster")
 
 
@@ -126,21 +133,33 @@ CREATE: Action = Sequential(
             ),
         ),
         # Last in the pass: machines launch once the groups are recorded, and by then so is the target
-        # group's ARN, so a machine is woken once for both.
-        Step("ReconcileSecurityGroups", securitygroups.reconcile_security_groups, SECURITY_GROUPS_READY),
+        # group's ARN, so a machine is woken once for both. The bastion's group comes before the cluster's
+        # (their SSH rule names it), its instance after (a disabled bastion's group is deleted once the
+        # cluster's groups no longer name it).
+        Sequential(
+            BastionStep(
+                "ReconcileBastionSecurityGroup",
+                bastion.reconcile_bastion_security_group,
+                condition_on_success=False,
+            ),
+            Step("ReconcileSecurityGroups", securitygroups.reconcile_security_groups, SECURITY_GROUPS_READY),
+            BastionStep("ReconcileBastion", bastion.reconcile_bastion),
+        ),
     ),
     Step("MarkReady", loadbalancer.mark_ready),
 )
 """One create pass of an AWSCluster, run over its :class:`ClusterScope`."""
 
 DELETE: Action = Sequential(
-    *(
-        Step(deletion.description, deletion)
-        for deletion in (*loadbalancer.DELETION, *securitygroups.DELETION, *network.DELETION)
-    ),
+    *(Step(deletion.description, deletion) for deletion in loadbalancer.DELETION),
+    Step("DeleteBastionHost", bastion.delete_instance),
+    *(Step(deletion.description, deletion) for deletion in securitygroups.DELETION),
+    Step("DeleteBastionSecurityGroup", bastion.delete_security_group),
+    *(Step(deletion.description, deletion) for deletion in network.DELETION),
     Step("SweepStrayResources", sweep.sweep_cluster_resources),
 )
-"""One delete pass: the load balancer, the security groups, the network (the VPC last), then strays."""
+"""One delete pass: the load balancer, the bastion host (its interface holds a subnet and its group), the
+cluster's security groups, the bastion's (their rules name it), the network (the VPC last), then strays."""
 
 
 class AWSClusterController:

@@ -28,7 +28,6 @@ before they expire).
 from __future__ import annotations
 
 import functools
-
 import threading
 from dataclasses import dataclass
 

@@ -74,6 +74,20 @@ class InstanceDesired:
     """The bootstrap data, raw (not base64). Secret: never logged, never fingerprinted, not in repr."""
 
 
+def _security_group_ids(instance: Mapping[str, Any]) -> list[str]:
+    """The instance's groups; those of its primary interface when the instance lists none (moto lists
+    none for an instance launched with an interface specification, as a public address asks)."""
+    groups: list[Mapping[str, Any]] = instance.get("SecurityGroups") or next(
+        (
+            i.get("Groups", [])
+            for i in instance.get("NetworkInterfaces", [])
+            if i.get("Attachment", {}).get("DeviceIndex", 0) == 0
+        ),
+        [],
+    )
+    return sorted(g["GroupId"] for g in groups)
+
+
 def _observed(instance: Mapping[str, Any]) -> Observed:
     profile = instance.get("IamInstanceProfile") or {}
     return Observed(
@@ -91,7 +105,7 @@ def _observed(instance: Mapping[str, Any]) -> Observed:
             "public_ip": instance.get("PublicIpAddress"),
             "private_dns_name": instance.get("PrivateDnsName") or None,
             "public_dns_name": instance.get("PublicDnsName") or None,
-            "security_group_ids": sorted(g["GroupId"] for g in instance.get("SecurityGroups", [])),
+            "security_group_ids": _security_group_ids(instance),
             "iam_instance_profile_arn": profile.get("Arn"),
             "key_name": instance.get("KeyName"),
             "lifecycle": instance.get("InstanceLifecycle") or "on-demand",

@@ -248,7 +248,17 @@ class SecurityGroup(ResourceClass[SecurityGroupDesired]):
         wanted = {rule_key(rule, observed.id): rule.description for rule in desired.ingress}
         present = _rule_keys(observed)
         missing = [ip_permission(key, text) for key, text in wanted.items() if key not in present]
-        extra = [ip_permission(key) for key in sorted(present - wanted.keys(), key=str)]
+        # A revoked rule carries the description it was found with: AWS matches rules without it, but
+        # moto matches a source-group rule only with it (and would leave the rule in place).
+        found_text = {
+            RuleKey(r["protocol"], r["from_port"], r["to_port"], r["source_kind"], r["source"]): str(
+                r.get("description") or ""
+            )
+            for r in observed.attributes.get("ingress", [])
+        }
+        extra = [
+            ip_permission(key, found_text.get(key, "")) for key in sorted(present - wanted.keys(), key=str)
+        ]
         changed = False
         if missing:
             changed |= self._authorize(observed.id, missing)

@@ -32,6 +32,7 @@ POLICY_KINDS: tuple[PolicyFor, ...] = ("controller", "operator", "control-plane"
 
 CONTROLLER_MODULES: tuple[str, ...] = (
     "controllers.identity",
+    "controllers.services.bastion",
     "controllers.references",
     "controllers.services.images",
     "controllers.services.network",

@@ -24,10 +24,13 @@ from capa_py.api.aws_checks import (
     known_regions,
 )
 from capa_py.api.aws_cluster import (
+    DEFAULT_BASTION_INSTANCE_TYPE,
     AWSCluster,
     AWSClusterSpec,
     AWSClusterStatus,
     AWSLoadBalancerSpec,
+    Bastion,
+    BastionStatus,
     LoadBalancerStatus,
     NetworkSpec,
     NetworkStatus,
@@ -57,6 +60,7 @@ from capa_py.api.aws_machine import (
 __all__ = [
     "AWSCLUSTER_FINALIZER",
     "AWSMACHINE_FINALIZER",
+    "DEFAULT_BASTION_INSTANCE_TYPE",
     "INFRA_API_VERSION",
     "MAX_PREFIX",
     "MAX_TAGS",
@@ -72,6 +76,8 @@ __all__ = [
     "AWSMachineSpec",
     "AWSMachineStatus",
     "AWSResourceReference",
+    "Bastion",
+    "BastionStatus",
     "InstanceState",
     "IntentRecord",
     "LoadBalancerStatus",

@@ -1,6 +1,6 @@
 """Cluster API Provider AWS's ``AWSCluster`` (``infrastructure.cluster.x-k8s.io/v1beta2``): its spec (the
-region, the network, the control-plane load balancer), its status, and the rules an update and a write
-must follow."""
+region, the network, the control-plane load balancer, the bastion host), its status, and the rules an
+update and a write must follow."""
 
 from __future__ import annotations
 
@@ -9,10 +9,17 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from capa_py.api.aws_checks import REGION_PATTERN, block_size_issue, check_cidr, check_tags, known_regions
+from capa_py.api.aws_checks import (
+    REGION_PATTERN,
+    block_size_issue,
+    check_cidr,
+    check_tags,
+    known_instance_types,
+    known_regions,
+)
 from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
 from capa_py.api.aws_identity import AWSIdentityReference
-from capa_py.api.cluster import APIEndpoint
+from capa_py.api.cluster import APIEndpoint, MachineAddress
 from capa_py.api.contract import InfrastructureStatus
 from capa_py.api.image_lookup import base_os_field, format_field, lookup_issues, org_field
 from capa_py.api.immutable import immutable, without
@@ -74,6 +81,75 @@ class AWSLoadBalancerSpec(KubeModel):
         return value
 
 
+DEFAULT_BASTION_INSTANCE_TYPE = "t3.micro"
+"""The bastion's instance type when ``spec.bastion.instanceType`` is not set (CAPA's default)."""
+
+
+class Bastion(KubeModel):
+    """CAPA's ``spec.bastion``: a small instance in a public subnet, reachable by SSH, from which the
+    cluster's machines are reached by SSH (they allow SSH from the bastion's security group)."""
+
+    enabled: bool = Field(default=False, description="Whether the cluster has a bastion host.")
+    disable_ingress_rules: bool = Field(
+        default=False,
+        description=(
+            "Give the bastion's security group no ingress rule (the user adds their own). "
+            "allowedCIDRBlocks must then be empty."
+        ),
+    )
+    allowed_cidr_blocks: list[str] = Field(
+        default_factory=list,
+        alias="allowedCIDRBlocks",
+        description=(
+            "The IPv4 CIDR blocks SSH (port 22) to the bastion is allowed from. Default: 0.0.0.0/0, "
+            "unless disableIngressRules."
+        ),
+    )
+    instance_type: str | None = Field(
+        default=None,
+        description=f"The bastion's EC2 instance type. Default: {DEFAULT_BASTION_INSTANCE_TYPE}.",
+    )
+    ami: str | None = Field(
+        default=None,
+        description=(
+            "The bastion's AMI id. Default: the newest x86_64 Ubuntu 24.04 image Canonical publishes in the "
+            "region, as CAPA looks it up."
+        ),
+    )
+
+    def ingress_cidr_blocks(self) -> list[str]:
+        """The blocks SSH is allowed from: the given ones, else anywhere (none with disableIngressRules)."""
+        if self.disable_ingress_rules:
+            return []
+        return list(self.allowed_cidr_blocks) or ["0.0.0.0/0"]
+
+    def issues(self, base: str) -> list[FieldIssue]:
+        issues: list[FieldIssue] = []
+        if self.disable_ingress_rules and self.allowed_cidr_blocks:
+            issues.append(
+                FieldIssue(
+                    path=f"{base}.allowedCIDRBlocks",
+                    message="must be empty when disableIngressRules is true (no ingress rule is made)",
+                )
+            )
+        for index, block in enumerate(self.allowed_cidr_blocks):
+            try:
+                check_cidr(block)
+            except ValueError as exc:
+                issues.append(
+                    FieldIssue(path=f"{base}.allowedCIDRBlocks[{index}]", message=f"{block!r}: {exc}")
+                )
+        if self.instance_type is not None and self.instance_type not in known_instance_types():
+            issues.append(
+                FieldIssue(
+                    path=f"{base}.instanceType", message=f"not an EC2 instance type: {self.instance_type!r}"
+                )
+            )
+        if self.ami is not None and not self.ami.startswith("ami-"):
+            issues.append(FieldIssue(path=f"{base}.ami", message=f"not an AMI id (ami-…): {self.ami!r}"))
+        return issues
+
+
 class AWSClusterSpec(KubeModel):
     region: str
     ssh_key_name: str | None = None
@@ -90,6 +166,7 @@ class AWSClusterSpec(KubeModel):
         "AWSClusterControllerIdentity, AWSClusterStaticIdentity or AWSClusterRoleIdentity); absent, the "
         "controller's own.",
     )
+    bastion: Bastion = Field(default_factory=Bastion)
 
     @field_validator("region")
     @classmethod
@@ -123,6 +200,23 @@ class LoadBalancerStatus(KubeModel):
     listener_arn: str | None = None
 
 
+class BastionStatus(KubeModel):
+    """The bastion host as last observed: CAPA's ``status.bastion`` (its ``Instance``), the fields capa-py
+    knows of it."""
+
+    id: str
+    instance_state: str | None = None
+    type: str | None = None
+    subnet_id: str | None = None
+    image_id: str | None = None
+    ssh_key_name: str | None = None
+    security_group_ids: list[str] = Field(default_factory=list)
+    availability_zone: str | None = None
+    private_ip: str | None = None
+    public_ip: str | None = None
+    addresses: list[MachineAddress] = Field(default_factory=list)
+
+
 class NetworkStatus(KubeModel):
     vpc_id: str | None = None
     internet_gateway_id: str | None = None
@@ -133,6 +227,7 @@ class NetworkStatus(KubeModel):
 
 class AWSClusterStatus(InfrastructureStatus):
     network: NetworkStatus = Field(default_factory=NetworkStatus)
+    bastion: BastionStatus | None = None
     failure_reason: str | None = None
     failure_message: str | None = None
     observed_generation: int | None = None
@@ -198,6 +293,7 @@ class AWSCluster(KubeObject):
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = [] if self.being_deleted else self.aws_limit_issues()
         issues += lookup_issues(self.spec, "spec")
+        issues += self.spec.bastion.issues("spec.bastion")
         vpc = self.spec.network.vpc
         managed_vpc = vpc.id is None
         if managed_vpc and vpc.cidr_block is None:

@@ -86,6 +86,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("READY", lambda d: _path(d, "status.ready", "false")),
         ("VPC", lambda d: _path(d, "status.network.vpcId")),
         ("ENDPOINT", _endpoint),
+        ("BASTION IP", lambda d: _path(d, "status.bastion.publicIp")),
     ],
     "AWSMachine": [
         ("READY", lambda d: _path(d, "status.ready", "false")),

@@ -31,7 +31,6 @@ from botocore.utils import parse_timestamp
 
 from capa_py.logging import get_logger
 
-
 _log = get_logger("aws.credentials")
 
 SESSION_NAME_PREFIX = "capa-py-"

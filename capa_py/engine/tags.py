@@ -5,8 +5,8 @@
   resources are create/delete only (ongoing management is handed off to the cloud provider);
 * unmanaged (given by the user): never tagged, modified or deleted by us;
 * ``sigs.k8s.io/cluster-api-provider-aws/role=<CAPA role>`` with CAPA's values (``common``, ``public``,
-  ``private``, ``apiserver``, ``controlplane``/``node``/``lb`` for security groups, ``control-plane``/``node``
-  for instances), so tools that read CAPA's tags understand ours;
+  ``private``, ``apiserver``, ``controlplane``/``node``/``lb``/``bastion`` for security groups,
+  ``control-plane``/``node``/``bastion`` for instances), so tools that read CAPA's tags understand ours;
 * ``capa-py.io/role=<role>``: capa-py's own per-resource role (``subnet-public-us-east-1a``), what lookups
   use; ``Name=<cluster>-<role>``;
 * ``capa-py.io/store=<store uid>``: the object store that created the resource. A resource carrying a
@@ -60,6 +60,8 @@ _CAPA_ROLES: tuple[tuple[str, str], ...] = (
     ("sg-node", NODE_ROLE),
     ("sg-lb", "lb"),
     ("sg-apiserver-lb", "apiserver-lb"),
+    ("sg-bastion", "bastion"),
+    ("bastion", "bastion"),
 )
 """capa-py role (exact, or prefix when it ends in ``-``) → CAPA's role tag value."""
 

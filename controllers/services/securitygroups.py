@@ -1,5 +1,7 @@
 """The security groups service: the control plane's, the nodes', and the load balancers' group shared with
-the cloud provider.
+the cloud provider. While the cluster has a bastion host, the control plane and the nodes allow SSH from
+the bastion's group (:mod:`controllers.services.bastion`, which ensures that group first), as Cluster API
+Provider AWS's do; the rule goes when the bastion is disabled.
 
 :func:`reconcile_security_groups` first ensures the groups themselves (found, adopted or re-created after
 drift), rules left alone, so that rules name the groups' current ids; then the rules of the control plane
@@ -24,6 +26,7 @@ def security_group_rules(ids: dict[str, str]) -> dict[str, tuple[IngressRule, ..
     """Each group's ingress rules, given the ids of the groups they name."""
     node = ids.get("node")
     controlplane = ids.get("controlplane")
+    bastion = ids.get("bastion")
     rules: dict[str, list[IngressRule]] = {role: [] for role in SG_ROLES}
     rules["controlplane"] += [
         IngressRule(
@@ -43,6 +46,11 @@ def security_group_rules(ids: dict[str, str]) -> dict[str, tuple[IngressRule, ..
         rules["node"].append(
             IngressRule("tcp", 10250, 10250, source_group_id=controlplane, description="kubelet")
         )
+    if bastion:
+        for role in ("controlplane", "node"):
+            rules[role].append(
+                IngressRule("tcp", 22, 22, source_group_id=bastion, description="SSH from the bastion")
+            )
     return {role: tuple(r) for role, r in rules.items()}
 
 
@@ -66,7 +74,11 @@ def reconcile_security_groups(scope: ClusterScope) -> None:
         observed[role] = scope.ensure(
             rc, f"sg-{role}", _desired(scope, role, (), manage_rules=False), shared=role == "lb"
         )
-    rules = security_group_rules({role: o.id for role, o in observed.items()})
+    ids = {role: o.id for role, o in observed.items()}
+    bastion = scope.network.security_groups.get("bastion")
+    if bastion is not None:  # ensured in this pass, before these groups
+        ids["bastion"] = bastion.id
+    rules = security_group_rules(ids)
     for role in SG_ROLES:
         if role != "lb":  # shared with the cloud provider: create/delete only
             scope.engine.update(rc, observed[role], _desired(scope, role, rules[role]))

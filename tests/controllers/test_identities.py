@@ -12,7 +12,6 @@ credentials of their own.
 from __future__ import annotations
 
 import functools
-
 import re
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -329,7 +328,9 @@ def test_assumed_credentials_are_renewed_before_they_expire(
     now = [datetime.now(UTC)]
     sts = harness.pool.for_region("us-east-1").client("sts")
     credentials = assume_role(
-        functools.partial(sts.call, "AssumeRole"), RoleRequest(ROLE, "renewal", duration_seconds=900), time_fetcher=lambda: now[0]
+        functools.partial(sts.call, "AssumeRole"),
+        RoleRequest(ROLE, "renewal", duration_seconds=900),
+        time_fetcher=lambda: now[0],
     )
     first = credentials.get_frozen_credentials().access_key
     assert len(assume_calls.calls) == 1, "fresh credentials are not renewed"

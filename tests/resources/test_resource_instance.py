@@ -106,3 +106,19 @@ def test_root_volume_of_an_unknown_image_is_a_user_error(build: Builder) -> None
     with pytest.raises(InvalidRequest) as failure:
         Instance(build.aws).create(desired, None, None)
     assert failure.value.code == "InvalidAMIID.NotFound"
+
+
+def test_an_instance_with_a_public_address_reports_its_interfaces_groups(build: Builder) -> None:
+    """Launched with an interface specification (which a public address needs), the instance's groups are
+    its primary interface's, whether or not the endpoint lists them on the instance too."""
+    subnet = build.subnet(public=True)
+    group = SecurityGroup(build.aws).create(
+        SecurityGroupDesired(subnet.attributes["vpc_id"], "alpha-bastion", "bastion"), None, None
+    )
+    desired = build.instance_desired(subnet.id, security_group_ids=(group.id,), public_ip=True)
+    instances = Instance(build.aws)
+    launched = instances.create(desired, build.tags("bastion"), None)
+    observed = instances.describe_by_id(launched.id)
+    assert observed is not None
+    assert observed.attributes["security_group_ids"] == [group.id]
+    assert instances.update(observed, desired) is False, "nothing to change: the groups are the desired ones"

@@ -150,3 +150,23 @@ def test_rules_translate_to_ip_permissions() -> None:
         IngressRule("tcp", 22, 22)
     with pytest.raises(ValueError, match="exactly one of"):
         IngressRule("tcp", 22, 22, cidr_block="0.0.0.0/0", source_group_id="sg-1")
+
+
+def test_update_revokes_a_described_rule_from_another_group(build: Builder) -> None:
+    """A rule naming another group, written with a description (SSH from a bastion's group), goes when the
+    spec drops it: the revoke names the description it was found with (moto leaves the rule otherwise)."""
+    groups = SecurityGroup(build.aws)
+    vpc_id = build.vpc().id
+    bastion = groups.create(
+        SecurityGroupDesired(vpc_id, "alpha-bastion", "bastion"), build.tags("bastion"), None
+    )
+    from_bastion = IngressRule("tcp", 22, 22, source_group_id=bastion.id, description="SSH from the bastion")
+    desired = SecurityGroupDesired(vpc_id, "alpha-node", "nodes", (API, from_bastion))
+    group = groups.create(desired, build.tags("node"), None)
+    assert groups.update(group, desired) is True
+    assert ("tcp", 22, 22, bastion.id) in _ingress(groups, group.id)
+
+    observed = groups.describe_by_id(group.id)
+    assert observed is not None
+    assert groups.update(observed, SecurityGroupDesired(vpc_id, "alpha-node", "nodes", (API,))) is True
+    assert _ingress(groups, group.id) == {("tcp", 6443, 6443, "0.0.0.0/0")}
