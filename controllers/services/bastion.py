@@ -58,18 +58,9 @@ from controllers.waits import INSTANCE_RUNNING
 from resources.instance import Instance, InstanceDesired
 from resources.security_group import IngressRule, SecurityGroupDesired
 
-IAM_ACTIONS: tuple[str, ...] = (
-    "ec2:AuthorizeSecurityGroupIngress",
-    "ec2:CreateSecurityGroup",
-    "ec2:CreateTags",
-    "ec2:DeleteSecurityGroup",
-    "ec2:DescribeImages",
-    "ec2:DescribeInstances",
-    "ec2:DescribeSecurityGroups",
-    "ec2:RevokeSecurityGroupIngress",
-    "ec2:RunInstances",
-    "ec2:TerminateInstances",
-)
+IAM_ACTIONS: tuple[str, ...] = ("ec2:DescribeImages",)
+"""The calls made here (the default image lookup); the bastion's group and instance are made through their
+resource classes, which declare theirs."""
 
 BASTION_HOST_READY = "BastionHostReady"
 """CAPA's condition: the bastion host runs (set only while ``spec.bastion.enabled``)."""
