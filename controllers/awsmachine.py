@@ -52,7 +52,7 @@ from controllers.base import (
     settle,
 )
 from controllers.events import DELETION_BLOCKED
-from controllers.services import images, instances
+from controllers.services import bootstrap, images, instances
 from controllers.services.instances import INSTANCE_READY, LB_ATTACHED, MachineScope, security_group_roles
 
 BOOTSTRAP_KEY = "value"
@@ -93,17 +93,23 @@ def network_view(awscluster: AWSCluster) -> object:
 
 
 CREATE: Action = Sequential(
+    Step("StoreBootstrapData", bootstrap.store_bootstrap_data, INSTANCE_READY, condition_on_success=False),
     Step("ReconcileInstance", instances.reconcile_instance, INSTANCE_READY),
     Step("RegisterWithLoadBalancer", instances.register_with_load_balancer, LB_ATTACHED),
     Step("MarkReady", instances.mark_ready),
+    Step("DeleteBootstrapData", bootstrap.delete_bootstrap_data),
 )
-"""One create pass of an AWSMachine, run over its :class:`MachineScope`."""
+"""One create pass of an AWSMachine, run over its :class:`MachineScope`: the bootstrap data stored in
+Secrets Manager, the instance launched with the script that fetches it, and, once the instance runs, the
+secrets deleted."""
 
 DELETE: Action = Sequential(
+    Step("DeleteBootstrapData", bootstrap.delete_bootstrap_data),
     Step("DeregisterFromLoadBalancer", instances.deregister),
     Step("TerminateInstance", instances.terminate),
 )
-"""One delete pass: out of the target group, then the instance terminated and waited for."""
+"""One delete pass: the bootstrap data's secrets deleted (if any are left), out of the target group, then
+the instance terminated and waited for."""
 
 
 class AWSMachineController:
