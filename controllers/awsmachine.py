@@ -10,6 +10,11 @@ still be provisioning). Addresses, ``providerID`` and ``instanceState`` go to st
 says where it stands, and a pending instance is polled at the InstanceRunning waiter's cadence. Delete
 deregisters, terminates, waits until the instance is gone, then drops the finalizer.
 
+The bootstrap data is stored in AWS Secrets Manager before the instance is launched, and the instance
+gets a script that fetches it; the secrets are deleted once the instance runs and when the machine is
+deleted (:mod:`controllers.services.bootstrap`; ``spec.cloudInit.insecureSkipSecretsManager`` puts the data
+in the user data instead).
+
 The instance's image is ``spec.ami.id``, else the newest AMI found for the Machine's ``spec.version``
 (:mod:`controllers.services.images`); a machine with neither is refused (``MissingAMI``) before anything of
 it is built.
