@@ -27,6 +27,7 @@ after creating it checks that the calls it made are exactly that derivation.
 from __future__ import annotations
 
 import argparse
+import gzip
 import hashlib
 import json
 import sys
@@ -50,6 +51,8 @@ ROLE_KEY = "sigs.k8s.io/cluster-api-provider-aws/role"
 CLOUD_PROVIDER_KEY = "kubernetes.io/cluster/{cluster}"
 CONTROL_PLANE_LABEL = "cluster.x-k8s.io/control-plane"
 EMULATOR_KEY = "testing"
+SECRET_CHUNK = 7000
+"""Bytes of gzipped bootstrap data per Secrets Manager secret (Cluster API Provider AWS's figure)."""
 
 
 # -- the manifest --------------------------------------------------------------------------------------------
@@ -72,6 +75,8 @@ class MachinePlan:
     root_volume_size: int | None
     root_volume_type: str
     extra_tags: dict[str, str]
+    secrets_manager: bool = True
+    """Whether the bootstrap data goes through Secrets Manager (no ``insecureSkipSecretsManager``)."""
 
 
 @dataclass
@@ -86,6 +91,12 @@ class ClusterPlan:
     additional_tags: dict[str, str]
     machines: list[MachinePlan]
     user_data: bytes = field(repr=False)
+
+    @property
+    def secret_chunks(self) -> list[bytes]:
+        """The bootstrap data gzipped, in the chunks one secret each holds."""
+        packed = gzip.compress(self.user_data, mtime=0)
+        return [packed[i : i + SECRET_CHUNK] for i in range(0, len(packed), SECRET_CHUNK)]
 
     @property
     def nat_zones(self) -> list[str]:
@@ -136,6 +147,7 @@ def load_plan(path: Path) -> ClusterPlan:
                 root_volume_size=root.get("size"),
                 root_volume_type=root.get("type", "gp3"),
                 extra_tags=dict(infra_spec.get("additionalTags", {})),
+                secrets_manager=not (infra_spec.get("cloudInit") or {}).get("insecureSkipSecretsManager"),
             )
         )
         secret = secrets[machine["spec"]["bootstrap"]["dataSecretName"]]
@@ -207,6 +219,7 @@ class Step:
 
 
 def derivation(plan: ClusterPlan) -> list[Step]:
+    secret_count = len(plan.secret_chunks) * sum(1 for m in plan.machines if m.secrets_manager)
     """How many calls of each operation creating the cluster needs, from the manifest alone."""
     public = [s for s in plan.subnets if s.public]
     rule_groups = sum(1 for rules in ingress_rules({r: r for r in SG_ROLES}).values() if rules)
@@ -247,7 +260,17 @@ def derivation(plan: ClusterPlan) -> list[Step]:
             "ec2:DescribeImages",
             len(amis_with_root_volume),
         ),
+        Step(
+            "bootstrap data stored in Secrets Manager before each instance (gzipped, 7000-byte chunks)",
+            "secretsmanager:CreateSecret",
+            secret_count,
+        ),
         Step("instances, one per machine", "ec2:RunInstances", len(plan.machines)),
+        Step(
+            "the bootstrap data's secrets deleted once each instance runs",
+            "secretsmanager:DeleteSecret",
+            secret_count,
+        ),
         Step(
             "control plane registered with the target group",
             "elbv2:RegisterTargets",
@@ -273,7 +296,8 @@ class Creator:
         config = Config(region_name=plan.region, retries={"total_max_attempts": 1, "mode": "standard"})
         self.ec2: Any = session.client("ec2", endpoint_url=endpoint, config=config)
         self.elbv2: Any = session.client("elbv2", endpoint_url=endpoint, config=config)
-        for service, client in (("ec2", self.ec2), ("elbv2", self.elbv2)):
+        self.secrets: Any = session.client("secretsmanager", endpoint_url=endpoint, config=config)
+        for service, client in (("ec2", self.ec2), ("elbv2", self.elbv2), ("secretsmanager", self.secrets)):
             self._count(service, client)
 
     def _count(self, service: str, client: Any) -> None:
@@ -418,6 +442,19 @@ class Creator:
         instances: dict[str, str] = {}
         for machine in plan.machines:
             index = int(hashlib.sha256(machine.name.encode()).hexdigest(), 16) % len(private)
+            user_data = plan.user_data
+            secret_names: list[str] = []
+            if machine.secrets_manager:
+                # The data in secrets; the instance gets a script naming them (its text does not matter here).
+                for n, chunk in enumerate(plan.secret_chunks):
+                    name = f"aws.cluster.x-k8s.io/{plan.name}-{machine.name}-{n}"
+                    self.secrets.create_secret(
+                        Name=name,
+                        SecretBinary=chunk,
+                        Tags=self.tags(f"bootstrap-secret-{n}", name=machine.name),
+                    )
+                    secret_names.append(name)
+                user_data = f"#!/bin/bash\n# fetch {len(secret_names)} secrets\n".encode()
             roles = SG_ROLES if machine.control_plane else ("node", "lb")
             params: dict[str, Any] = {
                 "ImageId": machine.ami,
@@ -426,7 +463,7 @@ class Creator:
                 "MaxCount": 1,
                 "SubnetId": subnet_ids[private[index].role],
                 "SecurityGroupIds": [groups[r] for r in roles],
-                "UserData": plan.user_data,
+                "UserData": user_data,
                 "TagSpecifications": self.spec(
                     ("instance", "volume"),
                     f"instance-{machine.name}",
@@ -446,6 +483,8 @@ class Creator:
                     }
                 ]
             instances[machine.name] = ec2.run_instances(**params)["Instances"][0]["InstanceId"]
+            for name in secret_names:
+                self.secrets.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
         control_planes = [instances[m.name] for m in plan.machines if m.control_plane]
         if control_planes:
             elbv2.register_targets(TargetGroupArn=tg_arn, Targets=[{"Id": i} for i in control_planes])

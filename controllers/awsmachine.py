@@ -10,6 +10,11 @@ still be provisioning). Addresses, ``providerID`` and ``instanceState`` go to st
 says where it stands, and a pending instance is polled at the InstanceRunning waiter's cadence. Delete
 deregisters, terminates, waits until the instance is gone, then drops the finalizer.
 
+The bootstrap data is stored in AWS Secrets Manager before the instance is launched, and the instance
+gets a script that fetches it; the secrets are deleted once the instance runs and when the machine is
+deleted (:mod:`controllers.services.bootstrap`; ``spec.cloudInit.insecureSkipSecretsManager`` puts the data
+in the user data instead).
+
 The instance's image is ``spec.ami.id``, else the newest AMI found for the Machine's ``spec.version``
 (:mod:`controllers.services.images`); a machine with neither is refused (``MissingAMI``) before anything of
 it is built.
@@ -53,7 +58,7 @@ from controllers.base import (
 )
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import RECHECK_AFTER, Identities, IdentityError
-from controllers.services import images, instances
+from controllers.services import bootstrap, images, instances
 from controllers.services.instances import INSTANCE_READY, LB_ATTACHED, MachineScope, security_group_roles
 
 BOOTSTRAP_KEY = "value"
@@ -94,17 +99,23 @@ def network_view(awscluster: AWSCluster) -> object:
 
 
 CREATE: Action = Sequential(
+    Step("StoreBootstrapData", bootstrap.store_bootstrap_data, INSTANCE_READY, condition_on_success=False),
     Step("ReconcileInstance", instances.reconcile_instance, INSTANCE_READY),
     Step("RegisterWithLoadBalancer", instances.register_with_load_balancer, LB_ATTACHED),
     Step("MarkReady", instances.mark_ready),
+    Step("DeleteBootstrapData", bootstrap.delete_bootstrap_data),
 )
-"""One create pass of an AWSMachine, run over its :class:`MachineScope`."""
+"""One create pass of an AWSMachine, run over its :class:`MachineScope`: the bootstrap data stored in
+Secrets Manager, the instance launched with the script that fetches it, and, once the instance runs, the
+secrets deleted."""
 
 DELETE: Action = Sequential(
+    Step("DeleteBootstrapData", bootstrap.delete_bootstrap_data),
     Step("DeregisterFromLoadBalancer", instances.deregister),
     Step("TerminateInstance", instances.terminate),
 )
-"""One delete pass: out of the target group, then the instance terminated and waited for."""
+"""One delete pass: the bootstrap data's secrets deleted (if any are left), out of the target group, then
+the instance terminated and waited for."""
 
 
 class AWSMachineController:

@@ -30,8 +30,9 @@ from typing import Any
 HOST = "127.0.0.1"
 DEFAULT_PORT = 4566
 """LocalStack's usual port, taken when free; ``capa`` picks the ``localstack`` profile for it."""
-SERVICES = ("ec2", "iam")
-"""EC2 for everything capa-py makes; IAM for the instance profile one instance test creates."""
+SERVICES = ("ec2", "iam", "secretsmanager")
+"""EC2 for everything capa-py makes; IAM for the instance profile one instance test creates; Secrets Manager
+for the machines' bootstrap data."""
 TEST_PATHS = ("tests/resources", "tests/localstack")
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0

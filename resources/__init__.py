@@ -18,6 +18,7 @@ from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
 from resources.route import Route
 from resources.route_table import RouteTable, RouteTableAssociation
+from resources.secret import Secret
 from resources.security_group import SecurityGroup
 from resources.subnet import Subnet
 from resources.target_group import TargetGroup, TargetRegistration
@@ -38,6 +39,7 @@ RESOURCE_CLASSES: tuple[type[ResourceClass[Any]], ...] = (
     TargetGroup,
     Listener,
     TargetRegistration,
+    Secret,
     Instance,
 )
 """Every resource class, in creation order for a cluster."""
@@ -65,6 +67,7 @@ __all__ = [
     "Route",
     "RouteTable",
     "RouteTableAssociation",
+    "Secret",
     "SecurityGroup",
     "Subnet",
     "TargetGroup",

@@ -28,6 +28,7 @@ from resources.security_group import SecurityGroup
 
 DELETION_ORDER: tuple[str, ...] = (
     "instance",
+    "secret",
     "listener",
     "load-balancer",
     "target-registration",

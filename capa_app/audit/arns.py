@@ -52,6 +52,9 @@ def parse_arn(arn: str) -> ArnRef:
             return ArnRef("target-group", arn, region)
         if resource_type == "listener":
             return ArnRef("listener", arn, region)
+    if service == "secretsmanager" and resource.startswith("secret:"):
+        # arn:…:secret:<name>-<six random characters>
+        return ArnRef("secret", resource.removeprefix("secret:").rsplit("-", 1)[0], region)
     if service == "iam" and resource_type in ("role", "instance-profile"):
         kind = "iam-role" if resource_type == "role" else "iam-instance-profile"
         return ArnRef(kind, rest.rsplit("/", 1)[-1], region)

@@ -15,7 +15,8 @@ Both then take the same steps, so they agree: whatever lies inside a managed VPC
 interfaces left by terminated instances, hand-made groups and tables); untagged resources of the kinds an
 intent record is waiting for; the parts of what was found (routes and subnet associations of route tables,
 gateway attachments, listeners, target registrations); the rules of other groups that reference an owned
-security group (they block its deletion); and IAM, which is global and which neither API lists by tag.
+security group (they block its deletion); Secrets Manager secrets (a machine's bootstrap data), listed whole
+with their tags; and IAM, which is global and which neither API lists by tag.
 
 What goes with its owner is left out: in-use network interfaces and volumes, an instance's or a NAT
 gateway's interface, a VPC's default group and main route table. Resource types the tagging API returns but
@@ -39,6 +40,7 @@ from capa_app.audit.ec2_kinds import (
 from capa_app.audit.iam_kinds import describe_bootstrap_policies, describe_iam, made_by_iam_bootstrap
 from capa_app.audit.lb_kinds import LB_KINDS, listeners_of, registrations_of
 from capa_app.audit.model import DiscoveryMode, Found
+from capa_app.audit.secret_kinds import describe_secrets
 from capa_py.aws.session import AWSClients, ClientPool
 from capa_py.engine.resource import tag_dict
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, cluster_tag_key
@@ -93,6 +95,10 @@ PART_KINDS = frozenset({"listener", "security-group-rule"})
 """Taggable parts: found through their parent in both modes, so tagging-API hits of these are not used."""
 
 IAM_KINDS = frozenset({"iam-role", "iam-instance-profile", "iam-policy"})
+
+LISTED_IN_FULL = frozenset({"secret"})
+"""Kinds listed whole in both modes (Secrets Manager's ``ListSecrets`` returns the tags): tagging-API hits of
+these are not used."""
 
 
 @dataclass(frozen=True)
@@ -165,7 +171,7 @@ def _tagged_by_tagging_api(aws: AWSClients, lister: _Lister, scope: DiscoverySco
             by_kind.setdefault(ref.kind, {})[ref.id] = tag_dict(mapping.get("Tags"))
     found: list[Found] = []
     for kind, tagged in sorted(by_kind.items()):
-        if kind in PART_KINDS or kind in IAM_KINDS:
+        if kind in PART_KINDS or kind in IAM_KINDS or kind in LISTED_IN_FULL:
             continue
         if kind in EC2_KINDS or kind in LB_KINDS:
             found.extend(f for f in lister.by_ids(kind, sorted(tagged)) if scope.wants(f.owner))
@@ -223,6 +229,7 @@ def discover_region(aws: AWSClients, mode: DiscoveryMode, scope: DiscoveryScope)
     else:
         for kind in TOP_LEVEL_KINDS:
             add(f for f in lister.all(kind) if scope.wants(f.owner))
+    add(f for f in describe_secrets(aws) if scope.wants(f.owner))
     managed_vpcs = sorted({f.id for f in of_kind("vpc")} | scope.recorded_vpcs)
     for kind in IN_VPC_KINDS:
         add(lister.in_vpcs(kind, managed_vpcs))

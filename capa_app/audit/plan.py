@@ -13,10 +13,10 @@ What may go (everything else is skipped, with the reason in the plan):
 Then what would hurt something that stays is skipped too, until nothing changes: a route table still
 associated with a subnet that stays (disassociating re-routes that subnet), an internet gateway attached to
 a VPC that stays, a security group a rule of a staying group references, a VPC with anything inside that
-stays. The order is AWS's dependency order (:data:`PHASES`): instances, load balancers and target groups,
-NAT gateways (waited for), VPC endpoints, elastic IPs, route tables, internet gateways (detached first),
-network interfaces, volumes and launch templates, subnets, security groups (cross-references revoked first),
-the VPC, and IAM last.
+stays. The order is AWS's dependency order (:data:`PHASES`): instances, bootstrap data secrets, load
+balancers and target groups, NAT gateways (waited for), VPC endpoints, elastic IPs, route tables, internet
+gateways (detached first), network interfaces, volumes and launch templates, subnets, security groups
+(cross-references revoked first), the VPC, and IAM last.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from capa_py.engine.tags import owning_cluster
 
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("terminate instances", ("instance",)),
+    ("delete bootstrap data secrets", ("secret",)),
     ("delete load balancers", ("classic-load-balancer", "listener", "load-balancer")),
     ("delete target groups", ("target-registration", "target-group")),
     ("delete NAT gateways", ("nat-gateway",)),

@@ -46,6 +46,7 @@ CONTROLLER_MODULES: tuple[str, ...] = (
     "resources.nat_gateway",
     "resources.route",
     "resources.route_table",
+    "resources.secret",
     "resources.security_group",
     "resources.subnet",
     "resources.target_group",

@@ -69,6 +69,44 @@ class SpotMarketOptions(KubeModel):
         return value
 
 
+SECRETS_MANAGER = "secrets-manager"
+SSM_PARAMETER_STORE = "ssm-parameter-store"
+_SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,500}")
+
+
+class CloudInit(KubeModel):
+    """Where the instance's bootstrap data goes (Cluster API Provider AWS's ``cloudInit``): by default into
+    AWS Secrets Manager, fetched at boot by a small user-data script; ``insecureSkipSecretsManager`` puts it
+    in the user data as it is."""
+
+    insecure_skip_secrets_manager: bool = Field(
+        default=False,
+        description=(
+            "Put the bootstrap data in the instance's user data as it is (readable by anyone allowed "
+            "ec2:DescribeInstanceAttribute, at most 16 KB) instead of in AWS Secrets Manager."
+        ),
+    )
+    secret_count: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "The number of secrets the bootstrap data is stored in; set by the controller, cleared once "
+            "they are deleted."
+        ),
+    )
+    secret_prefix: str | None = Field(
+        default=None,
+        description=(
+            "The secrets' name prefix (names are <prefix>-<n>); set by the controller "
+            "(aws.cluster.x-k8s.io/<the AWSMachine's uid>) and kept across a move."
+        ),
+    )
+    secure_secrets_backend: Literal["secrets-manager", "ssm-parameter-store"] | None = Field(
+        default=None,
+        description="secrets-manager (the default); ssm-parameter-store is not built yet and is refused.",
+    )
+
+
 class AWSMachineSpec(KubeModel):
     provider_id: str | None = Field(default=None, alias="providerID")
     instance_id: str | None = Field(default=None, alias="instanceID")
@@ -87,6 +125,7 @@ class AWSMachineSpec(KubeModel):
     image_lookup_format: str | None = format_field()
     image_lookup_org: str | None = org_field()
     image_lookup_base_os: str | None = base_os_field()
+    cloud_init: CloudInit | None = None
 
     _check_tags = field_validator("additional_tags")(check_tags)
 
@@ -135,9 +174,7 @@ class AWSMachine(KubeObject):
         instance type AWS refused — and the next reconcile launches from the corrected spec."""
         if not (old.status.instance_id or old.status.resources or old.status.intents):
             return []
-        return immutable(
-            "spec", without(old.spec, self.MUTABLE_SPEC_FIELDS), without(self.spec, self.MUTABLE_SPEC_FIELDS)
-        )
+        return immutable("spec", _immutable_part(old.spec), _immutable_part(self.spec))
 
     def semantic_issues(self) -> list[FieldIssue]:
         issues: list[FieldIssue] = []
@@ -154,6 +191,7 @@ class AWSMachine(KubeObject):
         if self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
             issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
         issues += lookup_issues(self.spec, "spec")
+        issues += _cloud_init_issues(self.spec.cloud_init)
         volume = self.spec.root_volume
         if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
             issues.append(
@@ -162,3 +200,50 @@ class AWSMachine(KubeObject):
                 )
             )
         return issues
+
+
+MUTABLE_CLOUD_INIT_FIELDS = ("secretCount", "secretPrefix")
+"""What the controller writes into ``spec.cloudInit`` (as Cluster API Provider AWS lets it)."""
+
+
+def _immutable_part(spec: AWSMachineSpec) -> dict[str, object]:
+    """The spec without what may change; a ``cloudInit`` left with nothing but its defaults counts as
+    absent (the controller writes ``secretPrefix`` into a spec that had none)."""
+    data = without(spec, AWSMachine.MUTABLE_SPEC_FIELDS)
+    cloud_init = data.pop("cloudInit", None) or {}
+    kept = {
+        name: value
+        for name, value in cloud_init.items()
+        if name not in MUTABLE_CLOUD_INIT_FIELDS and value not in (None, False)
+    }
+    if kept:
+        data["cloudInit"] = kept
+    return data
+
+
+def _cloud_init_issues(cloud_init: CloudInit | None) -> list[FieldIssue]:
+    if cloud_init is None:
+        return []
+    issues: list[FieldIssue] = []
+    if cloud_init.secure_secrets_backend == SSM_PARAMETER_STORE:
+        issues.append(
+            FieldIssue(
+                path="spec.cloudInit.secureSecretsBackend",
+                message=(
+                    f"{SSM_PARAMETER_STORE} is not supported yet: use {SECRETS_MANAGER} (the default) or "
+                    "insecureSkipSecretsManager"
+                ),
+            )
+        )
+    prefix = cloud_init.secret_prefix
+    if prefix is not None and not _SECRET_NAME.fullmatch(prefix):
+        issues.append(
+            FieldIssue(
+                path="spec.cloudInit.secretPrefix",
+                message=(
+                    f"not a Secrets Manager name prefix: {prefix!r} (letters, digits and /_+=.@- only, "
+                    "at most 500 characters)"
+                ),
+            )
+        )
+    return issues

@@ -36,8 +36,9 @@ class AWSMachineTemplateSpec(KubeModel):
 class AWSMachineTemplate(InfrastructureTemplate):
     """The AWSMachine a MachineDeployment, MachineSet or KubeadmControlPlane stamps out for each Machine.
 
-    ``spec.template.spec`` is an AWSMachine's spec, validated as one; ``providerID`` and ``instanceID``
-    name one instance and cannot be set. The spec cannot change after create."""
+    ``spec.template.spec`` is an AWSMachine's spec, validated as one; ``providerID``, ``instanceID`` and
+    ``cloudInit.secretPrefix``/``secretCount`` (where one machine's bootstrap data is) name one instance and
+    cannot be set. The spec cannot change after create."""
 
     API_VERSION: ClassVar[str] = INFRA_API_VERSION
     KIND: ClassVar[str] = "AWSMachineTemplate"
@@ -45,7 +46,12 @@ class AWSMachineTemplate(InfrastructureTemplate):
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("awsmt",)
     TEMPLATED_KIND: ClassVar[str] = "AWSMachine"
     TEMPLATED_MODEL: ClassVar[type[KubeObject]] = AWSMachine
-    INSTANCE_ONLY_FIELDS: ClassVar[tuple[str, ...]] = ("providerID", "instanceID")
+    INSTANCE_ONLY_FIELDS: ClassVar[tuple[str, ...]] = (
+        "providerID",
+        "instanceID",
+        "cloudInit.secretPrefix",
+        "cloudInit.secretCount",
+    )
 
     spec: AWSMachineTemplateSpec
 

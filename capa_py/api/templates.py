@@ -118,7 +118,7 @@ class InfrastructureTemplate(KubeObject):
         return [
             FieldIssue(path=f"{TEMPLATED_SPEC_PATH}.{name}", message=INSTANCE_ONLY_MESSAGE)
             for name in self.INSTANCE_ONLY_FIELDS
-            if spec.get(name) not in (None, "")
+            if _field(spec, name) not in (None, "")
         ] + issues
 
     def skips_immutability(self, dry_run: bool) -> bool:
@@ -134,3 +134,13 @@ class InfrastructureTemplate(KubeObject):
             self.resource(),
             why=f"immutable: {self.KIND}.spec cannot change after create",
         )
+
+
+def _field(spec: dict[str, Any], dotted: str) -> Any:
+    """A (wire-named, dotted: ``cloudInit.secretPrefix``) field of a dumped spec; None when absent."""
+    value: Any = spec
+    for part in dotted.split("."):
+        if not isinstance(value, dict):
+            return None
+        value = value.get(part)
+    return value

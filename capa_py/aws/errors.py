@@ -245,11 +245,31 @@ STS_CODES: dict[str, type[AWSError]] = {
     "PackedPolicyTooLarge": InvalidRequest,
 }
 
+SECRETSMANAGER_CODES: dict[str, type[AWSError]] = {
+    "ResourceNotFoundException": NotFound,
+    "ResourceExistsException": AlreadyExists,
+    "InternalServiceError": Transient,
+    # A name still held by a secret being deleted (deletion without recovery takes moments): freed soon,
+    # as Cluster API Provider AWS also treats it.
+    "InvalidRequestException": Transient,
+    "InvalidParameterException": InvalidRequest,
+    "InvalidNextTokenException": InvalidRequest,
+    "PreconditionNotMetException": InvalidRequest,
+    "MalformedPolicyDocumentException": InvalidRequest,
+    "EncryptionFailure": InvalidRequest,
+    "DecryptionFailure": InvalidRequest,
+    # The account's quota of secrets (or of versions): not throttling, retrying soon cannot help.
+    "LimitExceededException": InvalidRequest,
+}
+"""Secrets Manager speaks JSON (``{"__type": "ResourceExistsException"}``); its throttling code,
+``ThrottlingException``, is in the shared table."""
+
 SERVICE_CODES: dict[str, dict[str, type[AWSError]]] = {
     "ec2": EC2_CODES,
     "elbv2": ELBV2_CODES,
     "iam": IAM_CODES,
     "sts": STS_CODES,
+    "secretsmanager": SECRETSMANAGER_CODES,
 }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 
-from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws import AWSCluster, AWSMachine, CloudInit
 from capa_py.api.cluster import Machine, MachineAddress
 from capa_py.aws.errors import AWSError, InvalidRequest
 from capa_py.engine.errors import Waiting
@@ -77,6 +77,11 @@ class MachineScope(ReconcileScope[AWSMachine]):
     bootstrap: bytes
     instance: Observed | None = field(init=False, default=None)
     """The instance as observed in this pass."""
+    user_data: bytes = field(init=False, default=b"", repr=False)
+    """What the instance is launched with (:mod:`controllers.services.bootstrap` decides): the script that
+    fetches the bootstrap data from Secrets Manager, or the data itself when the machine opts out."""
+    cloud_init: tuple[str, int] | None = field(init=False, default=None)
+    """Where this pass stored the bootstrap data (secret prefix, count), for ``spec.cloudInit``."""
     instances: Instance = field(init=False)
     registrations: TargetRegistration = field(init=False)
 
@@ -156,7 +161,7 @@ def desired(scope: MachineScope) -> InstanceDesired:
         public_ip=spec.public_ip,
         spot=spec.spot_market_options is not None,
         spot_max_price=spec.spot_market_options.max_price if spec.spot_market_options else None,
-        user_data=scope.bootstrap,
+        user_data=scope.user_data,
     )
 
 
@@ -188,16 +193,28 @@ def reconcile_instance(scope: MachineScope) -> None:
         o.status.addresses = [a.model_copy() for a in found]
 
     scope.change_status(status)
-    if scope.obj.spec.provider_id != pid:
+    stored = scope.cloud_init
+    if scope.obj.spec.provider_id != pid or (stored is not None and not _remembers(scope.obj, *stored)):
 
         def set_spec(o: AWSMachine) -> None:
             o.spec.provider_id = pid
             o.spec.instance_id = instance_id
+            if stored is not None:
+                # Where the bootstrap data is, kept in the spec as CAPA does: a move loses the status.
+                cloud_init = o.spec.cloud_init or CloudInit()
+                o.spec.cloud_init = cloud_init.model_copy(
+                    update={"secret_prefix": stored[0], "secret_count": stored[1]}
+                )
 
         scope.update_spec(set_spec)
     if not scope.instances.is_ready(observed):
         created = before is None or before.id != instance_id or just_created(observed.created_at)
         raise Waiting(f"instance {instance_id} is {state}", INSTANCE_RUNNING.requeue(created))
+
+
+def _remembers(obj: AWSMachine, prefix: str, count: int) -> bool:
+    cloud_init = obj.spec.cloud_init
+    return cloud_init is not None and (cloud_init.secret_prefix, cloud_init.secret_count) == (prefix, count)
 
 
 def register_with_load_balancer(scope: MachineScope) -> None:

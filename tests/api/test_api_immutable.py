@@ -12,6 +12,7 @@ from capa_py.api.aws import (
     AWSCluster,
     AWSMachine,
     AWSResourceReference,
+    CloudInit,
     IntentRecord,
     RecordedResource,
     Volume,
@@ -84,6 +85,25 @@ def test_awsmachine_fields_capa_treats_as_immutable_are_named_with_both_values(p
 def test_awsmachine_spec_can_be_corrected_until_an_instance_exists(path: str) -> None:
     change, _ = MACHINE_IMMUTABLE[path]
     assert _issues(_worker(_objects(), launched=False), change) == {}  # type: ignore[arg-type]
+
+
+def test_awsmachine_cloud_init_secret_fields_are_the_controllers_and_stay_mutable() -> None:
+    def change(m: KubeObject) -> None:
+        assert isinstance(m, AWSMachine)
+        m.spec.cloud_init = CloudInit(secret_prefix="aws.cluster.x-k8s.io/0a1b", secret_count=2)
+
+    machine = _worker(_objects())
+    assert _issues(machine, change) == {}, "written by the controller into a spec that had no cloudInit"
+    machine.spec.cloud_init = CloudInit(secret_prefix="aws.cluster.x-k8s.io/0a1b", secret_count=2)
+    assert _issues(machine, lambda m: setattr(m.spec, "cloud_init", None)) == {}
+
+
+def test_awsmachine_insecure_skip_secrets_manager_is_immutable_once_launched() -> None:
+    def change(m: KubeObject) -> None:
+        assert isinstance(m, AWSMachine)
+        m.spec.cloud_init = CloudInit(insecure_skip_secrets_manager=True)
+
+    assert list(_issues(_worker(_objects()), change)) == ["spec.cloudInit"]
 
 
 def test_awsmachine_with_only_an_intent_is_already_immutable() -> None:

@@ -52,7 +52,10 @@ def test_converging_the_example_records_one_creation_event_per_aws_resource(
     for name in MACHINES:
         machine = harness.store.get(AWSMachine, name, "default")
         reasons = Counter(e.reason for e in events_for(harness.store, machine))
-        expected_machine = Counter({"SuccessfulCreate": 1})
+        # The bootstrap data's secret, created before the instance and deleted once it runs.
+        expected_machine = Counter(
+            {"SuccessfulCreate": 1, "SuccessfulCreateSecret": 1, "SuccessfulDeleteSecret": 1}
+        )
         if "control-plane" in name:
             expected_machine["SuccessfulAttachControlPlaneELB"] = 1
         assert reasons == expected_machine, (name, reasons)

@@ -79,10 +79,12 @@ def test_awscluster_delete_graph_runs_in_reverse_and_ends_with_the_vpc() -> None
 def test_awsmachine_graph_registers_after_the_instance() -> None:
     text = to_mermaid(awsmachine_create())
     assert (
-        text.index('"ReconcileInstance"')
+        text.index('"StoreBootstrapData"')
+        < text.index('"ReconcileInstance"')
         < text.index('"RegisterWithLoadBalancer"')
         < text.index('"MarkReady"')
-    )
+        < text.index('"DeleteBootstrapData"')
+    ), "the data is stored before the launch, and deleted once the instance runs"
 
 
 GRAPHS = Path(__file__).parent / "graphs"

@@ -55,6 +55,7 @@ TYPES = (
     "target-group",
     "listener",
     "instance",
+    "secret",
 )
 
 
@@ -195,6 +196,7 @@ def expected_counts(manifest: Path = EXAMPLE) -> dict[str, int]:
         "load-balancer": 1,
         "target-group": 1,
         "listener": 1,
+        "secret": 0,  # every machine's bootstrap data secrets are deleted once its instance runs
         "instance": sum(isinstance(o, AWSMachine) for o in objects)
         + sum(
             d.spec.replicas or 0
@@ -237,9 +239,10 @@ class MotoInspector:
         self.ec2 = session.client("ec2", endpoint_url=endpoint)
         self.elbv2 = session.client("elbv2", endpoint_url=endpoint)
         self.tagging = session.client("resourcegroupstaggingapi", endpoint_url=endpoint)
+        self.secrets = session.client("secretsmanager", endpoint_url=endpoint)
 
     def close(self) -> None:
-        for client in (self.ec2, self.elbv2, self.tagging):
+        for client in (self.ec2, self.elbv2, self.tagging, self.secrets):
             client.close()
 
     def _elb_tags(self, arns: list[str]) -> dict[str, dict[str, str]]:
@@ -310,6 +313,11 @@ class MotoInspector:
             for g in ec2.describe_security_groups(Filters=owned)["SecurityGroups"]
             if g["GroupName"] != "default"
         ]
+
+        for secret in self.secrets.list_secrets().get("SecretList", []):
+            total["secret"].append(secret["Name"])
+            if _tags(secret.get("Tags")).get(tag_key) == tag_value:
+                tagged["secret"].append(secret["Name"])
 
         live = {"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}
         for reservation in ec2.describe_instances(Filters=[live])["Reservations"]:

@@ -9,8 +9,10 @@ before it runs the real ``capa`` command):
     record anything about it.
 ``CAPA_TEST_THROTTLE_RATE=0.4``
     Answer that share of all calls, before they are sent, the way a throttled API does: EC2 with
-    ``RequestLimitExceeded`` and HTTP 503, the other services with ``Throttling`` and HTTP 400. Nothing
-    reaches the server for a throttled call. ``CAPA_TEST_SEED`` makes the sequence repeatable.
+    ``RequestLimitExceeded`` and HTTP 503, the JSON services (Secrets Manager) with
+    ``ThrottlingException`` and the query services with ``Throttling``, both HTTP 400, each in its
+    service's wire format. Nothing reaches the server for a throttled call. ``CAPA_TEST_SEED`` makes the
+    sequence repeatable.
 ``CAPA_TEST_FAIL_OP=RunInstances:InvalidAMIID.NotFound[:COUNT][,Op:Code[:COUNT]…]``
     Answer calls of an operation with that error code (HTTP 503 for throttling and 5xx-style codes, 400
     otherwise) instead of sending them; COUNT limits how many calls fail (default: every call).
@@ -75,9 +77,18 @@ def _service_protocol(client: BaseClient) -> str:
 
 
 def error_response(client: BaseClient, url: str, code: str, message: str, status: int) -> AWSResponse:
-    """An error response in the wire format of the client's service (EC2's, or the query protocol's)."""
+    """An error response in the wire format of the client's service: EC2's XML, the query protocol's XML,
+    or the JSON protocols' body (``{"__type": code, "message": ...}``, Secrets Manager's among them), which
+    botocore would misread as an unknown error if it came as XML."""
     request_id = str(uuid.uuid4())
-    if _service_protocol(client) == "ec2":
+    protocol = _service_protocol(client)
+    if protocol in ("json", "rest-json"):
+        metadata = client.meta.service_model.metadata
+        content_type = f"application/x-amz-json-{metadata.get('jsonVersion', '1.1')}"
+        payload = json.dumps({"__type": code, "message": message}).encode()
+        headers = {"Content-Type": content_type, "x-amzn-RequestId": request_id, "x-amzn-ErrorType": code}
+        return AWSResponse(url, status, headers, _Body(payload))
+    if protocol == "ec2":
         body = (
             f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors>"
             f"<RequestID>{request_id}</RequestID></Response>"
@@ -89,6 +100,18 @@ def error_response(client: BaseClient, url: str, code: str, message: str, status
         )
     headers = {"Content-Type": "text/xml", "x-amzn-RequestId": request_id}
     return AWSResponse(url, status, headers, _Body(body.encode()))
+
+
+def throttling_code(client: BaseClient) -> tuple[str, int]:
+    """The code and status a throttled call of the client's service answers with: EC2's
+    ``RequestLimitExceeded`` (503), the JSON services' ``ThrottlingException`` (400), the query services'
+    ``Throttling`` (400)."""
+    protocol = _service_protocol(client)
+    if protocol == "ec2":
+        return "RequestLimitExceeded", 503
+    if protocol in ("json", "rest-json"):
+        return "ThrottlingException", 400
+    return "Throttling", 400
 
 
 def _operation_of(event_name: str) -> str:
@@ -208,7 +231,7 @@ class Faults:
             self.log(fault="error", operation=f"{service}:{operation}", code=rule.code)
             return error_response(client, url, rule.code, "injected by the test harness", rule.status)
         if throttle:
-            code, status = ("RequestLimitExceeded", 503) if service == "ec2" else ("Throttling", 400)
+            code, status = throttling_code(client)
             assert code in THROTTLING_CODES
             return error_response(client, url, code, "Request limit exceeded (injected).", status)
         return None
@@ -263,4 +286,5 @@ __all__ = [
     "install_from_env",
     "parse_fail_rules",
     "parse_lost_responses",
+    "throttling_code",
 ]

@@ -31,7 +31,7 @@ from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy
 
 ENDPOINT_VARIABLE = "CAPA_TEST_AWS_ENDPOINT"
 REGION = "us-east-1"
-SERVICES = ("ec2",)
+SERVICES = ("ec2", "secretsmanager")
 """Clients made up front, in the clean environment (others, IAM's and ELBv2's, on first use)."""
 
 # A test that needs moto itself, or ELBv2, cannot run against LocalStack's free edition: these say why.

@@ -17,6 +17,7 @@ import pytest
 
 from capa_py.aws.errors import NotFound
 from capa_py.engine.resource import ResourceClass
+from capa_py.engine.tokens import client_token
 from resources import RESOURCE_CLASSES
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance
@@ -36,6 +37,7 @@ from resources.route_table import (
     RouteTableAssociationDesired,
     RouteTableDesired,
 )
+from resources.secret import Secret, SecretDesired
 from resources.security_group import IngressRule, SecurityGroup, SecurityGroupDesired
 from resources.subnet import Subnet, SubnetDesired
 from resources.target_group import (
@@ -136,6 +138,12 @@ CASES = [
     Case(Listener, listener_desired, f"{ELB_ARN}:listener/net/missing/0123456789abcdef/0123456789abcdef"),
     Case(TargetRegistration, registration_desired, registration_bogus_id),
     Case(Instance, lambda b: b.instance_desired(b.subnet().id), "i-0123456789abcdef0"),
+    Case(
+        Secret,
+        lambda b: SecretDesired(f"aws.cluster.x-k8s.io/{b.unique('machine')}-0", b"\x1f\x8b bootstrap"),
+        "aws.cluster.x-k8s.io/missing-0",
+        delete_missing_raises=False,  # a delete without recovery of a missing name succeeds
+    ),
 ]
 
 
@@ -156,7 +164,8 @@ def _create(case: Case, b: Builder, role: str = "contract", cluster: str = "alph
     resource = case.cls(b.aws)
     desired = case.desired(b)
     tags = b.tags(role, cluster, **user_tags) if case.cls.traits.tag_on_create else None
-    token = b.unique("token") if case.cls.traits.client_token else None
+    # A token as the engine derives it (Secrets Manager wants 32 to 64 characters).
+    token = client_token("contract", b.unique("token")) if case.cls.traits.client_token else None
     return resource, desired, resource.create(desired, tags, token)
 
 

@@ -90,6 +90,7 @@ EXPECTED_STRATEGIES = {
     "listener": StrategyClass.TAG_ON_CREATE,
     "target-registration": StrategyClass.NO_TAGS_NO_TOKEN,
     "instance": StrategyClass.TAG_ON_CREATE,
+    "secret": StrategyClass.TAG_ON_CREATE,
 }
 
 

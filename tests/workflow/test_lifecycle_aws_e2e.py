@@ -61,8 +61,14 @@ WORKFLOW_ID = "management-create-default-mgmt"
 TIMEOUT = 120.0
 """How long one task may wait for controllers: far more than moto needs, short enough to fail a test."""
 NS = "default"
-ROLLED_ONE_MACHINE = {"ec2:RunInstances": 1, "ec2:TerminateInstances": 1}
-"""The mutating AWS calls of replacing one machine, and nothing else."""
+ROLLED_ONE_MACHINE = {
+    "ec2:RunInstances": 1,
+    "ec2:TerminateInstances": 1,
+    "secretsmanager:CreateSecret": 1,
+    "secretsmanager:DeleteSecret": 1,
+}
+"""The mutating AWS calls of replacing one machine, and nothing else: its bootstrap data stored in a secret
+before the new instance is launched and deleted once it runs, the old instance terminated."""
 
 
 # -- cluster files and clusters ------------------------------------------------------------------------------

@@ -1,0 +1,189 @@
+"""The bootstrap data service: a machine's bootstrap data in AWS Secrets Manager, not in its user data.
+
+An instance's user data can be read by anyone allowed ``ec2:DescribeInstanceAttribute`` and holds at most
+16 KB; the bootstrap data carries the cluster's join token and certificates. As Cluster API Provider AWS does
+by default, :func:`store_bootstrap_data` gzips it, splits it into chunks of :data:`CHUNK_SIZE` bytes and
+stores each as a secret ``<prefix>-<n>`` (``prefix``: ``spec.cloudInit.secretPrefix``, else
+``aws.cluster.x-k8s.io/<the AWSMachine's uid>``), through the engine (tags on create, a client request token,
+the name as natural key, each recorded in status the moment it is created), before ``RunInstances``; the
+instance's user data is then :func:`fetch_script`, which reads the secrets with the instance role's
+permission, deletes them, and runs the data. ``spec.cloudInit.secretPrefix`` and ``secretCount`` are written
+with the instance id, so a machine moved to another management cluster (its status lost) still names them.
+
+:func:`delete_bootstrap_data` deletes the secrets once the instance is running, and when the machine is
+deleted; ``secretCount`` is cleared then. A machine that already has an instance (recorded, or
+``spec.instanceID`` kept across a move) never stores its data again. ``insecureSkipSecretsManager`` puts the
+data in the user data as it is. Nothing of the contents is logged, recorded or put in an event: the secrets'
+fingerprints are their names.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shlex
+
+from capa_py.api.aws import AWSMachine
+from controllers.aws_scope import ReconcileScope
+from controllers.services.instances import MachineScope, instance_role
+from resources.secret import NAME_PREFIX, Secret, SecretDesired
+
+
+NODE_IAM_ACTIONS: tuple[str, ...] = ("secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue")
+"""What the nodes' instance role needs on ``arn:aws:secretsmanager:*:*:secret:aws.cluster.x-k8s.io/*``
+for :func:`fetch_script` (the IAM bootstrap grants it; see docs/bootstrap-data.md)."""
+
+CHUNK_SIZE = 7000
+"""Bytes of gzipped data per secret: Cluster API Provider AWS's figure, well under Secrets Manager's limit
+once the SDK has base64-encoded the binary value."""
+
+SECRET_ROLE = "bootstrap-secret"
+
+
+def secret_role(index: int) -> str:
+    """The engine role of a machine's ``index``-th secret (roles are per AWSMachine: status holds them)."""
+    return f"{SECRET_ROLE}-{index}"
+
+
+def secret_prefix(machine: AWSMachine) -> str:
+    cloud_init = machine.spec.cloud_init
+    if cloud_init is not None and cloud_init.secret_prefix:
+        return cloud_init.secret_prefix
+    return f"{NAME_PREFIX}{machine.uid}"
+
+
+def secret_name(prefix: str, index: int) -> str:
+    return f"{prefix}-{index}"
+
+
+def chunks(data: bytes) -> list[bytes]:
+    """The gzipped data in :data:`CHUNK_SIZE` pieces. ``mtime=0``: the same data always gives the same
+    chunks, so a pass after a crash stores what the interrupted one did."""
+    packed = gzip.compress(data, mtime=0)
+    return [packed[start : start + CHUNK_SIZE] for start in range(0, len(packed), CHUNK_SIZE)]
+
+
+def skips_secrets_manager(machine: AWSMachine) -> bool:
+    cloud_init = machine.spec.cloud_init
+    return cloud_init is not None and cloud_init.insecure_skip_secrets_manager
+
+
+def has_instance(scope: MachineScope) -> bool:
+    """Whether the machine has (had) an instance: recorded, or named in its spec or status (kept across a
+    move that lost the status)."""
+    obj = scope.obj
+    recorded = scope.recorder.recorded(instance_role(obj.name))
+    return recorded is not None or bool(obj.spec.instance_id) or bool(obj.status.instance_id)
+
+
+def fetch_script(prefix: str, count: int, region: str) -> bytes:
+    """The user data of an instance whose bootstrap data is in Secrets Manager: fetch the ``count`` secrets
+    (retrying while the instance role's credentials arrive), delete them, unpack the data and run it (a
+    script, or cloud-config handed to cloud-init). Names and the region only, never the contents."""
+    lines = [
+        "#!/bin/bash",
+        "# capa-py: this machine's bootstrap data is in AWS Secrets Manager, not in its user data.",
+        "# Read with the instance role's permission, deleted once read, then run.",
+        "set -o errexit -o nounset -o pipefail",
+        "umask 077",
+        f"region={shlex.quote(region)}",
+        f"prefix={shlex.quote(prefix)}",
+        f"count={count}",
+        'work="$(mktemp -d)"',
+        "trap 'rm -rf \"$work\"' EXIT",
+        "for ((i = 0; i < count; i++)); do",
+        "  for attempt in $(seq 1 30); do",
+        '    if aws secretsmanager get-secret-value --region "$region" --secret-id "$prefix-$i" \\',
+        '        --query SecretBinary --output text | base64 -d > "$work/part-$i"; then break; fi',
+        '    if [ "$attempt" -eq 30 ]; then echo "cannot read secret $prefix-$i" >&2; exit 1; fi',
+        "    sleep 5",
+        "  done",
+        "done",
+        "for ((i = 0; i < count; i++)); do",
+        '  aws secretsmanager delete-secret --region "$region" --secret-id "$prefix-$i" \\',
+        "    --force-delete-without-recovery > /dev/null || true",
+        "done",
+        'for ((i = 0; i < count; i++)); do cat "$work/part-$i"; done | gunzip > "$work/bootstrap"',
+        'if [ "$(head -c 2 "$work/bootstrap")" = "#!" ]; then',
+        '  chmod 0700 "$work/bootstrap"',
+        '  "$work/bootstrap"',
+        "else",
+        '  cloud-init --file "$work/bootstrap" init',
+        '  cloud-init --file "$work/bootstrap" modules --mode=config',
+        '  cloud-init --file "$work/bootstrap" modules --mode=final',
+        "fi",
+    ]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def store_bootstrap_data(scope: MachineScope) -> None:
+    """Decide the instance's user data: the fetch script over freshly stored secrets, the data itself
+    (``insecureSkipSecretsManager``), or — for a machine that has an instance already — no new secrets."""
+    obj = scope.obj
+    if skips_secrets_manager(obj):
+        scope.user_data = scope.bootstrap
+        return
+    prefix = secret_prefix(obj)
+    region = scope.aws.region
+    if has_instance(scope):
+        cloud_init = obj.spec.cloud_init
+        scope.user_data = fetch_script(prefix, (cloud_init.secret_count or 0) if cloud_init else 0, region)
+        return
+    secrets = Secret(scope.aws)
+    parts = chunks(scope.bootstrap)
+    description = f"Bootstrap data of AWSMachine {obj.namespace}/{obj.name}, deleted once it has booted"
+    for index, part in enumerate(parts):
+        scope.engine.ensure(
+            secrets,
+            secret_role(index),
+            SecretDesired(secret_name(prefix, index), part, description),
+            scope.engine_scope,
+            name=obj.name,
+        )
+    scope.cloud_init = (prefix, len(parts))
+    scope.user_data = fetch_script(prefix, len(parts), region)
+
+
+def _recorded_indices(obj: AWSMachine) -> set[int]:
+    found: set[int] = set()
+    for role, resource in obj.status.resources.items():
+        index = role.removeprefix(f"{SECRET_ROLE}-")
+        if resource.kind == Secret.kind and index != role and index.isdigit():
+            found.add(int(index))
+    return found
+
+
+def delete_bootstrap_data(scope: ReconcileScope[AWSMachine]) -> None:
+    """Delete the machine's secrets: those its status records and those ``spec.cloudInit.secretCount``
+    names (a machine whose status was lost in a move); then clear ``secretCount``. Nothing to do, and no
+    call made, when neither names any."""
+    obj = scope.obj
+    cloud_init = obj.spec.cloud_init
+    count = (cloud_init.secret_count or 0) if cloud_init is not None else 0
+    indices = _recorded_indices(obj) | set(range(count))
+    if not indices:
+        return
+    prefix = secret_prefix(obj)
+    secrets = Secret(scope.aws)
+    for index in sorted(indices):
+        scope.engine.remove(
+            secrets, secret_role(index), scope.engine_scope, SecretDesired(secret_name(prefix, index))
+        )
+    if count and not obj.being_deleted:
+
+        def cleared(o: AWSMachine) -> None:
+            if o.spec.cloud_init is not None:
+                o.spec.cloud_init.secret_count = None
+
+        scope.update_spec(cleared)
+
+
+__all__ = [
+    "CHUNK_SIZE",
+    "NODE_IAM_ACTIONS",
+    "chunks",
+    "delete_bootstrap_data",
+    "fetch_script",
+    "secret_name",
+    "secret_prefix",
+    "store_bootstrap_data",
+]
