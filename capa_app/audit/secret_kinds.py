@@ -14,7 +14,6 @@ from capa_py.aws.session import AWSClients
 from resources.secret import Secret
 
 
-
 def describe_secrets(aws: AWSClients) -> list[Found]:
     """Every live secret of the region, with its tags (filtering to the owned ones is the caller's)."""
     return [

@@ -27,7 +27,6 @@ from controllers.aws_scope import ReconcileScope
 from controllers.services.instances import MachineScope, instance_role
 from resources.secret import NAME_PREFIX, Secret, SecretDesired
 
-
 NODE_IAM_ACTIONS: tuple[str, ...] = ("secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue")
 """What the nodes' instance role needs on ``arn:aws:secretsmanager:*:*:secret:aws.cluster.x-k8s.io/*``
 for :func:`fetch_script` (the IAM bootstrap grants it; see docs/bootstrap-data.md)."""
