@@ -52,6 +52,10 @@ def parse_arn(arn: str) -> ArnRef:
             return ArnRef("target-group", arn, region)
         if resource_type == "listener":
             return ArnRef("listener", arn, region)
+    if service == "route53" and resource_type == "hostedzone" and rest:
+        return ArnRef("hosted-zone", rest, region)
+    if service == "s3" and resource_type and not rest:
+        return ArnRef("bucket", resource_type, region)
     if service == "iam" and resource_type in ("role", "instance-profile"):
         kind = "iam-role" if resource_type == "role" else "iam-instance-profile"
         return ArnRef(kind, rest.rsplit("/", 1)[-1], region)

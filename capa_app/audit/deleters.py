@@ -117,6 +117,8 @@ def _delete_role(aws: AWSClients, row: AuditRow) -> None:
 
 
 DELETERS: dict[str, Deleter] = {
+    "record-set": Deleter(_via_resource_class("record-set")),
+    "hosted-zone": Deleter(_via_resource_class("hosted-zone")),
     "instance": Deleter(_via_resource_class("instance"), _gone_via_resource_class("instance")),
     "classic-load-balancer": Deleter(_delete_classic_load_balancer),
     "listener": Deleter(_via_resource_class("listener")),
@@ -138,6 +140,7 @@ DELETERS: dict[str, Deleter] = {
     "security-group-rule": Deleter(_revoke_rule),
     "security-group": Deleter(_via_resource_class("security-group")),
     "vpc": Deleter(_via_resource_class("vpc")),
+    "bucket": Deleter(_via_resource_class("bucket")),
     "iam-instance-profile": Deleter(_delete_instance_profile),
     "iam-role": Deleter(_delete_role),
 }
