@@ -31,7 +31,7 @@ from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.conditions import READY, set_condition
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action
-from capa_py.ctrlkit.combinators import Join, Sequential
+from capa_py.ctrlkit.combinators import If, Join, Sequential
 from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue, requeue_after
 from capa_py.engine.engine import Engine
 from capa_py.engine.recorder import StatusRecorder
@@ -53,7 +53,7 @@ from controllers.base import (
     settle,
 )
 from controllers.events import DELETION_BLOCKED
-from controllers.services import loadbalancer, network, securitygroups, sweep
+from controllers.services import dns, loadbalancer, network, securitygroups, sweep
 from controllers.services.cluster_scope import ClusterScope
 from controllers.services.loadbalancer import LOAD_BALANCER_READY
 from controllers.services.network import (
@@ -113,12 +113,19 @@ CREATE: Action = Sequential(
                         ROUTE_TABLES_READY,
                     ),
                 ),
-                _created_then_waited(
-                    "ReconcileLoadBalancer",
-                    loadbalancer.reconcile_load_balancer,
-                    "WaitForLoadBalancer",
-                    loadbalancer.wait_for_load_balancer,
-                    LOAD_BALANCER_READY,
+                Sequential(
+                    _created_then_waited(
+                        "ReconcileLoadBalancer",
+                        loadbalancer.reconcile_load_balancer,
+                        "WaitForLoadBalancer",
+                        loadbalancer.wait_for_load_balancer,
+                        LOAD_BALANCER_READY,
+                    ),
+                    # The API server's name points at the load balancer: it waits for nothing else.
+                    If(
+                        dns.wants_api_server_dns,
+                        Step("ReconcileAPIServerDNS", dns.reconcile_api_server_dns, dns.API_SERVER_DNS_READY),
+                    ),
                 ),
             ),
         ),
@@ -133,11 +140,12 @@ CREATE: Action = Sequential(
 DELETE: Action = Sequential(
     *(
         Step(deletion.description, deletion)
-        for deletion in (*loadbalancer.DELETION, *securitygroups.DELETION, *network.DELETION)
+        for deletion in (*dns.DELETION, *loadbalancer.DELETION, *securitygroups.DELETION, *network.DELETION)
     ),
     Step("SweepStrayResources", sweep.sweep_cluster_resources),
 )
-"""One delete pass: the load balancer, the security groups, the network (the VPC last), then strays."""
+"""One delete pass: the API server's record set and hosted zone, the load balancer, the security groups, the
+network (the VPC last), then strays."""
 
 
 class AWSClusterController:

@@ -31,9 +31,11 @@ IAM_ACTIONS: tuple[str, ...] = (
     "s3:ListBucket",
     "s3:ListBucketVersions",
     "s3:PutBucketTagging",
+    "s3:TagResource",
 )
 """IAM actions, which differ from the API's operation names (HeadBucket is ``s3:ListBucket``, ListBuckets
-``s3:ListAllMyBuckets``, ListObjectVersions ``s3:ListBucketVersions``)."""
+``s3:ListAllMyBuckets``, ListObjectVersions ``s3:ListBucketVersions``; tags given to CreateBucket need
+``s3:TagResource`` as well)."""
 
 DELETE_OBJECTS_BATCH = 1000
 """``DeleteObjects`` takes at most 1000 keys per call."""

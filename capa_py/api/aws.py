@@ -24,6 +24,7 @@ from capa_py.api.aws_checks import (
     known_regions,
 )
 from capa_py.api.aws_cluster import (
+    APIServerDNSSpec,
     AWSCluster,
     AWSClusterSpec,
     AWSClusterStatus,
@@ -67,6 +68,7 @@ __all__ = [
     "AWSCluster",
     "AWSClusterSpec",
     "AWSClusterStatus",
+    "APIServerDNSSpec",
     "AWSLoadBalancerSpec",
     "AWSMachine",
     "AWSMachineSpec",
