@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from capa_py.ctrlkit.action import Context
 from controllers.aws_scope import SCOPE
-from controllers.services.cluster_scope import ClusterScope, Deletion, roles
+from controllers.services.cluster_scope import ClusterScope, Deletion, RoleList, roles
 from resources.hosted_zone import HostedZoneDesired
 from resources.record_set import RecordSetDesired
 
@@ -49,7 +49,20 @@ def reconcile_api_server_dns(scope: ClusterScope) -> None:
     )
 
 
+def _dns_roles(role: str) -> RoleList:
+    """The role, when the cluster asks for an API server name or something is recorded (or intended) under
+    it: a cluster that never had one costs no Route 53 call to delete."""
+    every = roles(role)
+
+    def wanted(scope: ClusterScope) -> list[str]:
+        if scope.obj.spec.api_server_dns is None and scope.kind_of(role) is None:
+            return []
+        return every(scope)
+
+    return wanted
+
+
 DELETION = (
-    Deletion("DeleteAPIServerRecord", lambda r: r.record_set, roles(RECORD_ROLE)),
-    Deletion("DeleteAPIServerZone", lambda r: r.hosted_zone, roles(ZONE_ROLE)),
+    Deletion("DeleteAPIServerRecord", lambda r: r.record_set, _dns_roles(RECORD_ROLE)),
+    Deletion("DeleteAPIServerZone", lambda r: r.hosted_zone, _dns_roles(ZONE_ROLE)),
 )

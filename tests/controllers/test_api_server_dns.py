@@ -139,3 +139,14 @@ def test_a_bad_api_server_dns_is_refused_naming_the_field_and_nothing_is_created
         )["Vpcs"]
         == []
     )
+
+
+def test_a_cluster_without_api_server_dns_costs_no_route53_call(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    stored = harness.apply([o for o in example() if isinstance(o, Cluster | AWSCluster)])
+    with call_scope() as calls:
+        assert harness.converge(stored).converged
+        harness.store.delete(Cluster, "demo", "default")
+        assert harness.converge(stored, goal="gone").converged
+    assert not [op for op in calls.by_operation() if op.startswith("route53:")], calls.by_operation()
