@@ -31,7 +31,7 @@ from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.conditions import READY, set_condition
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action
-from capa_py.ctrlkit.combinators import Join, Sequential
+from capa_py.ctrlkit.combinators import If, Join, Sequential
 from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue, requeue_after
 from capa_py.engine.engine import Engine
 from capa_py.engine.recorder import StatusRecorder
@@ -56,7 +56,7 @@ from controllers.base import (
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import CONDITIONS as IDENTITY_CONDITIONS
 from controllers.identity import RECHECK_AFTER, Identities, IdentityError
-from controllers.services import bastion, loadbalancer, network, securitygroups, sweep
+from controllers.services import bastion, dns, loadbalancer, network, securitygroups, sweep
 from controllers.services.bastion import BastionStep
 from controllers.services.cluster_scope import ClusterScope
 from controllers.services.loadbalancer import LOAD_BALANCER_READY
@@ -123,12 +123,19 @@ CREATE: Action = Sequential(
                         ROUTE_TABLES_READY,
                     ),
                 ),
-                _created_then_waited(
-                    "ReconcileLoadBalancer",
-                    loadbalancer.reconcile_load_balancer,
-                    "WaitForLoadBalancer",
-                    loadbalancer.wait_for_load_balancer,
-                    LOAD_BALANCER_READY,
+                Sequential(
+                    _created_then_waited(
+                        "ReconcileLoadBalancer",
+                        loadbalancer.reconcile_load_balancer,
+                        "WaitForLoadBalancer",
+                        loadbalancer.wait_for_load_balancer,
+                        LOAD_BALANCER_READY,
+                    ),
+                    # The API server's name points at the load balancer: it waits for nothing else.
+                    If(
+                        dns.wants_api_server_dns,
+                        Step("ReconcileAPIServerDNS", dns.reconcile_api_server_dns, dns.API_SERVER_DNS_READY),
+                    ),
                 ),
             ),
         ),
@@ -151,15 +158,16 @@ CREATE: Action = Sequential(
 """One create pass of an AWSCluster, run over its :class:`ClusterScope`."""
 
 DELETE: Action = Sequential(
-    *(Step(deletion.description, deletion) for deletion in loadbalancer.DELETION),
+    *(Step(deletion.description, deletion) for deletion in (*dns.DELETION, *loadbalancer.DELETION)),
     Step("DeleteBastionHost", bastion.delete_instance),
     *(Step(deletion.description, deletion) for deletion in securitygroups.DELETION),
     Step("DeleteBastionSecurityGroup", bastion.delete_security_group),
     *(Step(deletion.description, deletion) for deletion in network.DELETION),
     Step("SweepStrayResources", sweep.sweep_cluster_resources),
 )
-"""One delete pass: the load balancer, the bastion host (its interface holds a subnet and its group), the
-cluster's security groups, the bastion's (their rules name it), the network (the VPC last), then strays."""
+"""One delete pass: the API server's record set and hosted zone, the load balancer, the bastion host (its
+interface holds a subnet and its group), the cluster's security groups, the bastion's (their rules name it),
+the network (the VPC last), then strays."""
 
 
 class AWSClusterController:

@@ -10,12 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 from capa_py.engine.resource import ResourceClass
+from resources.bucket import Bucket
 from resources.elastic_ip import ElasticIp
+from resources.hosted_zone import HostedZone
 from resources.instance import Instance
 from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
 from resources.listener import Listener
 from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
+from resources.record_set import RecordSet
 from resources.route import Route
 from resources.route_table import RouteTable, RouteTableAssociation
 from resources.secret import Secret
@@ -41,6 +44,9 @@ RESOURCE_CLASSES: tuple[type[ResourceClass[Any]], ...] = (
     TargetRegistration,
     Secret,
     Instance,
+    HostedZone,
+    RecordSet,
+    Bucket,
 )
 """Every resource class, in creation order for a cluster."""
 
@@ -57,13 +63,16 @@ def resource_class(kind: str) -> type[ResourceClass[Any]]:
 
 __all__ = [
     "RESOURCE_CLASSES",
+    "Bucket",
     "ElasticIp",
+    "HostedZone",
     "Instance",
     "InternetGateway",
     "InternetGatewayAttachment",
     "Listener",
     "LoadBalancer",
     "NatGateway",
+    "RecordSet",
     "Route",
     "RouteTable",
     "RouteTableAssociation",

@@ -27,6 +27,8 @@ from resources.route_table import RouteTableAssociation
 from resources.security_group import SecurityGroup
 
 DELETION_ORDER: tuple[str, ...] = (
+    "record-set",
+    "hosted-zone",
     "instance",
     "secret",
     "listener",
@@ -43,10 +45,12 @@ DELETION_ORDER: tuple[str, ...] = (
     "subnet",
     "security-group",
     "vpc",
+    "bucket",
 )
 """Every resource class's kind, in the order AWS lets them be deleted: what uses or sits in a resource
-goes before it (an instance before its subnet, a NAT gateway before its elastic IP, a subnet before its
-VPC)."""
+goes before it (a record set before its hosted zone, a private hosted zone before the VPC it is associated
+with, an instance before its subnet, a NAT gateway before its elastic IP, a subnet before its VPC). A
+bucket depends on nothing of a cluster's network."""
 
 _LIVE_ATTACHMENT_STATES = frozenset({"attaching", "attached", "available"})
 

@@ -55,6 +55,10 @@ def parse_arn(arn: str) -> ArnRef:
     if service == "secretsmanager" and resource.startswith("secret:"):
         # arn:…:secret:<name>-<six random characters>
         return ArnRef("secret", resource.removeprefix("secret:").rsplit("-", 1)[0], region)
+    if service == "route53" and resource_type == "hostedzone" and rest:
+        return ArnRef("hosted-zone", rest, region)
+    if service == "s3" and resource_type and not rest:
+        return ArnRef("bucket", resource_type, region)
     if service == "iam" and resource_type in ("role", "instance-profile"):
         kind = "iam-role" if resource_type == "role" else "iam-instance-profile"
         return ArnRef(kind, rest.rsplit("/", 1)[-1], region)

@@ -44,6 +44,7 @@ UNTAGGABLE_PARTS = {
     "route-table-association": "route-table",
     "internet-gateway-attachment": "internet-gateway",
     "target-registration": "target-group",
+    "record-set": "hosted-zone",
 }
 """Part kind → parent kind, for the parts that cannot carry a tag of their own."""
 

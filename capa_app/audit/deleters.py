@@ -137,6 +137,8 @@ def _delete_role(aws: AWSClients, row: AuditRow) -> None:
 
 
 DELETERS: dict[str, Deleter] = {
+    "record-set": Deleter(_via_resource_class("record-set")),
+    "hosted-zone": Deleter(_via_resource_class("hosted-zone")),
     "instance": Deleter(_via_resource_class("instance"), _gone_via_resource_class("instance")),
     "secret": Deleter(_via_resource_class("secret")),
     "classic-load-balancer": Deleter(_delete_classic_load_balancer),
@@ -159,6 +161,7 @@ DELETERS: dict[str, Deleter] = {
     "security-group-rule": Deleter(_revoke_rule),
     "security-group": Deleter(_via_resource_class("security-group")),
     "vpc": Deleter(_via_resource_class("vpc")),
+    "bucket": Deleter(_via_resource_class("bucket")),
     "iam-instance-profile": Deleter(_delete_instance_profile),
     "iam-role": Deleter(_delete_role),
 }

@@ -17,6 +17,8 @@ intent record is waiting for; the parts of what was found (routes and subnet ass
 gateway attachments, listeners, target registrations); the rules of other groups that reference an owned
 security group (they block its deletion); Secrets Manager secrets (a machine's bootstrap data), listed whole
 with their tags; and IAM, which is global and which neither API lists by tag.
+Route 53 private hosted zones (with the record sets of the owned ones) and S3 buckets are listed once per
+audit too (:mod:`capa_app.audit.dns_kinds`): Route 53 is global and ``ListBuckets`` is account-wide.
 
 What goes with its owner is left out: in-use network interfaces and volumes, an instance's or a NAT
 gateway's interface, a VPC's default group and main route table. Resource types the tagging API returns but
@@ -30,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from capa_app.audit.arns import parse_arn
+from capa_app.audit.dns_kinds import GLOBAL_KINDS, describe_buckets, describe_hosted_zones
 from capa_app.audit.ec2_kinds import (
     EC2_KINDS,
     describe_ec2,
@@ -171,7 +174,7 @@ def _tagged_by_tagging_api(aws: AWSClients, lister: _Lister, scope: DiscoverySco
             by_kind.setdefault(ref.kind, {})[ref.id] = tag_dict(mapping.get("Tags"))
     found: list[Found] = []
     for kind, tagged in sorted(by_kind.items()):
-        if kind in PART_KINDS or kind in IAM_KINDS or kind in LISTED_IN_FULL:
+        if kind in PART_KINDS or kind in IAM_KINDS or kind in LISTED_IN_FULL or kind in GLOBAL_KINDS:
             continue
         if kind in EC2_KINDS or kind in LB_KINDS:
             found.extend(f for f in lister.by_ids(kind, sorted(tagged)) if scope.wants(f.owner))
@@ -262,4 +265,9 @@ def discover(
         region, scope = next(iter(scopes.items()))
         iam = [*describe_iam(pool.for_region(region)), *describe_bootstrap_policies(pool.for_region(region))]
         found.extend(f for f in iam if scope.wants(f.owner) or made_by_iam_bootstrap(f.tags))
+    if scopes:
+        region, scope = next(iter(scopes.items()))
+        aws = pool.for_region(region)
+        found.extend(describe_hosted_zones(aws, scope.wants))
+        found.extend(describe_buckets(aws, scope.wants))
     return found

@@ -25,6 +25,7 @@ from capa_py.api.aws_checks import (
 )
 from capa_py.api.aws_cluster import (
     DEFAULT_BASTION_INSTANCE_TYPE,
+    APIServerDNSSpec,
     AWSCluster,
     AWSClusterSpec,
     AWSClusterStatus,
@@ -72,6 +73,7 @@ __all__ = [
     "AWSCluster",
     "AWSClusterSpec",
     "AWSClusterStatus",
+    "APIServerDNSSpec",
     "AWSLoadBalancerSpec",
     "AWSMachine",
     "AWSMachineSpec",

@@ -5,6 +5,7 @@ update and a write must follow."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -150,6 +151,58 @@ class Bastion(KubeModel):
         return issues
 
 
+class APIServerDNSSpec(KubeModel):
+    """capa-py's own field (Cluster API Provider AWS has none): a stable name for the API server, a CNAME to
+    the control-plane load balancer in a private hosted zone capa-py makes for the cluster's VPC."""
+
+    name: str = Field(
+        description="The API server's name (api.example.internal): the control-plane endpoint's host."
+    )
+    hosted_zone_name: str | None = Field(
+        default=None,
+        description="The private hosted zone holding the name; default: the name without its first label.",
+    )
+    ttl: int = Field(default=60, ge=0, le=2147483647, description="The CNAME record's TTL, in seconds.")
+
+    @property
+    def zone(self) -> str:
+        return (self.hosted_zone_name or self.name.split(".", 1)[-1]).lower().rstrip(".")
+
+    def issues(self, path: str) -> list[FieldIssue]:
+        name = self.name.lower().rstrip(".")
+        issues = (
+            []
+            if dns_name_ok(name, labels=2)
+            else [
+                FieldIssue(
+                    path=f"{path}.name",
+                    message=f"{self.name!r} is not a domain name of two labels or more",
+                )
+            ]
+        )
+        zone_path = f"{path}.hostedZoneName"
+        if not dns_name_ok(self.zone, labels=1):
+            issues.append(FieldIssue(path=zone_path, message=f"{self.zone!r} is not a domain name"))
+        elif not issues and not name.endswith("." + self.zone):
+            issues.append(
+                FieldIssue(
+                    path=zone_path,
+                    message=f"the name {name} must lie below the hosted zone {self.zone} (a CNAME cannot "
+                    "sit at a zone's apex)",
+                )
+            )
+        return issues
+
+
+_DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def dns_name_ok(name: str, labels: int) -> bool:
+    """Whether ``name`` (lower case, no trailing dot) is a domain name of at least ``labels`` labels."""
+    parts = name.split(".")
+    return len(name) <= 253 and len(parts) >= labels and all(_DNS_LABEL_RE.match(p) for p in parts)
+
+
 class AWSClusterSpec(KubeModel):
     region: str
     ssh_key_name: str | None = None
@@ -167,6 +220,7 @@ class AWSClusterSpec(KubeModel):
         "controller's own.",
     )
     bastion: Bastion = Field(default_factory=Bastion)
+    api_server_dns: APIServerDNSSpec | None = Field(default=None, alias="apiServerDNS")
 
     @field_validator("region")
     @classmethod
@@ -271,6 +325,12 @@ class AWSCluster(KubeObject):
             issues += immutable(
                 "spec.controlPlaneEndpoint", was.control_plane_endpoint, new.control_plane_endpoint
             )
+        if was.api_server_dns is not None and new.api_server_dns is None:
+            issues += immutable("spec.apiServerDNS", was.api_server_dns, None)
+        elif was.api_server_dns is not None and new.api_server_dns is not None:
+            old_dns, new_dns = without(was.api_server_dns, ["ttl"]), without(new.api_server_dns, ["ttl"])
+            for name in ("name", "hostedZoneName"):
+                issues += immutable(f"spec.apiServerDNS.{name}", old_dns[name], new_dns[name])
         vpc_fields = ("id", "cidrBlock", "availabilityZoneUsageLimit", "availabilityZoneSelection")
         old_vpc, new_vpc = without(was.network.vpc, ["tags"]), without(new.network.vpc, ["tags"])
         for name in vpc_fields:
@@ -294,6 +354,18 @@ class AWSCluster(KubeObject):
         issues: list[FieldIssue] = [] if self.being_deleted else self.aws_limit_issues()
         issues += lookup_issues(self.spec, "spec")
         issues += self.spec.bastion.issues("spec.bastion")
+        dns = self.spec.api_server_dns
+        if dns is not None:
+            issues += dns.issues("spec.apiServerDNS")
+            endpoint = self.spec.control_plane_endpoint
+            if endpoint.host and endpoint.host.lower().rstrip(".") != dns.name.lower().rstrip("."):
+                issues.append(
+                    FieldIssue(
+                        path="spec.apiServerDNS.name",
+                        message=f"the control-plane endpoint's host is {endpoint.host}: with apiServerDNS it "
+                        f"is {dns.name}; set one of the two",
+                    )
+                )
         vpc = self.spec.network.vpc
         managed_vpc = vpc.id is None
         if managed_vpc and vpc.cidr_block is None:

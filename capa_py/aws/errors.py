@@ -13,9 +13,9 @@
      └─ ``InvalidRequest``
          └─ ``InvalidReference`` a resource the spec names does not exist (``field`` says which)
 
-Codes are classified per service (:data:`SERVICE_CODES`: EC2, ELBv2, IAM, STS) with a shared fallback, so
-one code can mean different things in different services. Each error keeps the service, operation and
-error code, and chains the botocore exception.
+Codes are classified per service (:data:`SERVICE_CODES`: EC2, ELBv2, IAM, STS, Route 53, S3) with a
+shared fallback, so one code can mean different things in different services. Each error keeps the
+service, operation and error code, and chains the botocore exception.
 """
 
 from __future__ import annotations
@@ -263,6 +263,35 @@ SECRETSMANAGER_CODES: dict[str, type[AWSError]] = {
 }
 """Secrets Manager speaks JSON (``{"__type": "ResourceExistsException"}``); its throttling code,
 ``ThrottlingException``, is in the shared table."""
+ROUTE53_CODES: dict[str, type[AWSError]] = {
+    "PriorRequestNotComplete": Throttled,
+    "NoSuchHostedZone": NotFound,
+    "HostedZoneNotFound": NotFound,
+    "NoSuchChange": NotFound,
+    # A zone still holding record sets other than its SOA and NS: delete those first.
+    "HostedZoneNotEmpty": DependencyViolation,
+    # A CallerReference already used: the zone it made exists (see resources/hosted_zone.py).
+    "HostedZoneAlreadyExists": AlreadyExists,
+    "ConflictingDomainExists": InvalidRequest,
+    "InvalidChangeBatch": InvalidRequest,
+    "InvalidDomainName": InvalidRequest,
+    "InvalidInput": InvalidRequest,
+    "InvalidVPCId": InvalidRequest,
+    "TooManyHostedZones": InvalidRequest,
+}
+
+S3_CODES: dict[str, type[AWSError]] = {
+    # HeadBucket has no body: botocore reports the HTTP status as the code.
+    "404": NotFound,
+    "NoSuchBucket": NotFound,
+    "NoSuchTagSet": NotFound,
+    "BucketNotEmpty": DependencyViolation,
+    "OperationAborted": Busy,
+    "BucketAlreadyOwnedByYou": AlreadyExists,
+    # The name is held by another account: retrying cannot help, the user must choose another name.
+    "BucketAlreadyExists": InvalidRequest,
+    "403": PermissionDenied,
+}
 
 SERVICE_CODES: dict[str, dict[str, type[AWSError]]] = {
     "ec2": EC2_CODES,
@@ -270,6 +299,8 @@ SERVICE_CODES: dict[str, dict[str, type[AWSError]]] = {
     "iam": IAM_CODES,
     "sts": STS_CODES,
     "secretsmanager": SECRETSMANAGER_CODES,
+    "route53": ROUTE53_CODES,
+    "s3": S3_CODES,
 }
 
 

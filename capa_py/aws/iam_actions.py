@@ -45,6 +45,22 @@ ACTION_OF_OPERATION: dict[tuple[str, str], str] = {
 }
 """Operations whose IAM action is not ``<prefix>:<operation>``."""
 
+ALSO_NEEDED: dict[tuple[str, str], tuple[str, ...]] = {
+    # Deleting a given version of an object (a bucket is emptied version by version) is its own action.
+    ("s3", "DeleteObjects"): ("s3:DeleteObjectVersion",),
+    # CreateBucket with CreateBucketConfiguration.Tags is authorized by s3:TagResource as well.
+    ("s3", "CreateBucket"): ("s3:TagResource",),
+    # A private hosted zone's VPC is checked with the caller's own permission.
+    ("route53", "CreateHostedZone"): ("ec2:DescribeVpcs",),
+}
+"""Operations that need more than one action (with some of their parameters: granted whenever the
+operation is)."""
+
+
+def iam_actions(service: str, operation: str) -> tuple[str, ...]:
+    """Every IAM action ``operation`` of ``service`` may need: :func:`iam_action`'s and :data:`ALSO_NEEDED`."""
+    return (iam_action(service, operation), *ALSO_NEEDED.get((service, operation), ()))
+
 
 def iam_action(service: str, operation: str) -> str:
     """The IAM action that authorizes ``operation`` of botocore service ``service``."""

@@ -127,12 +127,25 @@ class AWSClient:
         ``after_create=True`` marks a call about a resource that was just created: a NotFound is then
         eventual consistency and is retried for ``retry.not_found_window`` seconds.
         """
+        return self.call_with(operation, params, after_create=after_create)
+
+    def call_with(
+        self,
+        operation: str,
+        params: dict[str, Any],
+        *,
+        after_create: bool = False,
+        repeat_safe: bool | None = None,
+    ) -> dict[str, Any]:
+        """:meth:`call` with the parameters as a dict, and ``repeat_safe`` overriding
+        :func:`is_safe_to_repeat` where the caller knows better: a required token member sent with a value
+        no one will send again (so a repeat would create twice), or a change that is idempotent."""
         # A throttled request was refused, so retrying it is always safe. A 5xx or a lost connection may
         # hide a create that happened: retried only where a repeat cannot duplicate (reads, deletes,
         # updates, and creates carrying a client token); otherwise the error goes up and the next
         # reconcile finds the resource by its tags or key.
         retryable: tuple[type[AWSError], ...] = (Throttled,)
-        if is_safe_to_repeat(operation, params):
+        if is_safe_to_repeat(operation, params) if repeat_safe is None else repeat_safe:
             retryable = (Throttled, Transient)
         stop: Any = stop_after_attempt(self.retry.attempts)
         if after_create:

@@ -58,21 +58,39 @@ AWS = EndpointProfile(
     consistency_window=60.0,
 )
 
+EMULATOR_OVERRIDES: dict[str, dict[str, bool]] = {
+    "*": {"client_token": False},
+    "bucket": {"tag_on_create": False},
+}
+"""What moto 5.2 and LocalStack lack: tokens on every call (Route 53's CallerReference included), and the
+tags of ``CreateBucketConfiguration.Tags``, accepted and dropped, so buckets are tagged after create."""
+
+_BUCKET_TAGS_NOTE = (
+    "S3 CreateBucket's CreateBucketConfiguration.Tags are accepted and dropped: buckets are tagged with "
+    "PutBucketTagging after create (strategy class 3, found again by name)."
+)
+
 MOTO = EndpointProfile(
     "moto",
-    overrides={"*": {"client_token": False}},
+    overrides=EMULATOR_OVERRIDES,
     notes=(
         "moto 5.2 ignores ClientToken on every call: a repeated RunInstances with the same token creates "
         "a second instance, so no strategy may rely on tokens.",
         "moto's ELBv2 CreateLoadBalancer with an existing name creates a second load balancer; the engine "
         "always looks a natural key up before creating, so it does not rely on create-by-name idempotency.",
+        "Route 53 CreateHostedZone ignores CallerReference (a repeat makes a second zone): hosted zones "
+        "take strategy class 3 there.",
+        _BUCKET_TAGS_NOTE,
     ),
 )
 
 LOCALSTACK = EndpointProfile(
     "localstack",
-    overrides={"*": {"client_token": False}},
-    notes=("LocalStack serves EC2 from moto and shares its gaps; its free edition has no ELB/ELBv2.",),
+    overrides=EMULATOR_OVERRIDES,
+    notes=(
+        "LocalStack serves EC2 from moto and shares its gaps; its free edition has no ELB/ELBv2.",
+        _BUCKET_TAGS_NOTE,
+    ),
 )
 
 PROFILES: dict[str, EndpointProfile] = {p.name: p for p in (AWS, MOTO, LOCALSTACK)}

@@ -29,10 +29,12 @@ from capa_py.engine.resource import Observed, ResourceClass
 from controllers.aws_scope import ReconcileScope
 from controllers.waits import just_created
 from resources.elastic_ip import ElasticIp
+from resources.hosted_zone import HostedZone
 from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
 from resources.listener import Listener
 from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
+from resources.record_set import RecordSet
 from resources.route import Route
 from resources.route_table import RouteTable, RouteTableAssociation
 from resources.security_group import SecurityGroup
@@ -71,6 +73,8 @@ class ClusterResources:
     load_balancer: LoadBalancer
     target_group: TargetGroup
     listener: Listener
+    hosted_zone: HostedZone
+    record_set: RecordSet
 
     @classmethod
     def of(cls, aws: AWSClients) -> ClusterResources:
@@ -88,6 +92,8 @@ class ClusterResources:
             LoadBalancer(aws),
             TargetGroup(aws),
             Listener(aws),
+            HostedZone(aws),
+            RecordSet(aws),
         )
 
 

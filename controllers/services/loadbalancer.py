@@ -19,6 +19,7 @@ from capa_py.api.cluster import APIEndpoint
 from capa_py.engine.errors import Waiting
 from capa_py.logging import get_logger
 from controllers.services.cluster_scope import API_SERVER_PORT, ClusterScope, Deletion, roles
+from controllers.services.dns import RECORD_ROLE
 from controllers.waits import LOAD_BALANCER_AVAILABLE
 from resources.listener import ListenerDesired
 from resources.load_balancer import LoadBalancerDesired
@@ -152,13 +153,16 @@ def wait_for_load_balancer(scope: ClusterScope) -> None:
 
 
 def mark_ready(scope: ClusterScope) -> None:
-    """The control-plane endpoint, when the spec sets none, is the load balancer's DNS name; then the
-    network as this pass knows it, and ready."""
+    """The control-plane endpoint, when the spec sets none, is the API server's name (``apiServerDNS``) or
+    else the load balancer's DNS name; then the network as this pass knows it, and ready."""
     status = scope.network.load_balancer
     assert status is not None
     endpoint = scope.obj.spec.control_plane_endpoint
+    dns = scope.obj.spec.api_server_dns
+    if dns is not None and scope.engine_scope.recorder.recorded(RECORD_ROLE) is None:
+        raise Waiting(f"the API server's name {dns.name} has no record yet", 5.0)
     if not endpoint.is_set and status.dns_name:
-        host = status.dns_name
+        host = dns.name.rstrip(".") if dns is not None else status.dns_name
 
         def set_endpoint(o: AWSCluster) -> None:
             o.spec.control_plane_endpoint = APIEndpoint(host=host, port=API_SERVER_PORT)

@@ -64,7 +64,7 @@ def make_pool(server: MotoServer, scratch: Path) -> ClientPool:
             limiter=RateLimiter(enabled=False),
         )
         clients = pool.for_region(REGION)
-        for service in ("ec2", "elbv2", "elb", "iam", "resourcegroupstaggingapi"):
+        for service in ("ec2", "elbv2", "elb", "iam", "resourcegroupstaggingapi", "route53", "s3"):
             clients.client(service)
     return pool
 

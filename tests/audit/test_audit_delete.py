@@ -294,3 +294,65 @@ def test_kinds_the_tagging_api_misses_are_found_by_both_discoveries_and_deleted(
     assert wanted <= {(r.kind, r.id) for r in deletion.results if r.removed}
     assert not run_audit(gamma.store, gamma.pool, AuditOptions(clusters=frozenset({"gamma"}))).rows
     assert not iam.list_roles()["Roles"]
+
+
+def test_hosted_zones_their_record_sets_and_buckets_are_found_and_deleted_record_sets_first(
+    gamma: Gamma,
+) -> None:
+    """Route 53 and S3 are listed once per audit in both modes; a record set is a part of its zone and goes
+    before it (the zone refuses its delete while it holds one); a bucket is emptied, then deleted."""
+    aws = gamma.pool.for_region(REGION)
+    tags = owned("gamma", gamma.store.uid)
+    tag_list = [{"Key": k, "Value": v} for k, v in tags.items()]
+    route53 = aws.client("route53").raw
+    zone = route53.create_hosted_zone(
+        Name="gamma.capa.internal.",
+        CallerReference="gamma-zone",
+        VPC={"VPCRegion": REGION, "VPCId": gamma.vpc},
+        HostedZoneConfig={"PrivateZone": True, "Comment": ""},
+    )["HostedZone"]["Id"].rsplit("/", 1)[-1]
+    route53.change_tags_for_resource(ResourceType="hostedzone", ResourceId=zone, AddTags=tag_list)
+    record = {"Name": "api.gamma.capa.internal.", "Type": "CNAME", "TTL": 300}
+    route53.change_resource_record_sets(
+        HostedZoneId=zone,
+        ChangeBatch={
+            "Changes": [
+                {
+                    "Action": "UPSERT",
+                    "ResourceRecordSet": {**record, "ResourceRecords": [{"Value": "lb.example"}]},
+                }
+            ]
+        },
+    )
+    s3 = aws.client("s3").raw
+    s3.create_bucket(Bucket="gamma-capa-py-bucket")
+    s3.put_bucket_tagging(Bucket="gamma-capa-py-bucket", Tagging={"TagSet": tag_list})
+    s3.put_object(Bucket="gamma-capa-py-bucket", Key="bootstrap/node-0", Body=b"not a secret")
+    s3.create_bucket(Bucket="someone-elses-bucket")
+    record_id = f"{zone}|api.gamma.capa.internal.|CNAME"
+    wanted = {("hosted-zone", zone), ("record-set", record_id), ("bucket", "gamma-capa-py-bucket")}
+
+    reports = {
+        mode: run_audit(gamma.store, gamma.pool, AuditOptions(clusters=frozenset({"gamma"}), discovery=mode))
+        for mode in DiscoveryMode
+    }
+    for mode, report in reports.items():
+        found = {(r.kind, r.id): r.classification for r in report.rows}
+        assert {key: found.get(key) for key in wanted} == dict.fromkeys(
+            wanted, AuditClass.ORPHAN_CLUSTER_GONE
+        ), mode
+        assert ("bucket", "someone-elses-bucket") not in found, "a bucket no cluster owns is not listed"
+
+    deletion = delete_leaks(reports[DiscoveryMode.DESCRIBE], gamma.store, gamma.pool, FAST)
+
+    assert not deletion.failed, deletion.failed
+    order = [(r.kind, r.id) for r in deletion.results if r.removed]
+    assert wanted <= set(order)
+    assert (
+        order.index(("record-set", record_id))
+        < order.index(("hosted-zone", zone))
+        < order.index(("vpc", gamma.vpc))
+    ), order
+    assert not route53.list_hosted_zones()["HostedZones"]
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["someone-elses-bucket"]
+    assert not run_audit(gamma.store, gamma.pool, AuditOptions(clusters=frozenset({"gamma"}))).rows

@@ -115,6 +115,27 @@ def ec2_error_response(url: str, code: str, status: int, message: str) -> AWSRes
     return AWSResponse(url, status, headers, _Body(body))
 
 
+def error_response(url: str, code: str, status: int, message: str, service: str = "ec2") -> AWSResponse:
+    """An error response in the service's own wire format: EC2's query ``<Response><Errors>``, S3's bare
+    ``<Error>``, and the ``<ErrorResponse>`` of the other REST-XML services (Route 53)."""
+    if service == "ec2":
+        return ec2_error_response(url, code, status, message)
+    error = f"<Code>{code}</Code><Message>{message}</Message>"
+    if service == "s3":
+        body = (
+            "<?xml version='1.0' encoding='UTF-8'?>"
+            f"<Error>{error}<RequestId>fault-injection</RequestId></Error>"
+        )
+    else:
+        body = (
+            "<?xml version='1.0' encoding='UTF-8'?>"
+            f"<ErrorResponse><Error><Type>Sender</Type>{error}</Error>"
+            "<RequestId>fault-injection</RequestId></ErrorResponse>"
+        )
+    headers: Any = {"Content-Type": "application/xml"}
+    return AWSResponse(url, status, headers, _Body(body.encode()))
+
+
 class Faults:
     """Faults registered on real clients' botocore events; :meth:`clear` (the fixture's teardown)
     unregisters every one."""
@@ -144,7 +165,7 @@ class Faults:
         def refuse(request: Any, **_: Any) -> AWSResponse | None:
             if not injection.hits(times):
                 return None
-            return ec2_error_response(request.url, code, status, f"{operation} refused by the test")
+            return error_response(request.url, code, status, f"{operation} refused by the test", service)
 
         self._register(aws, service, f"before-send.{service}.{operation}", refuse)
         return injection
@@ -201,6 +222,25 @@ class Faults:
                 change(parsed)
 
         self._register(aws, service, f"after-call.{service}.{operation}", edit)
+        return injection
+
+    def interleave(
+        self,
+        aws: AWSClients,
+        operation: str,
+        action: Callable[[], Any],
+        times: int = 1,
+        service: str = "ec2",
+    ) -> Injection:
+        """Right after ``operation`` succeeded in AWS, before its caller sees the response, ``action`` runs
+        (a second process's reconcile racing the first): the first ``times`` successes only."""
+        injection = Injection(operation)
+
+        def run(http_response: Any, **_: Any) -> None:
+            if http_response.status_code < 300 and injection.hits(times):
+                action()
+
+        self._register(aws, service, f"after-call.{service}.{operation}", run)
         return injection
 
     def watch(self, aws: AWSClients, operation: str, service: str = "ec2") -> Injection:

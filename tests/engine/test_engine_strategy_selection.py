@@ -74,7 +74,9 @@ def test_kind_overrides_win_over_the_wildcard() -> None:
     assert not profile.effective("route-table", declared).client_token, "'*' lowers tokens for others"
     assert profile.effective("nat-gateway", declared) == Traits(client_token=True, taggable=True)
     assert profile.overrides["*"] == {"client_token": False}, "merging keeps the base profile's overrides"
-    assert MOTO.overrides == {"*": {"client_token": False}}, "with_overrides must not change the base"
+    assert MOTO.overrides == {"*": {"client_token": False}, "bucket": {"tag_on_create": False}}, (
+        "with_overrides must not change the base"
+    )
 
 
 def test_unknown_trait_override_is_refused() -> None:

@@ -14,7 +14,7 @@ import functools
 import re
 from pathlib import Path
 
-from capa_py.aws.iam_actions import IAM_PREFIX, iam_action
+from capa_py.aws.iam_actions import IAM_PREFIX, iam_actions
 
 _PROPERTY_SERVICES = {"ec2": "ec2", "elbv2": "elbv2", "tagging": "resourcegroupstaggingapi"}
 _OPERATION = re.compile(r"^[A-Z][a-z]+[A-Z][A-Za-z0-9]*$")
@@ -86,7 +86,7 @@ def actions_called(path: Path) -> set[str]:
     for operation, service in _named_operations(ast.parse(source)):
         for candidate in [service] if service is not None else sorted(services):
             if operation in operations_of(candidate):
-                actions.add(iam_action(candidate, operation))
+                actions.update(iam_actions(candidate, operation))
     return actions
 
 

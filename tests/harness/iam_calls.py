@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from capa_py.aws.iam_actions import iam_action
+from capa_py.aws.iam_actions import iam_actions
 
 NEVER_CALLED: dict[str, str] = {
     "iam:PassRole": "no API call: AWS checks it inside RunInstances when an instance profile is given",
@@ -39,13 +39,14 @@ def check_calls(
     problems: list[str] = []
     called: set[str] = set()
     for service, operation in sorted(set(calls)):
-        action = iam_action(service, operation)
-        called.add(action)
-        if action not in granted:
-            problems.append(
-                f"{service}:{operation} was called, but the policy does not grant {action}: declare it in "
-                "IAM_ACTIONS of the module that calls it, and list that module in capa_app/iam/policy.py"
-            )
+        for action in iam_actions(service, operation):
+            called.add(action)
+            if action not in granted:
+                problems.append(
+                    f"{service}:{operation} was called, but the policy does not grant {action}: declare it "
+                    "in IAM_ACTIONS of the module that calls it, and list that module in "
+                    "capa_app/iam/policy.py"
+                )
     for action in sorted(granted - called):
         if action not in never_called:
             problems.append(

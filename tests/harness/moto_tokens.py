@@ -13,6 +13,14 @@ gateway, the route table) with a digest of the request; a repeat returns that sa
 afresh (so a repeat sees the current state, as AWS's does). The memory lives on the per-account, per-region
 EC2 backend object, so ``POST /moto-api/reset`` forgets it together with the resources.
 
+Route 53's ``CreateHostedZone`` takes a ``CallerReference`` instead, which moto 5.2 also ignores (a repeat
+makes a second zone). The Route 53 API reference documents the reference as what lets a failed create be
+retried without creating twice, and ``HostedZoneAlreadyExists`` as the error "when a hosted zone has already
+been created with the specified CallerReference"; :func:`install` therefore also wraps moto's Route 53
+``create_hosted_zone`` handler so that a reference already used (by a zone that exists, or one deleted
+since: AWS asks for a unique reference on every create) is refused with ``HostedZoneAlreadyExists``, and
+nothing is created. The references used live on the Route 53 backend, so a reset forgets them too.
+
 Run a token-honouring server with ``python -m tests.harness.moto_tokens --port N`` (or run this file by
 path): it installs the wrapper, then serves moto on 127.0.0.1 only.
 """
@@ -80,10 +88,37 @@ def _wrap(handler: Callable[[Any], Any], operation: str, result_key: str | None)
     return honouring_token
 
 
+_CALLER_REFERENCES_ATTRIBUTE = "_capa_caller_references"
+
+
+def _wrap_create_hosted_zone(handler: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    from moto.route53.exceptions import Route53ClientError
+
+    @functools.wraps(handler)
+    def honouring_caller_reference(response: Any) -> Any:
+        reference = response._get_param("CallerReference")
+        backend = response.backend
+        with _lock:
+            used: set[str] = vars(backend).setdefault(_CALLER_REFERENCES_ATTRIBUTE, set())
+            used |= {z.caller_reference for z in backend.zones.values()}
+            if reference in used:
+                raise Route53ClientError(
+                    "HostedZoneAlreadyExists",
+                    f"A hosted zone has already been created with the specified caller reference {reference}",
+                )
+            result = handler(response)
+            used.add(reference)
+            return result
+
+    return honouring_caller_reference
+
+
 def install() -> None:
-    """Wrap moto's EC2 handlers in this process so that ``ClientToken`` is honoured. Idempotent."""
+    """Wrap moto's EC2 handlers in this process so that ``ClientToken`` is honoured, and Route 53's
+    ``CreateHostedZone`` so that ``CallerReference`` is. Idempotent."""
     global _installed
     from moto.ec2.responses import EC2Response
+    from moto.route53.responses import Route53
 
     with _lock:
         if _installed:
@@ -91,6 +126,7 @@ def install() -> None:
         for operation, result_key in TOKEN_OPERATIONS.items():
             # Set on EC2Response itself: it wins over the mixin that defines the handler.
             setattr(EC2Response, operation, _wrap(getattr(EC2Response, operation), operation, result_key))
+        Route53.create_hosted_zone = _wrap_create_hosted_zone(Route53.create_hosted_zone)  # type: ignore[method-assign]
         _installed = True
 
 

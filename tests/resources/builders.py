@@ -30,7 +30,7 @@ from tests.harness.moto_server import MotoServer
 REGION = "us-east-1"
 ZONE = "us-east-1a"
 CLUSTER = "alpha"
-SERVICES = ("ec2", "elbv2", "iam")
+SERVICES = ("ec2", "elbv2", "iam", "route53", "s3")
 """The clients made up front for every test server."""
 
 # Fail fast: moto answers at once, so long backoffs would only hide bugs behind slow tests. initial_delay
