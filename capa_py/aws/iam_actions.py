@@ -58,7 +58,7 @@ operation is)."""
 
 
 def iam_actions(service: str, operation: str) -> tuple[str, ...]:
-    """Every IAM action ``operation`` of ``service`` may need (:func:`iam_action`'s and :data:`ALSO_NEEDED`)."""
+    """The IAM actions ``operation`` of ``service`` may need (:func:`iam_action`'s, :data:`ALSO_NEEDED`)."""
     return (iam_action(service, operation), *ALSO_NEEDED.get((service, operation), ()))
 
 
