@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from capa_py.engine.resource import ResourceClass
+from resources.autoscaling_group import AutoScalingGroup
 from resources.elastic_ip import ElasticIp
 from resources.instance import Instance
 from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
+from resources.launch_template import LaunchTemplate, LaunchTemplateVersion
 from resources.listener import Listener
 from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
@@ -39,6 +41,9 @@ RESOURCE_CLASSES: tuple[type[ResourceClass[Any]], ...] = (
     Listener,
     TargetRegistration,
     Instance,
+    LaunchTemplate,
+    LaunchTemplateVersion,
+    AutoScalingGroup,
 )
 """Every resource class, in creation order for a cluster."""
 
@@ -55,10 +60,13 @@ def resource_class(kind: str) -> type[ResourceClass[Any]]:
 
 __all__ = [
     "RESOURCE_CLASSES",
+    "AutoScalingGroup",
     "ElasticIp",
     "Instance",
     "InternetGateway",
     "InternetGatewayAttachment",
+    "LaunchTemplate",
+    "LaunchTemplateVersion",
     "Listener",
     "LoadBalancer",
     "NatGateway",

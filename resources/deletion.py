@@ -27,6 +27,7 @@ from resources.route_table import RouteTableAssociation
 from resources.security_group import SecurityGroup
 
 DELETION_ORDER: tuple[str, ...] = (
+    "autoscaling-group",
     "instance",
     "listener",
     "load-balancer",
@@ -39,13 +40,15 @@ DELETION_ORDER: tuple[str, ...] = (
     "route-table",
     "internet-gateway-attachment",
     "internet-gateway",
+    "launch-template-version",
+    "launch-template",
     "subnet",
     "security-group",
     "vpc",
 )
 """Every resource class's kind, in the order AWS lets them be deleted: what uses or sits in a resource
-goes before it (an instance before its subnet, a NAT gateway before its elastic IP, a subnet before its
-VPC)."""
+goes before it (an Auto Scaling group before its launch template and subnets, an instance before its
+subnet, a NAT gateway before its elastic IP, a subnet before its VPC)."""
 
 _LIVE_ATTACHMENT_STATES = frozenset({"attaching", "attached", "available"})
 

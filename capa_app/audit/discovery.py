@@ -6,8 +6,8 @@ Two roads to the same answer (``--discovery``):
   cluster's owned tag — one call per cluster tag key, the keys listed with ``GetTagKeys`` when every
   cluster is audited — then describes those resources by id, per kind, for what classification needs (state,
   VPC, creation time) and to drop what the tagging API still lists after a delete. The kinds it does not
-  return (:data:`TAGGING_API_GAPS`: elastic IPs, launch templates, VPC endpoints, classic load balancers —
-  moto 5.2 misses them all) are described in full.
+  return (:data:`TAGGING_API_GAPS`: elastic IPs, launch templates, Auto Scaling groups, VPC endpoints,
+  classic load balancers — moto 5.2 misses them all) are described in full.
 * ``describe`` lists every kind with its own describe call, once, and keeps the owned ones; for accounts
   where the tagging API is not available.
 
@@ -17,10 +17,10 @@ intent record is waiting for; the parts of what was found (routes and subnet ass
 gateway attachments, listeners, target registrations); the rules of other groups that reference an owned
 security group (they block its deletion); and IAM, which is global and which neither API lists by tag.
 
-What goes with its owner is left out: in-use network interfaces and volumes, an instance's or a NAT
-gateway's interface, a VPC's default group and main route table. Resource types the tagging API returns but
-the audit has no describe calls for are kept under ``<service>:<type>`` (reported, never deleted), which is
-the one way the two modes can differ.
+What goes with its owner is left out: in-use network interfaces and volumes, the instances of a live Auto
+Scaling group, an instance's or a NAT gateway's interface, a VPC's default group and main route table.
+Resource types the tagging API returns but the audit has no describe calls for are kept under
+``<service>:<type>`` (reported, never deleted), which is the one way the two modes can differ.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from capa_app.audit.arns import parse_arn
+from capa_app.audit.asg_kinds import GROUP_NAME_TAG, describe_autoscaling_groups
 from capa_app.audit.ec2_kinds import (
     EC2_KINDS,
     describe_ec2,
@@ -58,6 +59,7 @@ TOP_LEVEL_KINDS = (
     "volume",
     "instance",
     "launch-template",
+    "autoscaling-group",
     "vpc-endpoint",
     "load-balancer",
     "target-group",
@@ -80,7 +82,13 @@ IN_VPC_KINDS = (
 )
 """Kinds that live inside a VPC, listed whatever their tags inside managed VPCs."""
 
-TAGGING_API_GAPS = ("elastic-ip", "launch-template", "vpc-endpoint", "classic-load-balancer")
+TAGGING_API_GAPS = (
+    "elastic-ip",
+    "launch-template",
+    "autoscaling-group",
+    "vpc-endpoint",
+    "classic-load-balancer",
+)
 """Kinds the tagging API may not return (moto 5.2 misses them): described in full in tagging-api mode."""
 
 PART_KINDS = frozenset({"listener", "security-group-rule"})
@@ -109,6 +117,8 @@ def describe_kind(
 ) -> list[Found]:
     if kind in EC2_KINDS:
         return describe_ec2(aws, kind, ids=ids, vpc_ids=vpc_ids)
+    if kind == "autoscaling-group":
+        return describe_autoscaling_groups(aws, ids=ids, vpc_ids=vpc_ids)
     return LB_KINDS[kind](aws, ids=ids, vpc_ids=vpc_ids)
 
 
@@ -161,7 +171,7 @@ def _tagged_by_tagging_api(aws: AWSClients, lister: _Lister, scope: DiscoverySco
     for kind, tagged in sorted(by_kind.items()):
         if kind in PART_KINDS or kind in IAM_KINDS:
             continue
-        if kind in EC2_KINDS or kind in LB_KINDS:
+        if kind in EC2_KINDS or kind in LB_KINDS or kind == "autoscaling-group":
             found.extend(f for f in lister.by_ids(kind, sorted(tagged)) if scope.wants(f.owner))
             continue
         _log.info("the tagging API returned a resource type the audit cannot describe", kind=kind)
@@ -188,7 +198,9 @@ def _security_group_references(aws: AWSClients, groups: list[Found]) -> list[Fou
     return security_group_rules_referencing(aws, referencing, referenced)
 
 
-def _belongs_to_something_else(found: Found, interfaces_in_use: set[str]) -> bool:
+def _belongs_to_something_else(found: Found, interfaces_in_use: set[str], groups: set[str]) -> bool:
+    if found.kind == "instance":
+        return found.tags.get(GROUP_NAME_TAG) in groups
     if found.kind == "security-group":
         return bool(found.attributes.get("is_default"))
     if found.kind == "route-table":
@@ -235,7 +247,8 @@ def discover_region(aws: AWSClients, mode: DiscoveryMode, scope: DiscoveryScope)
         for f in of_kind("nat-gateway", "vpc-endpoint")
         for interface in f.attributes.get("network_interface_ids", [])
     }
-    return [f for f in found.values() if not _belongs_to_something_else(f, in_use)]
+    groups = {f.id for f in of_kind("autoscaling-group")}
+    return [f for f in found.values() if not _belongs_to_something_else(f, in_use, groups)]
 
 
 def discover(

@@ -13,7 +13,8 @@ What may go (everything else is skipped, with the reason in the plan):
 Then what would hurt something that stays is skipped too, until nothing changes: a route table still
 associated with a subnet that stays (disassociating re-routes that subnet), an internet gateway attached to
 a VPC that stays, a security group a rule of a staying group references, a VPC with anything inside that
-stays. The order is AWS's dependency order (:data:`PHASES`): instances, load balancers and target groups,
+stays. The order is AWS's dependency order (:data:`PHASES`): Auto Scaling groups (their instances
+terminated with them, waited for), instances, load balancers and target groups,
 NAT gateways (waited for), VPC endpoints, elastic IPs, route tables, internet gateways (detached first),
 network interfaces, volumes and launch templates, subnets, security groups (cross-references revoked first),
 the VPC, and IAM last.
@@ -35,6 +36,7 @@ from capa_app.audit.model import (
 from capa_py.engine.tags import owning_cluster
 
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("delete Auto Scaling groups and their instances", ("autoscaling-group",)),
     ("terminate instances", ("instance",)),
     ("delete load balancers", ("classic-load-balancer", "listener", "load-balancer")),
     ("delete target groups", ("target-registration", "target-group")),
@@ -44,7 +46,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("delete route tables", ("route-table-association", "route", "route-table")),
     ("detach and delete internet gateways", ("internet-gateway-attachment", "internet-gateway")),
     ("delete network interfaces", ("network-interface",)),
-    ("delete volumes and launch templates", ("volume", "launch-template")),
+    ("delete volumes and launch templates", ("volume", "launch-template-version", "launch-template")),
     ("delete subnets", ("subnet",)),
     ("delete security groups", ("security-group-rule", "security-group")),
     ("delete VPCs", ("vpc",)),
@@ -67,6 +69,7 @@ GOES_WITH_PARENT = {
     "route": "route-table",
     "target-registration": "target-group",
     "listener": "load-balancer",
+    "launch-template-version": "launch-template",
 }
 """Parts AWS removes together with their parent: no call of their own when the parent goes."""
 

@@ -1,5 +1,5 @@
-"""The store's side of the audit: what AWSCluster/AWSMachine statuses record, the intents they wait on, and
-which clusters still have objects.
+"""The store's side of the audit: what AWSCluster/AWSMachine/AWSMachinePool statuses record, the intents
+they wait on, and which clusters still have objects.
 
 A resource's cluster is the name in its owned tag; an object's cluster is its
 ``cluster.x-k8s.io/cluster-name`` label, else its owning Cluster, else its own name — the rule
@@ -15,6 +15,7 @@ from datetime import datetime
 
 from capa_py.api.aws import AWSCluster, AWSMachine, IntentRecord
 from capa_py.api.cluster import Cluster
+from capa_py.api.machinepool import AWSMachinePool
 from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.inventory import cluster_of
 from capa_py.store.protocol import ObjectStore
@@ -80,7 +81,11 @@ def read_store(store: ObjectStore, default_region: str) -> StoreView:
     """Everything the classification needs from the store, read once."""
     awsclusters = list(store.list(AWSCluster))
     region_of = {(c.metadata.namespace or "", cluster_of(c)): c.spec.region for c in awsclusters}
-    owners: Iterable[AWSCluster | AWSMachine] = [*awsclusters, *store.list(AWSMachine)]
+    owners: Iterable[AWSCluster | AWSMachine | AWSMachinePool] = [
+        *awsclusters,
+        *store.list(AWSMachine),
+        *store.list(AWSMachinePool),
+    ]
     records: list[Record] = []
     intents: list[Intent] = []
     for obj in owners:

@@ -101,7 +101,13 @@ def test_openapi_v3_names_each_kind_and_its_write_parameters(server: Server) -> 
         for schema in document["components"]["schemas"].values()
         for gvk in schema.get("x-kubernetes-group-version-kind", [])
     }
-    assert set(kinds) == {"AWSCluster", "AWSMachine", "AWSClusterTemplate", "AWSMachineTemplate"}
+    assert set(kinds) == {
+        "AWSCluster",
+        "AWSMachine",
+        "AWSMachinePool",
+        "AWSClusterTemplate",
+        "AWSMachineTemplate",
+    }
     assert {"apiVersion", "kind", "metadata", "spec", "status"} <= set(kinds["AWSCluster"]["properties"])
     item = document["paths"][f"/apis/{GROUP}/{VERSION}/namespaces/{{namespace}}/awsclusters/{{name}}"]
     assert item["patch"]["x-kubernetes-group-version-kind"]["kind"] == "AWSCluster"
