@@ -60,6 +60,7 @@ IAM_ACTIONS: tuple[str, ...] = (
     "ec2:CreateLaunchTemplateVersion",
     "ec2:DeleteLaunchTemplate",
     "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:DescribeLaunchTemplates",
 )
