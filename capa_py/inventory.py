@@ -11,6 +11,7 @@ from typing import Any
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL
+from capa_py.api.machinepool import AWSMachinePool
 from capa_py.store.protocol import ObjectStore
 
 
@@ -47,7 +48,7 @@ class RecordedRow:
         return [self.cluster, self.owner, self.role, self.kind, self.id, self.strategy, tags, self.state]
 
 
-def cluster_of(obj: AWSCluster | AWSMachine) -> str:
+def cluster_of(obj: AWSCluster | AWSMachine | AWSMachinePool) -> str:
     """The cluster an AWSCluster or AWSMachine belongs to: its cluster-name label, Cluster owner, or name."""
     owner = next((r.name for r in obj.metadata.owner_references if r.kind == "Cluster"), None)
     return obj.metadata.labels.get(CLUSTER_NAME_LABEL) or owner or obj.name
@@ -61,7 +62,11 @@ def recorded_resources(
     clusters = list(store.list(AWSCluster, namespace=namespace))
     for awscluster in clusters:
         regions[(awscluster.metadata.namespace or "", cluster_of(awscluster))] = awscluster.spec.region
-    owners: list[AWSCluster | AWSMachine] = [*clusters, *store.list(AWSMachine, namespace=namespace)]
+    owners: list[AWSCluster | AWSMachine | AWSMachinePool] = [
+        *clusters,
+        *store.list(AWSMachine, namespace=namespace),
+        *store.list(AWSMachinePool, namespace=namespace),
+    ]
     for obj in owners:
         name = cluster_of(obj)
         if cluster is not None and name != cluster:

@@ -1,6 +1,6 @@
-"""The controllers: Cluster API core (Cluster, Machine, MachineDeployment, MachineSet), the AWS
-infrastructure (AWSCluster, AWSMachine), Tinkerbell (Workflow) and the bare-metal infrastructure
-(TinkerbellCluster, TinkerbellMachine).
+"""The controllers: Cluster API core (Cluster, Machine, MachineDeployment, MachineSet, MachinePool), the
+AWS infrastructure (AWSCluster, AWSMachine, AWSMachinePool), Tinkerbell (Workflow) and the bare-metal
+infrastructure (TinkerbellCluster, TinkerbellMachine).
 
 :func:`embedded_controllers` builds the set ``capa apply`` runs in-process and a management-cluster
 deployment runs for good: :func:`aws_controllers` (when AWS is at hand), the Tinkerbell controllers and
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.core import Secret
+from capa_py.api.machinepool import AWSMachinePool
 from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import TINKERBELL_API_VERSION
@@ -37,7 +38,9 @@ def aws_controllers(
     not given)."""
     from controllers.awscluster import AWSClusterController
     from controllers.awsmachine import AWSMachineController
+    from controllers.awsmachinepool import AWSMachinePoolController
     from controllers.core import ClusterController, MachineController
+    from controllers.core_machinepool import MachinePoolController
     from controllers.identity import Identities
 
     recorder = events if events is not None else EventRecorder(store)
@@ -46,8 +49,10 @@ def aws_controllers(
     return [
         ClusterController(store, infrastructure_kinds=(AWSCluster,)),
         MachineController(store, infrastructure_kinds=(AWSMachine,)),
+        MachinePoolController(store, infrastructure_kinds=(AWSMachinePool,)),
         AWSClusterController(store, pool, engine, recorder, identities),
         AWSMachineController(store, pool, engine, recorder, identities),
+        AWSMachinePoolController(store, pool, engine, recorder, identities),
     ]
 
 
@@ -127,3 +132,5 @@ def embedded_controllers(
 
 
 _CORE_NAMES = frozenset({"cluster", "machine", "machinedeployment", "machineset"})
+"""Cluster API core's controllers that :func:`embedded_controllers` builds over both providers' kinds (the
+MachinePool controller comes with the AWS controllers: only AWS has machine pools)."""

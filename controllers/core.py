@@ -25,6 +25,7 @@ from capa_py.api.cluster import (
     MachinePhase,
 )
 from capa_py.api.conditions import READY, set_condition
+from capa_py.api.machinepool import MachinePool
 from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject, OwnerReference
 from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
@@ -86,7 +87,7 @@ def _referrers(store: ObjectStore, kind: type[T], infra: KubeObject) -> list[T]:
     ]
 
 
-def _of(obj: MachineDeployment | MachineSet, cluster: Cluster) -> bool:
+def _of(obj: MachineDeployment | MachineSet | MachinePool, cluster: Cluster) -> bool:
     return obj.spec.cluster_name == cluster.name
 
 
@@ -207,6 +208,7 @@ class ClusterController:
         descendants: list[KubeObject] = [
             *(d for d in self.store.list(MachineDeployment, namespace=cluster.namespace) if _of(d, cluster)),
             *(s for s in self.store.list(MachineSet, namespace=cluster.namespace) if _of(s, cluster)),
+            *(p for p in self.store.list(MachinePool, namespace=cluster.namespace) if _of(p, cluster)),
             *self._machines(cluster),
         ]
         for obj in descendants:

@@ -37,10 +37,10 @@ def readiness(obj: KubeObject | None) -> Readiness:
     if status is None:
         return "ready"
     phase = getattr(status, "phase", None)
-    # A failure is final only where it is the object's own and current: Cluster and Machine mirror their
-    # infrastructure's (which is judged on its own), and an infrastructure failure recorded for an older
-    # generation is being retried with the new spec.
-    own_failure = obj.KIND not in ("Cluster", "Machine")
+    # A failure is final only where it is the object's own and current: Cluster, Machine and MachinePool
+    # mirror their infrastructure's (which is judged on its own), and an infrastructure failure recorded
+    # for an older generation is being retried with the new spec.
+    own_failure = obj.KIND not in ("Cluster", "Machine", "MachinePool")
     observed = getattr(status, "observed_generation", None)
     current = observed is None or obj.metadata.generation is None or observed >= obj.metadata.generation
     if own_failure and current and (obj.failure() is not None or phase == "Failed"):

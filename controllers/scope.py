@@ -12,6 +12,8 @@ objects they depend on and the objects that depend on them, following the relati
 * every object depends on its owners (owner references) and on the Cluster its label names;
 * a TinkerbellMachine depends on the Workflow named after it, which it creates (the Workflow, once made,
   depends on the machine that owns it);
+* a MachinePool depends on its Cluster, its infrastructure pool (``spec.template.spec.infrastructureRef``)
+  and its bootstrap Secret; the infrastructure pool depends on its MachinePool;
 * a MachineDeployment or MachineSet depends on its Cluster (``spec.clusterName``); what they create while
   the wait runs (MachineSets ``<deployment>-<suffix>``, Machines ``<set>-<suffix>``, each Machine's
   infrastructure and Workflow named after it) is not stored when the scope is computed, so the scope also
@@ -31,6 +33,7 @@ from typing import Literal
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine
+from capa_py.api.machinepool import AWSMachinePool, MachinePool
 from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.tinkerbell import Workflow
@@ -44,8 +47,10 @@ RELATED_KINDS: tuple[type[KubeObject], ...] = (
     MachineDeployment,
     MachineSet,
     Machine,
+    MachinePool,
     AWSCluster,
     AWSMachine,
+    AWSMachinePool,
     TinkerbellCluster,
     TinkerbellMachine,
     Workflow,
@@ -75,6 +80,11 @@ def depends_on(obj: KubeObject) -> set[ObjectKey]:
         found.add(_ref_key(obj.spec.infrastructure_ref, namespace))
         if obj.spec.bootstrap.data_secret_name:
             found.add(ObjectKey("Secret", namespace, obj.spec.bootstrap.data_secret_name))
+    elif isinstance(obj, MachinePool):
+        found.add(ObjectKey(Cluster.KIND, namespace, obj.spec.cluster_name))
+        found.add(_ref_key(obj.spec.template.spec.infrastructure_ref, namespace))
+        if obj.spec.template.spec.bootstrap.data_secret_name:
+            found.add(ObjectKey("Secret", namespace, obj.spec.template.spec.bootstrap.data_secret_name))
     elif isinstance(obj, TinkerbellMachine):
         found.add(ObjectKey(Workflow.KIND, namespace, obj.name))
     elif isinstance(obj, MachineDeployment | MachineSet):
@@ -89,6 +99,10 @@ def _infrastructure_links(objects: Iterable[KubeObject]) -> Iterable[tuple[Objec
     for obj in objects:
         if isinstance(obj, Cluster | Machine):
             ref = _ref_key(obj.spec.infrastructure_ref, obj.metadata.namespace or "")
+            if ref is not None:
+                yield ref, key_of(obj)
+        elif isinstance(obj, MachinePool):
+            ref = _ref_key(obj.spec.template.spec.infrastructure_ref, obj.metadata.namespace or "")
             if ref is not None:
                 yield ref, key_of(obj)
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from capa_py.engine.resource import ResourceClass
+from resources.autoscaling_group import AutoScalingGroup
 from resources.bucket import Bucket
 from resources.elastic_ip import ElasticIp
 from resources.hosted_zone import HostedZone
 from resources.instance import Instance
 from resources.internet_gateway import InternetGateway, InternetGatewayAttachment
+from resources.launch_template import LaunchTemplate, LaunchTemplateVersion
 from resources.listener import Listener
 from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
@@ -47,6 +49,9 @@ RESOURCE_CLASSES: tuple[type[ResourceClass[Any]], ...] = (
     HostedZone,
     RecordSet,
     Bucket,
+    LaunchTemplate,
+    LaunchTemplateVersion,
+    AutoScalingGroup,
 )
 """Every resource class, in creation order for a cluster."""
 
@@ -63,12 +68,15 @@ def resource_class(kind: str) -> type[ResourceClass[Any]]:
 
 __all__ = [
     "RESOURCE_CLASSES",
+    "AutoScalingGroup",
     "Bucket",
     "ElasticIp",
     "HostedZone",
     "Instance",
     "InternetGateway",
     "InternetGatewayAttachment",
+    "LaunchTemplate",
+    "LaunchTemplateVersion",
     "Listener",
     "LoadBalancer",
     "NatGateway",

@@ -27,6 +27,7 @@ from resources.route_table import RouteTableAssociation
 from resources.security_group import SecurityGroup
 
 DELETION_ORDER: tuple[str, ...] = (
+    "autoscaling-group",
     "record-set",
     "hosted-zone",
     "instance",
@@ -42,15 +43,18 @@ DELETION_ORDER: tuple[str, ...] = (
     "route-table",
     "internet-gateway-attachment",
     "internet-gateway",
+    "launch-template-version",
+    "launch-template",
     "subnet",
     "security-group",
     "vpc",
     "bucket",
 )
 """Every resource class's kind, in the order AWS lets them be deleted: what uses or sits in a resource
-goes before it (a record set before its hosted zone, a private hosted zone before the VPC it is associated
-with, an instance before its subnet, a NAT gateway before its elastic IP, a subnet before its VPC). A
-bucket depends on nothing of a cluster's network."""
+goes before it (an Auto Scaling group before its launch template and subnets, a record set before its hosted
+zone, a private hosted zone before the VPC it is associated with, an instance before its subnet, a NAT
+gateway before its elastic IP, a subnet before its VPC). A bucket depends on nothing of a cluster's
+network."""
 
 _LIVE_ATTACHMENT_STATES = frozenset({"attaching", "attached", "available"})
 

@@ -29,9 +29,11 @@ from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import Observed
 from resources._common import EC2_FILTER_VALUES
+from resources.autoscaling_group import _group as _autoscaling_group
 from resources.elastic_ip import _observed as _elastic_ip
 from resources.instance import _observed as _instance
 from resources.internet_gateway import _observed_gateway
+from resources.launch_template import _template as _launch_template
 from resources.listener import _observed_listener
 from resources.load_balancer import _observed_lb
 from resources.nat_gateway import GONE_STATES as NAT_GONE_STATES
@@ -43,9 +45,11 @@ from resources.target_group import TargetRegistration, _observed_tg
 from resources.vpc import _observed as _vpc
 
 IAM_ACTIONS: tuple[str, ...] = (
+    "autoscaling:DescribeAutoScalingGroups",
     "ec2:DescribeAddresses",
     "ec2:DescribeInstances",
     "ec2:DescribeInternetGateways",
+    "ec2:DescribeLaunchTemplates",
     "ec2:DescribeNatGateways",
     "ec2:DescribeRouteTables",
     "ec2:DescribeSecurityGroups",
@@ -159,6 +163,10 @@ EC2_LISTINGS: dict[str, Ec2Listing[Observed]] = {
         "DescribeSecurityGroups", "SecurityGroups", _listed_security_group, "group-id"
     ),
     "instance": Ec2Listing("DescribeInstances", "Reservations", _listed_instances, "instance-id"),
+    # moto does not filter launch templates by id: ids are matched after the listing.
+    "launch-template": Ec2Listing(
+        "DescribeLaunchTemplates", "LaunchTemplates", _one(_launch_template), None, vpc_filter=None
+    ),
 }
 """The listings of the EC2 resource classes' kinds (the attachment, route and association kinds are parts
 of a gateway's or a table's listing)."""
@@ -230,3 +238,18 @@ def parse_registration(target_group_arn: str, description: Item) -> Observed | N
     if not description.get("Target", {}).get("Id"):
         return None
     return TargetRegistration._registration(target_group_arn, description)
+
+
+# -- Auto Scaling: listed with its own call (by name, or every group), parsed as the class does ------------
+
+
+def list_autoscaling_groups(aws: AWSClients, names: Sequence[str] | None = None) -> list[Observed]:
+    """Every Auto Scaling group of the region (those being deleted included: they still hold instances),
+    or those with the given names."""
+    if names is not None and not names:
+        return []
+    params: dict[str, Any] = {}
+    if names is not None:
+        params["AutoScalingGroupNames"] = sorted(set(names))
+    items = aws.autoscaling.pages("DescribeAutoScalingGroups", "AutoScalingGroups", **params)
+    return [_autoscaling_group(item) for item in items]

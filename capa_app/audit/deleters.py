@@ -1,9 +1,10 @@
 """How to delete each kind the audit may delete, and how to tell a slow delete has finished.
 
 Kinds capa-py manages go through their resource class and :func:`resources.deletion.release_and_delete`
-(an internet gateway detached from its VPCs first), the routine the cluster delete's stray sweep uses, so a
-delete here is the delete the controllers make; the others (network interfaces, volumes, launch templates,
-VPC endpoints, classic load balancers, security group rules, IAM) are a call or two each. A deleter raises
+(an internet gateway detached from its VPCs first; an Auto Scaling group with its instances, waited for),
+the routine the cluster delete's stray sweep uses, so a delete here is the delete the controllers make; the
+others (network interfaces, volumes, VPC endpoints, classic load balancers, security group rules, IAM) are a
+call or two each. A deleter raises
 the classified AWS errors: :class:`~capa_py.aws.errors.NotFound` means already gone, the retryable ones (a
 dependency still going away, throttling) are retried by the executor.
 """
@@ -25,7 +26,6 @@ from resources import resource_class
 from resources.deletion import release_and_delete, revoke_cross_references
 
 IAM_ACTIONS: tuple[str, ...] = (
-    "ec2:DeleteLaunchTemplate",
     "ec2:DeleteNetworkInterface",
     "ec2:DeleteVolume",
     "ec2:DeleteVpcEndpoints",
@@ -139,6 +139,9 @@ def _delete_role(aws: AWSClients, row: AuditRow) -> None:
 DELETERS: dict[str, Deleter] = {
     "record-set": Deleter(_via_resource_class("record-set")),
     "hosted-zone": Deleter(_via_resource_class("hosted-zone")),
+    "autoscaling-group": Deleter(
+        _via_resource_class("autoscaling-group"), _gone_via_resource_class("autoscaling-group")
+    ),
     "instance": Deleter(_via_resource_class("instance"), _gone_via_resource_class("instance")),
     "secret": Deleter(_via_resource_class("secret")),
     "classic-load-balancer": Deleter(_delete_classic_load_balancer),
@@ -156,7 +159,7 @@ DELETERS: dict[str, Deleter] = {
     "internet-gateway": Deleter(_via_resource_class("internet-gateway", describe=True)),
     "network-interface": Deleter(_ec2_call("DeleteNetworkInterface", "NetworkInterfaceId")),
     "volume": Deleter(_ec2_call("DeleteVolume", "VolumeId")),
-    "launch-template": Deleter(_ec2_call("DeleteLaunchTemplate", "LaunchTemplateId")),
+    "launch-template": Deleter(_via_resource_class("launch-template")),
     "subnet": Deleter(_via_resource_class("subnet")),
     "security-group-rule": Deleter(_revoke_rule),
     "security-group": Deleter(_via_resource_class("security-group")),

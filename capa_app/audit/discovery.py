@@ -6,8 +6,8 @@ Two roads to the same answer (``--discovery``):
   cluster's owned tag — one call per cluster tag key, the keys listed with ``GetTagKeys`` when every
   cluster is audited — then describes those resources by id, per kind, for what classification needs (state,
   VPC, creation time) and to drop what the tagging API still lists after a delete. The kinds it does not
-  return (:data:`TAGGING_API_GAPS`: elastic IPs, launch templates, VPC endpoints, classic load balancers —
-  moto 5.2 misses them all) are described in full.
+  return (:data:`TAGGING_API_GAPS`: elastic IPs, launch templates, Auto Scaling groups, VPC endpoints,
+  classic load balancers — moto 5.2 misses them all) are described in full.
 * ``describe`` lists every kind with its own describe call, once, and keeps the owned ones; for accounts
   where the tagging API is not available.
 
@@ -20,10 +20,10 @@ with their tags; and IAM, which is global and which neither API lists by tag.
 Route 53 private hosted zones (with the record sets of the owned ones) and S3 buckets are listed once per
 audit too (:mod:`capa_app.audit.dns_kinds`): Route 53 is global and ``ListBuckets`` is account-wide.
 
-What goes with its owner is left out: in-use network interfaces and volumes, an instance's or a NAT
-gateway's interface, a VPC's default group and main route table. Resource types the tagging API returns but
-the audit has no describe calls for are kept under ``<service>:<type>`` (reported, never deleted), which is
-the one way the two modes can differ.
+What goes with its owner is left out: in-use network interfaces and volumes, the instances of a live Auto
+Scaling group, an instance's or a NAT gateway's interface, a VPC's default group and main route table.
+Resource types the tagging API returns but the audit has no describe calls for are kept under
+``<service>:<type>`` (reported, never deleted), which is the one way the two modes can differ.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from capa_app.audit.arns import parse_arn
+from capa_app.audit.asg_kinds import GROUP_NAME_TAG, describe_autoscaling_groups
 from capa_app.audit.dns_kinds import GLOBAL_KINDS, describe_buckets, describe_hosted_zones
 from capa_app.audit.ec2_kinds import (
     EC2_KINDS,
@@ -69,6 +70,7 @@ TOP_LEVEL_KINDS = (
     "volume",
     "instance",
     "launch-template",
+    "autoscaling-group",
     "vpc-endpoint",
     "load-balancer",
     "target-group",
@@ -91,7 +93,13 @@ IN_VPC_KINDS = (
 )
 """Kinds that live inside a VPC, listed whatever their tags inside managed VPCs."""
 
-TAGGING_API_GAPS = ("elastic-ip", "launch-template", "vpc-endpoint", "classic-load-balancer")
+TAGGING_API_GAPS = (
+    "elastic-ip",
+    "launch-template",
+    "autoscaling-group",
+    "vpc-endpoint",
+    "classic-load-balancer",
+)
 """Kinds the tagging API may not return (moto 5.2 misses them): described in full in tagging-api mode."""
 
 PART_KINDS = frozenset({"listener", "security-group-rule"})
@@ -124,6 +132,8 @@ def describe_kind(
 ) -> list[Found]:
     if kind in EC2_KINDS:
         return describe_ec2(aws, kind, ids=ids, vpc_ids=vpc_ids)
+    if kind == "autoscaling-group":
+        return describe_autoscaling_groups(aws, ids=ids, vpc_ids=vpc_ids)
     return LB_KINDS[kind](aws, ids=ids, vpc_ids=vpc_ids)
 
 
@@ -176,7 +186,7 @@ def _tagged_by_tagging_api(aws: AWSClients, lister: _Lister, scope: DiscoverySco
     for kind, tagged in sorted(by_kind.items()):
         if kind in PART_KINDS or kind in IAM_KINDS or kind in LISTED_IN_FULL or kind in GLOBAL_KINDS:
             continue
-        if kind in EC2_KINDS or kind in LB_KINDS:
+        if kind in EC2_KINDS or kind in LB_KINDS or kind == "autoscaling-group":
             found.extend(f for f in lister.by_ids(kind, sorted(tagged)) if scope.wants(f.owner))
             continue
         _log.info("the tagging API returned a resource type the audit cannot describe", kind=kind)
@@ -203,7 +213,9 @@ def _security_group_references(aws: AWSClients, groups: list[Found]) -> list[Fou
     return security_group_rules_referencing(aws, referencing, referenced)
 
 
-def _belongs_to_something_else(found: Found, interfaces_in_use: set[str]) -> bool:
+def _belongs_to_something_else(found: Found, interfaces_in_use: set[str], groups: set[str]) -> bool:
+    if found.kind == "instance":
+        return found.tags.get(GROUP_NAME_TAG) in groups
     if found.kind == "security-group":
         return bool(found.attributes.get("is_default"))
     if found.kind == "route-table":
@@ -251,7 +263,8 @@ def discover_region(aws: AWSClients, mode: DiscoveryMode, scope: DiscoveryScope)
         for f in of_kind("nat-gateway", "vpc-endpoint")
         for interface in f.attributes.get("network_interface_ids", [])
     }
-    return [f for f in found.values() if not _belongs_to_something_else(f, in_use)]
+    groups = {f.id for f in of_kind("autoscaling-group")}
+    return [f for f in found.values() if not _belongs_to_something_else(f, in_use, groups)]
 
 
 def discover(

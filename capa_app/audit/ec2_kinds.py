@@ -23,7 +23,6 @@ from resources.listing import EC2_LISTINGS, Ec2Listing, filter_chunks, list_ec2
 from resources.route import route_id
 
 IAM_ACTIONS: tuple[str, ...] = (
-    "ec2:DescribeLaunchTemplates",
     "ec2:DescribeNetworkInterfaces",
     "ec2:DescribeSecurityGroupRules",
     "ec2:DescribeVolumes",
@@ -40,6 +39,7 @@ _NAME_ATTRIBUTE = {
     "security-group": "group_name",
     "load-balancer": "name",
     "target-group": "name",
+    "launch-template": "name",
 }
 """The attribute shown as a resource's name (the others have none)."""
 
@@ -73,20 +73,6 @@ def _volume(item: Item, region: str) -> list[Found]:
             state=item.get("State"),
             created_at=item.get("CreateTime"),
             attributes={"availability_zone": item.get("AvailabilityZone"), "size": item.get("Size")},
-        )
-    ]
-
-
-def _launch_template(item: Item, region: str) -> list[Found]:
-    return [
-        Found(
-            region,
-            "launch-template",
-            item["LaunchTemplateId"],
-            tag_dict(item.get("Tags")),
-            state="available",
-            created_at=item.get("CreateTime"),
-            name=item.get("LaunchTemplateName"),
         )
     ]
 
@@ -163,10 +149,6 @@ AUDIT_ONLY_KINDS: dict[str, Callable[[str], Ec2Listing[Found]]] = {
     ),
     # Made by RunInstances with the instance, never by a resource class: a detached one outlives it.
     "volume": _audit_only("DescribeVolumes", "Volumes", _volume, "volume-id", vpc_filter=None),
-    # Made by users of CAPA's launch templates (machine pools), which capa-py does not build.
-    "launch-template": _audit_only(
-        "DescribeLaunchTemplates", "LaunchTemplates", _launch_template, None, vpc_filter=None
-    ),
     # Made by hand or by other tools in a cluster's VPC; capa-py makes none, but one blocks the VPC's delete.
     "vpc-endpoint": _audit_only("DescribeVpcEndpoints", "VpcEndpoints", _vpc_endpoint, None),
 }

@@ -13,12 +13,12 @@ What may go (everything else is skipped, with the reason in the plan):
 Then what would hurt something that stays is skipped too, until nothing changes: a route table still
 associated with a subnet that stays (disassociating re-routes that subnet), an internet gateway attached to
 a VPC that stays, a security group a rule of a staying group references, a VPC with anything inside that
-stays. The order is AWS's dependency order (:data:`PHASES`): record sets and the private hosted zones
-that hold them (a zone refuses its delete while it holds any), instances, bootstrap data secrets, load
-balancers and target groups, NAT gateways (waited for), VPC endpoints, elastic IPs, route tables, internet
-gateways (detached first), network interfaces, volumes and launch templates, subnets, security groups
-(cross-references revoked first), the VPC, buckets (emptied first: every object version and delete marker),
-and IAM last.
+stays. The order is AWS's dependency order (:data:`PHASES`): Auto Scaling groups (their instances
+terminated with them, waited for), record sets and the private hosted zones that hold them (a zone refuses
+its delete while it holds any), instances, bootstrap data secrets, load balancers and target groups, NAT
+gateways (waited for), VPC endpoints, elastic IPs, route tables, internet gateways (detached first), network
+interfaces, volumes and launch templates, subnets, security groups (cross-references revoked first), the VPC,
+buckets (emptied first: every object version and delete marker), and IAM last.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from capa_app.audit.model import (
 from capa_py.engine.tags import owning_cluster
 
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("delete Auto Scaling groups and their instances", ("autoscaling-group",)),
     ("delete DNS record sets and hosted zones", ("record-set", "hosted-zone")),
     ("terminate instances", ("instance",)),
     ("delete bootstrap data secrets", ("secret",)),
@@ -48,7 +49,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("delete route tables", ("route-table-association", "route", "route-table")),
     ("detach and delete internet gateways", ("internet-gateway-attachment", "internet-gateway")),
     ("delete network interfaces", ("network-interface",)),
-    ("delete volumes and launch templates", ("volume", "launch-template")),
+    ("delete volumes and launch templates", ("volume", "launch-template-version", "launch-template")),
     ("delete subnets", ("subnet",)),
     ("delete security groups", ("security-group-rule", "security-group")),
     ("delete VPCs", ("vpc",)),
@@ -72,6 +73,7 @@ GOES_WITH_PARENT = {
     "route": "route-table",
     "target-registration": "target-group",
     "listener": "load-balancer",
+    "launch-template-version": "launch-template",
 }
 """Parts AWS removes together with their parent: no call of their own when the parent goes."""
 

@@ -1,5 +1,5 @@
-"""The store's side of the audit: what AWSCluster/AWSMachine statuses record, the intents they wait on, and
-which clusters still have objects.
+"""The store's side of the audit: what AWSCluster/AWSMachine/AWSMachinePool statuses record, the intents
+they wait on, and which clusters still have objects.
 
 A resource's cluster is the name in its owned tag; an object's cluster is its
 ``cluster.x-k8s.io/cluster-name`` label, else its owning Cluster, else its own name — the rule
@@ -15,6 +15,7 @@ from datetime import datetime
 
 from capa_py.api.aws import AWSCluster, AWSMachine, IntentRecord
 from capa_py.api.cluster import Cluster
+from capa_py.api.machinepool import AWSMachinePool
 from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.inventory import cluster_of
 from capa_py.store.protocol import ObjectStore
@@ -95,8 +96,12 @@ def read_store(store: ObjectStore, default_region: str, identity: str | None = N
     awsclusters = [c for c in every if identity == EVERY_IDENTITY or identity_of(c) == identity]
     elsewhere = {(c.metadata.namespace or "", cluster_of(c)) for c in every if c not in awsclusters}
     region_of = {(c.metadata.namespace or "", cluster_of(c)): c.spec.region for c in awsclusters}
-    candidates: list[AWSCluster | AWSMachine] = [*awsclusters, *store.list(AWSMachine)]
-    owners: Iterable[AWSCluster | AWSMachine] = [
+    candidates: list[AWSCluster | AWSMachine | AWSMachinePool] = [
+        *awsclusters,
+        *store.list(AWSMachine),
+        *store.list(AWSMachinePool),
+    ]
+    owners: Iterable[AWSCluster | AWSMachine | AWSMachinePool] = [
         o for o in candidates if (o.metadata.namespace or "", cluster_of(o)) not in elsewhere
     ]
     records: list[Record] = []

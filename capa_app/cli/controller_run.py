@@ -27,7 +27,7 @@ from controllers.tinkerbell import WorkflowTimeouts
 if TYPE_CHECKING:
     from capa_app.cli.tink_flags import WorkflowServerOptions
 
-CORE_CONTROLLERS = ("cluster", "machine", "machinedeployment", "machineset")
+CORE_CONTROLLERS = ("cluster", "machine", "machinedeployment", "machineset", "machinepool")
 
 
 def _announce(line: str) -> None:

@@ -38,11 +38,13 @@ CONTROLLER_MODULES: tuple[str, ...] = (
     "controllers.services.network",
     "resources._common",
     "resources._elbv2",
+    "resources.autoscaling_group",
     "resources.bucket",
     "resources.elastic_ip",
     "resources.instance",
     "resources.hosted_zone",
     "resources.internet_gateway",
+    "resources.launch_template",
     "resources.listener",
     "resources.load_balancer",
     "resources.nat_gateway",
@@ -58,6 +60,7 @@ CONTROLLER_MODULES: tuple[str, ...] = (
 """The modules whose calls the controller makes (one line per module)."""
 
 OPERATOR_MODULES: tuple[str, ...] = (
+    "capa_app.audit.asg_kinds",
     "capa_app.audit.deleters",
     "capa_app.audit.discovery",
     "capa_app.audit.dns_kinds",
@@ -104,6 +107,12 @@ CONTROLLER_IMPLIED: tuple[Grant, ...] = (
         ("arn:*:iam::*:role/aws-service-role/spot.amazonaws.com/*",),
         {"StringLike": {"iam:AWSServiceName": "spot.amazonaws.com"}},
         why="the first Spot Instance of an account makes EC2 Spot's service-linked role",
+    ),
+    Grant(
+        ("iam:CreateServiceLinkedRole",),
+        ("arn:*:iam::*:role/aws-service-role/autoscaling.amazonaws.com/*",),
+        {"StringLike": {"iam:AWSServiceName": "autoscaling.amazonaws.com"}},
+        why="the first Auto Scaling group of an account makes Auto Scaling's service-linked role",
     ),
 )
 """What AWS authorizes inside the controller's calls, not as calls of their own (no module can declare

@@ -88,6 +88,7 @@ def default_registry() -> KindRegistry:
     from capa_py.api.clusterconfig import ClusterConfig
     from capa_py.api.coordination import Lease
     from capa_py.api.core import ConfigMap, Event, Namespace, Secret
+    from capa_py.api.machinepool import MACHINE_POOL_KINDS
     from capa_py.api.machinesets import MACHINE_SET_KINDS
     from capa_py.api.tinkerbell import TINKERBELL_KINDS
     from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS
@@ -98,6 +99,7 @@ def default_registry() -> KindRegistry:
         Cluster,
         Machine,
         *MACHINE_SET_KINDS,
+        *MACHINE_POOL_KINDS,
         Secret,
         Namespace,
         ConfigMap,

@@ -13,9 +13,9 @@
      └─ ``InvalidRequest``
          └─ ``InvalidReference`` a resource the spec names does not exist (``field`` says which)
 
-Codes are classified per service (:data:`SERVICE_CODES`: EC2, ELBv2, IAM, STS, Route 53, S3) with a
-shared fallback, so one code can mean different things in different services. Each error keeps the
-service, operation and error code, and chains the botocore exception.
+Codes are classified per service (:data:`SERVICE_CODES`: EC2, ELBv2, IAM, STS, Secrets Manager, Route 53,
+S3, Auto Scaling) with a shared fallback, so one code can mean different things in different services. Each
+error keeps the service, operation and error code, and chains the botocore exception.
 """
 
 from __future__ import annotations
@@ -183,6 +183,10 @@ EC2_CODES: dict[str, type[AWSError]] = {
     "InvalidAssociationID.NotFound": NotFound,
     "InvalidPermission.NotFound": NotFound,
     "InvalidRoute.NotFound": NotFound,
+    "InvalidLaunchTemplateId.NotFound": NotFound,
+    "InvalidLaunchTemplateName.NotFoundException": NotFound,
+    "InvalidLaunchTemplateId.VersionNotFound": NotFound,
+    "InvalidLaunchTemplateName.AlreadyExistsException": AlreadyExists,
     # Something the request names that the user supplied: the request is wrong.
     "InvalidAMIID.NotFound": InvalidRequest,
     "InvalidAMIID.Malformed": InvalidRequest,
@@ -293,7 +297,17 @@ S3_CODES: dict[str, type[AWSError]] = {
     "403": PermissionDenied,
 }
 
+AUTOSCALING_CODES: dict[str, type[AWSError]] = {
+    "AlreadyExists": AlreadyExists,
+    "ResourceContention": Throttled,
+    "ScalingActivityInProgress": DependencyViolation,
+    "ResourceInUse": DependencyViolation,
+    "LimitExceeded": InvalidRequest,
+    "ServiceLinkedRoleFailure": InvalidRequest,
+}
+
 SERVICE_CODES: dict[str, dict[str, type[AWSError]]] = {
+    "autoscaling": AUTOSCALING_CODES,
     "ec2": EC2_CODES,
     "elbv2": ELBV2_CODES,
     "iam": IAM_CODES,

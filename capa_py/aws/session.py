@@ -274,6 +274,10 @@ class AWSClients:
         return self.client("elbv2")
 
     @property
+    def autoscaling(self) -> AWSClient:
+        return self.client("autoscaling")
+
+    @property
     def tagging(self) -> AWSClient:
         return self.client("resourcegroupstaggingapi")
 

@@ -22,6 +22,7 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.aws_identity import IDENTITY_KINDS
 from capa_py.api.aws_templates import AWS_TEMPLATE_KINDS
 from capa_py.api.clusterconfig import ProviderName, TinkerbellComponentsSpec
+from capa_py.api.machinepool import AWSMachinePool
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import TINKERBELL_KINDS
 from capa_py.api.tinkerbell_capi import TINKERBELL_CAPI_KINDS
@@ -31,7 +32,7 @@ from capa_py.manifests.deployment import SELECTOR, deployment, labels, metrics_s
 from capa_py.manifests.rbac import NAMESPACE, rbac
 
 PROVIDER_KINDS: dict[ProviderName, tuple[type[KubeObject], ...]] = {
-    "aws": (AWSCluster, AWSMachine, *AWS_TEMPLATE_KINDS, *IDENTITY_KINDS),
+    "aws": (AWSCluster, AWSMachine, AWSMachinePool, *AWS_TEMPLATE_KINDS, *IDENTITY_KINDS),
     "tinkerbell": (*TINKERBELL_KINDS, *TINKERBELL_CAPI_KINDS),
 }
 """The kinds each provider owns (and installs the CRDs of)."""

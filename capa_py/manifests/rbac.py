@@ -33,6 +33,7 @@ from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.coordination import Lease
 from capa_py.api.core import ConfigMap, Event, Namespace, Secret
+from capa_py.api.machinepool import AWSMachinePool, MachinePool
 from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject
 from capa_py.api.tinkerbell import OSIE, Hardware, Template, Workflow
@@ -151,6 +152,20 @@ MACHINE_SET_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = 
 """What the MachineDeployment and MachineSet controllers request beyond :data:`ACCESS` (recorded by
 ``tests/machinesets``)."""
 
+MACHINE_POOL_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
+    # Cluster API core's MachinePool controller: its finalizer, Cluster owner reference, label and
+    # providerIDList, its status, and the controlling reference it gives its AWSMachinePool (which blocks
+    # the pool's deletion: the finalizers subresource). The AWSMachinePool controller: the pool's
+    # finalizer, labels and providerIDList, its status, and the cascade from the MachinePool.
+    (MachinePool, "", (*_WATCHED, "update", "delete")),
+    (MachinePool, "status", ("update",)),
+    (MachinePool, "finalizers", ("update",)),
+    (AWSMachinePool, "", (*_WATCHED, "update", "delete")),
+    (AWSMachinePool, "status", ("update",)),
+)
+"""What the MachinePool and AWSMachinePool controllers request beyond :data:`ACCESS`, read from their code:
+the RBAC recording test applies the example cluster, which has no machine pool."""
+
 
 IDENTITY_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
     # An AWSCluster's spec.identityRef (and a role identity's sourceIdentityRef), read by name when a
@@ -185,6 +200,7 @@ def cluster_role() -> dict[str, Any]:
         *TINKERBELL_ACCESS,
         *MACHINE_SET_ACCESS,
         *IDENTITY_ACCESS,
+        *MACHINE_POOL_ACCESS,
         *((model, sub, verbs) for model, sub, verbs, _ in OUTSIDE_THE_RECORDING),
     ]
     for model, subresource, verbs in access:

@@ -104,6 +104,7 @@ def test_openapi_v3_names_each_kind_and_its_write_parameters(server: Server) -> 
     assert set(kinds) == {
         "AWSCluster",
         "AWSMachine",
+        "AWSMachinePool",
         "AWSClusterTemplate",
         "AWSMachineTemplate",
         "AWSClusterControllerIdentity",

@@ -38,9 +38,9 @@ def _manifests(tmp_path: Path, what: str) -> Path:
 def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubectl, tmp_path: Path) -> None:
     crds = _manifests(tmp_path, "crds")
     created = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
-    # Cluster API (Cluster, Machine, MachineDeployment, MachineSet), capa-py, AWS (with the templates),
-    # Tinkerbell and bare-metal kinds, and the AWS identities
-    assert len(created) == 19, created
+    # Cluster API (Cluster, Machine, MachineDeployment, MachineSet, MachinePool), capa-py, AWS (with the
+    # templates and AWSMachinePool), Tinkerbell and bare-metal kinds, and the AWS identities
+    assert len(created) == 21, created
     assert all(line.endswith(" created") for line in created), created
     again = kubectl.run("apply", "-f", str(crds)).stdout.splitlines()
     assert all(line.endswith(" unchanged") for line in again), again
@@ -51,12 +51,14 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "customresourcedefinition.apiextensions.k8s.io/awsclusters.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsclusterstaticidentities.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsclustertemplates.infrastructure.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/awsmachinepools.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsmachines.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/awsmachinetemplates.infrastructure.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/clusterconfigs.capa-py.io",
         "customresourcedefinition.apiextensions.k8s.io/clusters.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/hardware.tinkerbell.org",
         "customresourcedefinition.apiextensions.k8s.io/machinedeployments.cluster.x-k8s.io",
+        "customresourcedefinition.apiextensions.k8s.io/machinepools.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/machines.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/machinesets.cluster.x-k8s.io",
         "customresourcedefinition.apiextensions.k8s.io/osies.tinkerbell.org",
@@ -127,6 +129,7 @@ def test_kubectl_applies_the_crds_then_the_whole_components_file(kubectl: Kubect
         "validation.awscluster.infrastructure.cluster.x-k8s.io",
         "validation.awsclusterstaticidentity.infrastructure.cluster.x-k8s.io",
         "validation.awsclustertemplate.infrastructure.cluster.x-k8s.io",
+        "validation.awsmachinepool.infrastructure.cluster.x-k8s.io",
         "validation.awsmachine.infrastructure.cluster.x-k8s.io",
         "validation.awsmachinetemplate.infrastructure.cluster.x-k8s.io",
         "validation.tinkerbellcluster.infrastructure.cluster.x-k8s.io",

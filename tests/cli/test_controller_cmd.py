@@ -346,7 +346,11 @@ def test_providers_flag_names_what_is_wrong(tmp_path: Path) -> None:
             "tinkerbell",
             "cluster, machine, machinedeployment, machineset, workflow, tinkerbellcluster, tinkerbellmachine",
         ),
-        ("aws", "cluster, machine, machinedeployment, machineset, awscluster, awsmachine"),
+        (
+            "aws",
+            "cluster, machine, machinedeployment, machineset, machinepool, awscluster, awsmachine, "
+            "awsmachinepool",
+        ),
     ],
 )
 def test_providers_choose_the_controllers(
@@ -432,13 +436,13 @@ def test_core_controllers_stay_off_when_cluster_api_core_owns_the_cluster_crd(
         )
     controller = ControllerProcess(state, closed_endpoint)
     processes.append(controller)
-    providers = "awscluster, awsmachine, workflow, tinkerbellcluster, tinkerbellmachine"
+    providers = "awscluster, awsmachine, awsmachinepool, workflow, tinkerbellcluster, tinkerbellmachine"
     assert controller.line("controllers running: ") == f"controllers running: {providers}"
     on = ControllerProcess(tmp_path / "other.db", closed_endpoint, "--core-controllers", "on")
     processes.append(on)
     assert (
         on.line("controllers running: ")
-        == f"controllers running: cluster, machine, machinedeployment, machineset, {providers}"
+        == f"controllers running: cluster, machine, machinedeployment, machineset, machinepool, {providers}"
     )
     for process in (controller, on):
         process.proc.send_signal(signal.SIGTERM)

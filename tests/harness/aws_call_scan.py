@@ -16,7 +16,12 @@ from pathlib import Path
 
 from capa_py.aws.iam_actions import IAM_PREFIX, iam_actions
 
-_PROPERTY_SERVICES = {"ec2": "ec2", "elbv2": "elbv2", "tagging": "resourcegroupstaggingapi"}
+_PROPERTY_SERVICES = {
+    "autoscaling": "autoscaling",
+    "ec2": "ec2",
+    "elbv2": "elbv2",
+    "tagging": "resourcegroupstaggingapi",
+}
 _OPERATION = re.compile(r"^[A-Z][a-z]+[A-Z][A-Za-z0-9]*$")
 
 
@@ -28,7 +33,8 @@ def operations_of(service: str) -> frozenset[str]:
 
 
 def services_reached(source: str) -> set[str]:
-    services = {_PROPERTY_SERVICES[m] for m in re.findall(r"\.(ec2|elbv2|tagging)\b(?!\s*\()", source)}
+    properties = re.findall(r"\.(" + "|".join(_PROPERTY_SERVICES) + r")\b(?!\s*\()", source)
+    services = {_PROPERTY_SERVICES[m] for m in properties}
     services |= set(re.findall(r"\.client\(\s*\"([a-z0-9-]+)\"\s*\)", source))
     return {s for s in services if s in IAM_PREFIX}
 

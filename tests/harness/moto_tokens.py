@@ -7,11 +7,14 @@ result of the original request instead of creating again, and the same token wit
 rejected with ``IdempotentParameterMismatch``.
 
 Importing this module changes nothing; :func:`install` wraps moto's EC2 response handlers for
-``RunInstances``, ``CreateNatGateway`` and ``CreateRouteTable`` in the current process. The first request
+``RunInstances``, ``CreateNatGateway``, ``CreateRouteTable``, ``CreateLaunchTemplate`` and
+``CreateLaunchTemplateVersion`` in the current process. The first request
 with a token runs moto's handler and remembers the model object it returned (the reservation, the NAT
 gateway, the route table) with a digest of the request; a repeat returns that same object, serialized
-afresh (so a repeat sees the current state, as AWS's does). The memory lives on the per-account, per-region
-EC2 backend object, so ``POST /moto-api/reset`` forgets it together with the resources.
+afresh (so a repeat sees the current state, as AWS's does; moto builds the launch template responses as
+plain mappings, so a repeat of those returns the original response as it was). The memory lives on the
+per-account, per-region EC2 backend object, so ``POST /moto-api/reset`` forgets it together with the
+resources.
 
 Route 53's ``CreateHostedZone`` takes a ``CallerReference`` instead, which moto 5.2 also ignores (a repeat
 makes a second zone). The Route 53 API reference documents the reference as what lets a failed create be
@@ -40,6 +43,8 @@ TOKEN_OPERATIONS: dict[str, str | None] = {
     "run_instances": None,
     "create_nat_gateway": "NatGateway",
     "create_route_table": "RouteTable",
+    "create_launch_template": "LaunchTemplate",
+    "create_launch_template_version": "LaunchTemplateVersion",
 }
 
 _REGISTRY_ATTRIBUTE = "_capa_client_tokens"

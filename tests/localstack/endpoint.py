@@ -43,6 +43,12 @@ REQUIRES_ELBV2 = (
     "needs ELBv2: LocalStack's free edition answers every ELBv2 call with InternalFailure "
     "('not included in your current license plan')"
 )
+REQUIRES_AUTOSCALING = (
+    "needs Auto Scaling: LocalStack's free edition does not include the autoscaling service "
+    "('not included in your current license plan')"
+)
+LACKING_SERVICES: dict[str, str] = {"elbv2": REQUIRES_ELBV2, "autoscaling": REQUIRES_AUTOSCALING}
+"""Services LocalStack's free edition lacks, each with the reason a test that calls it is skipped there."""
 NEEDS_LOCALSTACK = f"needs a running LocalStack: set {ENDPOINT_VARIABLE} (make localstack-test does)"
 
 # Retries as the resource tests use them: LocalStack answers at once, like moto.

@@ -24,6 +24,7 @@ CORE_CRDS = {
     "machines.cluster.x-k8s.io",
     "machinedeployments.cluster.x-k8s.io",
     "machinesets.cluster.x-k8s.io",
+    "machinepools.cluster.x-k8s.io",
     "clusterconfigs.capa-py.io",
 }
 AWS_CRDS = {
@@ -32,6 +33,7 @@ AWS_CRDS = {
     "awsclusterroleidentities.infrastructure.cluster.x-k8s.io",
     "awsclusterstaticidentities.infrastructure.cluster.x-k8s.io",
     "awsclustertemplates.infrastructure.cluster.x-k8s.io",
+    "awsmachinepools.infrastructure.cluster.x-k8s.io",
     "awsmachines.infrastructure.cluster.x-k8s.io",
     "awsmachinetemplates.infrastructure.cluster.x-k8s.io",
 }

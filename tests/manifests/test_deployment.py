@@ -160,8 +160,8 @@ def test_image_is_overridable(cli: Cli) -> None:
 def test_every_document_of_all_carries_the_provider_label(cli: Cli) -> None:
     """clusterctl finds a provider's components by ``cluster.x-k8s.io/provider``; the Tinkerbell CRDs are
     not Cluster API's and carry capa-py's own labels instead, and the CRDs of the kinds no infrastructure
-    provider owns (Cluster API core's Cluster, Machine, MachineDeployment and MachineSet, capa-py's
-    ClusterConfig) carry none."""
+    provider owns (Cluster API core's Cluster, Machine, MachineDeployment, MachineSet and MachinePool,
+    capa-py's ClusterConfig) carry none."""
     docs = _docs(cli("manifests", "all").stdout)
     key, value = PROVIDER_LABEL
     tinkerbell = [d for d in docs if d["metadata"]["name"].endswith(".tinkerbell.org")]
@@ -183,6 +183,7 @@ def test_every_document_of_all_carries_the_provider_label(cli: Cli) -> None:
             "CustomResourceDefinition/machines.cluster.x-k8s.io",
             "CustomResourceDefinition/machinedeployments.cluster.x-k8s.io",
             "CustomResourceDefinition/machinesets.cluster.x-k8s.io",
+            "CustomResourceDefinition/machinepools.cluster.x-k8s.io",
         )
     ]
     assert unlabelled == []

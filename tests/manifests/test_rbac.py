@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.aws_identity import (
@@ -14,9 +15,11 @@ from capa_py.api.aws_identity import (
 )
 from capa_py.api.cluster import Cluster
 from capa_py.api.core import ConfigMap, Event, Secret
+from capa_py.api.loader import load_manifests
 from capa_py.api.meta import KubeObject, ObjectMeta
 from capa_py.manifests.rbac import (
     IDENTITY_ACCESS,
+    MACHINE_POOL_ACCESS,
     MACHINE_SET_ACCESS,
     NAMESPACE,
     OUTSIDE_THE_RECORDING,
@@ -43,14 +46,16 @@ def _granted(role: dict) -> set[tuple[str, str, str]]:  # type: ignore[type-arg]
     }
 
 
-def _record_controllers(harness: Harness, objects: list[KubeObject]) -> set[tuple[str, str, str]]:
+def _record_controllers(
+    harness: Harness, objects: list[KubeObject], cluster: str = "demo"
+) -> set[tuple[str, str, str]]:
     recording = RecordingStore(harness.store)
     controllers = aws_controllers(recording, harness.pool, harness.engine)  # type: ignore[arg-type]
     targets = [o for o in objects if not isinstance(o, Secret)]
     created = converge(recording, controllers, targets, timeout=120)  # type: ignore[arg-type]
     assert created.converged, f"the example did not converge: {created.states}"
     # The user deletes the Cluster; the controllers cascade to the rest and remove their finalizers.
-    harness.store.delete(Cluster, "demo", "default")
+    harness.store.delete(Cluster, cluster, "default")
     gone = converge(recording, controllers, targets, goal="gone", timeout=120)  # type: ignore[arg-type]
     assert gone.converged, f"the example was not deleted: {gone.states}"
     return recording.requests
@@ -108,7 +113,12 @@ def test_cluster_role_grants_exactly_what_the_controllers_and_leader_election_re
         for verb in verbs
     } | {
         (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
-        for model, sub, verbs in (*TINKERBELL_ACCESS, *MACHINE_SET_ACCESS, *IDENTITY_ACCESS)
+        for model, sub, verbs in (
+            *TINKERBELL_ACCESS,
+            *MACHINE_SET_ACCESS,
+            *IDENTITY_ACCESS,
+            *MACHINE_POOL_ACCESS,
+        )
         for verb in verbs
     }
     assert used - granted == set(), f"requests the ClusterRole does not allow: {sorted(used - granted)}"
@@ -166,3 +176,21 @@ def test_a_cluster_with_an_identity_needs_exactly_the_identity_access_more(
         for verb in verbs
     }
     assert identity <= used, f"granted for identities, never used: {sorted(identity - used)}"
+
+
+def test_the_machine_pool_controllers_request_what_the_cluster_role_grants_them(harness: Harness) -> None:
+    """Recorded over the machine pool example (a create and a delete): every request is granted, and every
+    verb MACHINE_POOL_ACCESS grants is used."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machinepool.yaml"
+    used = _record_controllers(harness, harness.apply(load_manifests([example])), cluster="pool")
+    used -= {(m.API_VERSION.rpartition("/")[0], m.PLURAL, verb) for m, verb, _why in READ_FROM_THE_CACHE}
+    granted = _granted(cluster_role())
+    assert used - granted == set(), f"requests the ClusterRole does not allow: {sorted(used - granted)}"
+    pool_grants = {
+        (model.API_VERSION.rpartition("/")[0], model.PLURAL + (f"/{sub}" if sub else ""), verb)
+        for model, sub, verbs in MACHINE_POOL_ACCESS
+        for verb in verbs
+    }
+    assert pool_grants - used == set(), (
+        f"granted for machine pools but never used: {sorted(pool_grants - used)}"
+    )

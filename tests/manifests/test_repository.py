@@ -29,6 +29,7 @@ CORE_CRDS = {
     "machines.cluster.x-k8s.io",
     "machinedeployments.cluster.x-k8s.io",
     "machinesets.cluster.x-k8s.io",
+    "machinepools.cluster.x-k8s.io",
     "clusterconfigs.capa-py.io",
 }
 

@@ -63,8 +63,10 @@ def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one
         "Machine",
         "MachineDeployment",
         "MachineSet",
+        "MachinePool",
         "AWSCluster",
         "AWSMachine",
+        "AWSMachinePool",
         "AWSClusterTemplate",
         "AWSMachineTemplate",
         "AWSClusterControllerIdentity",
@@ -82,7 +84,9 @@ def test_every_registered_webhook_path_is_served_and_every_provider_kind_has_one
     expected = {}
     # Cluster API core's kinds are left to Cluster API's own webhooks where it is installed.
     for model in [
-        k for k in kinds if k.KIND not in ("Cluster", "Machine", "MachineDeployment", "MachineSet")
+        k
+        for k in kinds
+        if k.KIND not in ("Cluster", "Machine", "MachineDeployment", "MachineSet", "MachinePool")
     ]:
         group, version = model.API_VERSION.rsplit("/", 1)
         expected[f"validation.{model.KIND.lower()}.{group}"] = (
@@ -187,6 +191,7 @@ def test_without_core_leaves_cluster_api_cores_crds_out_and_keeps_the_providers(
         "awsclusters.infrastructure.cluster.x-k8s.io",
         "awsclusterstaticidentities.infrastructure.cluster.x-k8s.io",
         "awsclustertemplates.infrastructure.cluster.x-k8s.io",
+        "awsmachinepools.infrastructure.cluster.x-k8s.io",
         "awsmachines.infrastructure.cluster.x-k8s.io",
         "awsmachinetemplates.infrastructure.cluster.x-k8s.io",
         "clusterconfigs.capa-py.io",

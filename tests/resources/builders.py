@@ -17,9 +17,11 @@ from capa_py.aws.ratelimit import RateLimiter
 from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy
 from capa_py.engine.resource import Observed
 from capa_py.engine.tags import managed_tags
+from resources.autoscaling_group import AutoScalingGroupDesired
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.instance import Instance, InstanceDesired
 from resources.internet_gateway import InternetGateway, InternetGatewayDesired
+from resources.launch_template import LaunchTemplate, LaunchTemplateDesired, LaunchTemplateVersionDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.route_table import RouteTable, RouteTableDesired
 from resources.subnet import Subnet, SubnetDesired
@@ -126,3 +128,24 @@ class Builder:
     def target_group(self, vpc_id: str) -> Observed:
         desired = TargetGroupDesired(self.unique("tg"), vpc_id)
         return TargetGroup(self.aws).create(desired, self.tags(self.unique("tg")), None)
+
+    def launch_data(self, instance_type: str = "t3.medium") -> dict[str, Any]:
+        return {"ImageId": self.image_id(), "InstanceType": instance_type}
+
+    def launch_template_desired(self, instance_type: str = "t3.medium") -> LaunchTemplateDesired:
+        return LaunchTemplateDesired(self.unique("alpha-pool"), self.launch_data(instance_type))
+
+    def launch_template(self) -> Observed:
+        desired = self.launch_template_desired()
+        return LaunchTemplate(self.aws).create(desired, self.tags(self.unique("lt")), None)
+
+    def launch_template_version_desired(
+        self, instance_type: str = "m5.large"
+    ) -> LaunchTemplateVersionDesired:
+        return LaunchTemplateVersionDesired(self.launch_template().id, self.launch_data(instance_type))
+
+    def autoscaling_group_desired(self, size: int = 1) -> AutoScalingGroupDesired:
+        template_id = self.launch_template().id
+        return AutoScalingGroupDesired(
+            self.unique("alpha-pool"), template_id, "1", 0, 3, size, (self.subnet().id,)
+        )

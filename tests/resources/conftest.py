@@ -17,8 +17,9 @@ server before handing them out.
 With ``CAPA_TEST_AWS_ENDPOINT`` set (``make localstack-test``), ``aws`` targets that LocalStack instead,
 with clients for a new, empty account per test (LocalStack has no reset: see
 ``tests/localstack/endpoint.py``), and no moto server is started. Tests that need moto itself (the moto
-fixtures, the ClientToken harness, moto's reset) carry the ``requires_moto`` marker and tests that need
-ELBv2 the ``requires_elbv2`` marker, set here at collection; both are skipped there, with the reason.
+fixtures, the ClientToken harness, moto's reset) carry the ``requires_moto`` marker and tests that call a
+service LocalStack's free edition lacks (ELBv2, Auto Scaling: ``LACKING_SERVICES``) the
+``requires_<service>`` marker, set here at collection; both are skipped there, with the reason.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from capa_py.engine.tags import lookup_tags
 from tests.harness.fixtures import _plain_clients, _token_clients, aws_tokens, build  # noqa: F401
 from tests.harness.moto_server import MotoServer, start_moto_server
 from tests.localstack.endpoint import (
-    REQUIRES_ELBV2,
+    LACKING_SERVICES,
     REQUIRES_MOTO,
     ExternalEndpoint,
     endpoint_url,
@@ -46,9 +47,13 @@ _HERE = Path(__file__).resolve().parent
 
 _MOTO_FIXTURES = frozenset({"moto_server", "moto_token_server", "aws_tokens"})
 """A test asking for any of these needs moto itself."""
-_ELBV2_TESTS = frozenset({"test_lookups_by_tags_cost"})
-"""Tests outside test_resource_load_balancer.py, and not parametrized by an ELBv2 class, that call
-ELBv2."""
+_SERVICE_FILES: dict[str, frozenset[str]] = {
+    "elbv2": frozenset({"test_resource_load_balancer.py"}),
+    "autoscaling": frozenset({"test_resource_machine_pool.py"}),
+}
+"""Test files whose every AWS test calls the service."""
+_SERVICE_TESTS: dict[str, frozenset[str]] = {"elbv2": frozenset({"test_lookups_by_tags_cost"})}
+"""Tests elsewhere, and not parametrized by a class of the service, that call it."""
 _LOCALSTACK_GAPS: dict[str, tuple[type[BaseException], str]] = {
     # RunInstances' errors are classified with EC2's table, where the IAM code NoSuchEntity falls back to
     # InvalidRequest (the request names what does not exist), not IAM's NotFound.
@@ -64,20 +69,26 @@ that closes the gap makes them fail until the entry goes."""
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"requires_moto: {REQUIRES_MOTO}")
-    config.addinivalue_line("markers", f"requires_elbv2: {REQUIRES_ELBV2}")
+    for service, reason in LACKING_SERVICES.items():
+        config.addinivalue_line("markers", f"requires_{service}: {reason}")
 
 
-def _uses_elbv2(item: pytest.Item) -> bool:
+def _services_used(item: pytest.Item) -> set[str]:
+    """The services LocalStack's free edition lacks that a test calls."""
     if "aws" not in getattr(item, "fixturenames", ()):
-        return False  # talks to no AWS endpoint at all
-    if item.path.name == "test_resource_load_balancer.py":
-        return True
-    if getattr(item, "originalname", item.name) in _ELBV2_TESTS:
-        return True
+        return set()  # talks to no AWS endpoint at all
+    name = getattr(item, "originalname", item.name)
     callspec = getattr(item, "callspec", None)
     params = callspec.params.values() if callspec is not None else ()
-    # A contract case (or a parametrized resource class) whose class talks to ELBv2.
-    return any(getattr(getattr(p, "cls", p), "service", None) == "elbv2" for p in params)
+    # A contract case (or a parametrized resource class) whose class talks to the service.
+    param_services = {getattr(getattr(p, "cls", p), "service", None) for p in params}
+    return {
+        service
+        for service in LACKING_SERVICES
+        if item.path.name in _SERVICE_FILES.get(service, ())
+        or name in _SERVICE_TESTS.get(service, ())
+        or service in param_services
+    }
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -87,14 +98,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             continue  # this hook sees the whole session's items
         if _MOTO_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.requires_moto)
-        if _uses_elbv2(item):
-            item.add_marker(pytest.mark.requires_elbv2)
+        for service in sorted(_services_used(item)):
+            item.add_marker(getattr(pytest.mark, f"requires_{service}"))
         if not external:
             continue
+        lacking = [s for s in LACKING_SERVICES if item.get_closest_marker(f"requires_{s}")]
         if item.get_closest_marker("requires_moto"):
             item.add_marker(pytest.mark.skip(reason=REQUIRES_MOTO))
-        elif item.get_closest_marker("requires_elbv2"):
-            item.add_marker(pytest.mark.skip(reason=REQUIRES_ELBV2))
+        elif lacking:
+            item.add_marker(pytest.mark.skip(reason=LACKING_SERVICES[lacking[0]]))
         gap = _LOCALSTACK_GAPS.get(f"{item.path.name}::{getattr(item, 'originalname', item.name)}")
         if gap is not None:
             raises, reason = gap

@@ -21,6 +21,7 @@ from capa_py.engine.resource import ResourceClass
 from capa_py.engine.tokens import client_token
 from capa_py.engine.traits import Traits
 from resources import RESOURCE_CLASSES
+from resources.autoscaling_group import AutoScalingGroup
 from resources.bucket import Bucket, BucketDesired
 from resources.elastic_ip import ElasticIp, ElasticIpDesired
 from resources.hosted_zone import HostedZone, HostedZoneDesired
@@ -31,6 +32,7 @@ from resources.internet_gateway import (
     InternetGatewayAttachmentDesired,
     InternetGatewayDesired,
 )
+from resources.launch_template import LaunchTemplate, LaunchTemplateVersion
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.nat_gateway import NatGateway, NatGatewayDesired
@@ -161,11 +163,46 @@ CASES = [
     Case(HostedZone, hosted_zone_desired, "Z0123456789ABCDEFGHIJ"),
     Case(RecordSet, record_set_desired, "Z0123456789ABCDEFGHIJ|api.missing.internal.|CNAME"),
     Case(Bucket, lambda b: BucketDesired(b.unique("capa-py-contract-bucket")), "capa-py-missing-bucket-0"),
+    Case(LaunchTemplate, lambda b: b.launch_template_desired(), "lt-0123456789abcdef0"),
+    Case(
+        LaunchTemplateVersion,
+        lambda b: b.launch_template_version_desired(),
+        lambda b: f"{b.launch_template().id}:7",
+    ),
+    Case(AutoScalingGroup, lambda b: b.autoscaling_group_desired(), "alpha-pool-missing"),
 ]
 
 
 def _ids(cases: list[Case]) -> list[str]:
     return [case.cls.kind for case in cases]
+
+
+_NO_DELETE_VERSIONS = (
+    "moto gap: moto 5.2 has no DeleteLaunchTemplateVersions (HTTP 500); capa-py never deletes a version "
+    "on its own, deleting the template deletes them all"
+)
+MOTO_GAPS: dict[tuple[str, str], str] = {
+    ("test_tag_after_create", "launch-template"): (
+        "moto gap: moto 5.2 reports only the tags a launch template was created with, not those CreateTags "
+        "added later"
+    ),
+    ("test_delete_makes_it_gone", "launch-template-version"): _NO_DELETE_VERSIONS,
+    ("test_delete_of_missing_id", "launch-template-version"): _NO_DELETE_VERSIONS,
+}
+"""Contract tests that fail for a gap of moto's: strict xfail, so a moto that closes the gap fails them."""
+
+
+def _params(test: str, cases: list[Case]) -> list[Any]:
+    return [
+        pytest.param(
+            case,
+            id=case.cls.kind,
+            marks=[pytest.mark.xfail(reason=MOTO_GAPS[(test, case.cls.kind)], strict=True)]
+            if (test, case.cls.kind) in MOTO_GAPS
+            else [],
+        )
+        for case in cases
+    ]
 
 
 TAGGABLE = [c for c in CASES if c.cls.traits.taggable]
@@ -225,7 +262,7 @@ def test_describe_by_tags_finds_by_owned_and_role_tags_only(case: Case, build: B
     assert resource.describe_by_tags(lookup("control-plane", cluster="gamma"), desired) == []
 
 
-@pytest.mark.parametrize("case", TAGGABLE, ids=_ids(TAGGABLE))
+@pytest.mark.parametrize("case", _params("test_tag_after_create", TAGGABLE))
 def test_tag_after_create(case: Case, build: Builder, lookup: Any) -> None:
     resource = case.cls(build.aws)
     desired = case.desired(build)
@@ -267,7 +304,7 @@ def test_update_is_idempotent(case: Case, build: Builder) -> None:
     assert resource.update(second, desired) is False, "a second update with nothing to change changes nothing"
 
 
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("case", _params("test_delete_makes_it_gone", CASES))
 def test_delete_makes_it_gone(case: Case, build: Builder) -> None:
     resource, _, created = _create(case, build)
 
@@ -276,7 +313,7 @@ def test_delete_makes_it_gone(case: Case, build: Builder) -> None:
     assert resource.describe_by_id(created.id) is None
 
 
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
+@pytest.mark.parametrize("case", _params("test_delete_of_missing_id", CASES))
 def test_delete_of_missing_id(case: Case, build: Builder) -> None:
     """The engine treats NotFound from delete as "already gone"; where AWS itself succeeds, so do we."""
     resource = case.cls(build.aws)

@@ -94,4 +94,10 @@ def test_reset_forgets_tokens(aws_tokens: AWSClients, moto_token_server: MotoSer
 
 def test_token_wrapper_is_installed_only_in_the_server_process() -> None:
     assert moto_tokens.installed() is False, "importing the module patches nothing"
-    assert set(moto_tokens.TOKEN_OPERATIONS) == {"run_instances", "create_nat_gateway", "create_route_table"}
+    assert set(moto_tokens.TOKEN_OPERATIONS) == {
+        "run_instances",
+        "create_nat_gateway",
+        "create_route_table",
+        "create_launch_template",
+        "create_launch_template_version",
+    }

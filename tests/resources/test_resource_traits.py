@@ -117,6 +117,9 @@ EXPECTED_STRATEGIES = {
     "hosted-zone": StrategyClass.TOKEN_SEPARATE_TAGGING,
     "record-set": StrategyClass.NO_TAGS_NO_TOKEN,
     "bucket": StrategyClass.TAG_ON_CREATE,
+    "launch-template": StrategyClass.TAG_ON_CREATE,
+    "launch-template-version": StrategyClass.TOKEN_NO_TAGS,
+    "autoscaling-group": StrategyClass.TAG_ON_CREATE,
 }
 
 
@@ -139,8 +142,10 @@ def test_resource_class_lookup_by_kind() -> None:
         resource_class("queue")
 
 
-def test_only_nat_gateways_delete_slowly() -> None:
-    assert [cls.kind for cls in RESOURCE_CLASSES if cls.deletion_is_slow] == ["nat-gateway"]
+def test_only_nat_gateways_and_autoscaling_groups_delete_slowly() -> None:
+    """An Auto Scaling group goes only once AWS has terminated its instances."""
+    slow = [cls.kind for cls in RESOURCE_CLASSES if cls.deletion_is_slow]
+    assert slow == ["nat-gateway", "autoscaling-group"]
 
 
 def test_emulator_profiles_tag_buckets_and_zones_after_create() -> None:

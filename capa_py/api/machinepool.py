@@ -1,0 +1,285 @@
+"""Cluster API's ``MachinePool`` (``cluster.x-k8s.io/v1beta1``) and Cluster API Provider AWS's
+``AWSMachinePool`` (``infrastructure.cluster.x-k8s.io/v1beta2``): a group of identical workers the cloud
+scales, an Auto Scaling group over a launch template.
+
+A MachinePool names its bootstrap data (``spec.template.spec.bootstrap.dataSecretName``: capa-py's core has
+no bootstrap provider) and its AWSMachinePool (``spec.template.spec.infrastructureRef``), and asks for
+``spec.replicas`` (default 1). The AWSMachinePool bounds them (``minSize``, ``maxSize``), says where
+(``subnets`` or ``availabilityZones``, else the cluster's private subnets) and what to launch
+(``awsLaunchTemplate``). Its controller writes what AWS reports: ``spec.providerIDList`` (where CAPA keeps
+it),
+``status.replicas``, ``status.instances``, ``status.launchTemplateID`` and ``status.launchTemplateVersion``.
+
+Field names are CAPA's. What CAPA has and capa-py does not build yet (instance refresh, mixed instances
+policies, spot in pools, lifecycle hooks) is absent from the models, not accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from capa_py.api.aws_checks import check_tags, known_instance_types
+from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
+from capa_py.api.aws_machine import AMIReference, AWSResourceReference, Volume
+from capa_py.api.cluster import CLUSTER_API_VERSION, CLUSTER_NAME_LABEL, NodeReference
+from capa_py.api.contract import InfrastructureStatus
+from capa_py.api.image_lookup import ResolvedImage, base_os_field, format_field, lookup_issues, org_field
+from capa_py.api.immutable import immutable
+from capa_py.api.machine_template import MachineTemplateSpec, default_template
+from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject
+
+AWSMACHINEPOOL_FINALIZER = "awsmachinepool.infrastructure.cluster.x-k8s.io"
+MACHINEPOOL_FINALIZER = "machinepool.cluster.x-k8s.io"
+MACHINE_POOL_NAME_LABEL = "cluster.x-k8s.io/pool-name"
+
+_LAUNCH_TEMPLATE_NAME = re.compile(r"^[a-zA-Z0-9().\-/_]{3,128}$")
+
+
+def _issue(path: str, message: str) -> FieldIssue:
+    return FieldIssue(path=path, message=message)
+
+
+# -- MachinePool (Cluster API core) ------------------------------------------------------------------------
+
+
+class MachinePoolSpec(KubeModel):
+    cluster_name: str = Field(min_length=1)
+    replicas: int | None = Field(default=None, ge=0)
+    template: MachineTemplateSpec
+    min_ready_seconds: int | None = Field(default=None, ge=0)
+    provider_id_list: list[str] = Field(default_factory=list, alias="providerIDList")
+    failure_domains: list[str] = Field(default_factory=list)
+
+    @property
+    def desired(self) -> int:
+        return 1 if self.replicas is None else self.replicas
+
+
+MachinePoolPhase = Literal[
+    "Pending",
+    "Provisioning",
+    "Provisioned",
+    "Running",
+    "ScalingUp",
+    "ScalingDown",
+    "Scaling",
+    "Deleting",
+    "Failed",
+    "Unknown",
+]
+
+
+class MachinePoolStatus(KubeModel):
+    node_refs: list[NodeReference] = Field(default_factory=list)
+    replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    unavailable_replicas: int = 0
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    phase: MachinePoolPhase | None = None
+    bootstrap_ready: bool = False
+    infrastructure_ready: bool = False
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+
+
+class MachinePool(KubeObject):
+    """Workers scaled as one by the infrastructure (an Auto Scaling group on AWS)."""
+
+    API_VERSION: ClassVar[str] = CLUSTER_API_VERSION
+    KIND: ClassVar[str] = "MachinePool"
+    PLURAL: ClassVar[str] = "machinepools"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mp",)
+
+    spec: MachinePoolSpec
+    status: MachinePoolStatus = Field(default_factory=MachinePoolStatus)
+
+    def _default(self) -> None:
+        self.metadata.labels[CLUSTER_NAME_LABEL] = self.spec.cluster_name
+        if self.spec.replicas is None:
+            self.spec.replicas = 1
+        default_template(self, self.spec.cluster_name, self.spec.template)
+
+    def prepare_for_create(self) -> None:
+        self._default()
+
+    def prepare_for_update(self) -> None:
+        self._default()
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        if self.being_deleted:
+            return []
+        found: list[FieldIssue] = []
+        spec = self.spec.template.spec
+        if spec.bootstrap.config_ref is not None:
+            found.append(
+                _issue(
+                    "spec.template.spec.bootstrap.configRef",
+                    "capa-py's Cluster API core has no bootstrap provider to make bootstrap data from a "
+                    "config: set spec.template.spec.bootstrap.dataSecretName (a Secret holding the data)",
+                )
+            )
+        ref = spec.infrastructure_ref
+        if not ref.api_version or not ref.kind or not ref.name:
+            found.append(
+                _issue("spec.template.spec.infrastructureRef", "apiVersion, kind and name are required")
+            )
+        return found
+
+    def immutable_issues(self, old: MachinePool) -> list[FieldIssue]:
+        return immutable("spec.clusterName", old.spec.cluster_name, self.spec.cluster_name)
+
+    def settled(self) -> bool | None:
+        """Done when the controller has seen this generation and the desired instances are in service."""
+        status = self.status
+        return (
+            status.observed_generation is not None
+            and self.metadata.generation is not None
+            and status.observed_generation >= self.metadata.generation
+            and status.phase == "Running"
+            and status.replicas == self.spec.desired
+        )
+
+    def infrastructure_name(self, kind: str) -> str | None:
+        ref = self.spec.template.spec.infrastructure_ref
+        return ref.name if ref.kind == kind and ref.name else None
+
+
+# -- AWSMachinePool (Cluster API Provider AWS) -------------------------------------------------------------
+
+
+class AWSLaunchTemplate(KubeModel):
+    """What the pool's instances are launched with (CAPA's ``awsLaunchTemplate``)."""
+
+    name: str | None = Field(
+        default=None,
+        description="The launch template's name; default: <namespace>-<AWSMachinePool name>.",
+    )
+    instance_type: str
+    ami: AMIReference = Field(default_factory=AMIReference)
+    image_lookup_format: str | None = format_field()
+    image_lookup_org: str | None = org_field()
+    image_lookup_base_os: str | None = base_os_field()
+    iam_instance_profile: str | None = None
+    ssh_key_name: str | None = None
+    additional_security_groups: list[AWSResourceReference] = Field(default_factory=list)
+    root_volume: Volume | None = None
+
+
+class AWSMachinePoolInstanceStatus(KubeModel):
+    instance_id: str = Field(alias="instanceID")
+    instance_state: str | None = None
+    availability_zone: str | None = None
+
+
+class AWSMachinePoolSpec(KubeModel):
+    provider_id: str | None = Field(default=None, alias="providerID")
+    min_size: int = Field(default=1, ge=0)
+    max_size: int = Field(ge=1)
+    availability_zones: list[str] = Field(default_factory=list)
+    subnets: list[AWSResourceReference] = Field(default_factory=list)
+    additional_tags: dict[str, str] = Field(default_factory=dict)
+    aws_launch_template: AWSLaunchTemplate = Field(alias="awsLaunchTemplate")
+    capacity_rebalance: bool = False
+    provider_id_list: list[str] = Field(default_factory=list, alias="providerIDList")
+
+    _check_tags = field_validator("additional_tags")(check_tags)
+
+
+class AWSMachinePoolStatus(InfrastructureStatus):
+    replicas: int = 0
+    instances: list[AWSMachinePoolInstanceStatus] = Field(default_factory=list)
+    launch_template_id: str | None = Field(default=None, alias="launchTemplateID")
+    launch_template_version: str | None = None
+    asg_status: str | None = None
+    failure_reason: str | None = None
+    failure_message: str | None = None
+    observed_generation: int | None = None
+    resources: dict[str, RecordedResource] = Field(default_factory=dict)
+    intents: dict[str, IntentRecord] = Field(default_factory=dict)
+    ami: ResolvedImage | None = Field(
+        default=None,
+        description="The image an AMI lookup chose (no lookup when the template's ami.id is set).",
+    )
+
+
+class AWSMachinePool(KubeObject):
+    API_VERSION: ClassVar[str] = INFRA_API_VERSION
+    KIND: ClassVar[str] = "AWSMachinePool"
+    PLURAL: ClassVar[str] = "awsmachinepools"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("awsmp",)
+
+    spec: AWSMachinePoolSpec
+    status: AWSMachinePoolStatus = Field(default_factory=AWSMachinePoolStatus)
+
+    @property
+    def launch_template_name(self) -> str:
+        return self.spec.aws_launch_template.name or f"{self.namespace or 'default'}-{self.name}"
+
+    def semantic_issues(self) -> list[FieldIssue]:
+        if self.being_deleted:
+            return []
+        spec = self.spec
+        template = spec.aws_launch_template
+        found: list[FieldIssue] = []
+        if spec.min_size > spec.max_size:
+            found.append(
+                _issue("spec.minSize", f"must not exceed spec.maxSize ({spec.min_size} > {spec.max_size})")
+            )
+        if template.instance_type not in known_instance_types():
+            found.append(
+                _issue(
+                    "spec.awsLaunchTemplate.instanceType",
+                    f"not an EC2 instance type: {template.instance_type!r} (expected one in botocore's EC2 "
+                    "model, e.g. t3.medium)",
+                )
+            )
+        if template.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", template.ami.id):
+            found.append(_issue("spec.awsLaunchTemplate.ami.id", f"not an AMI id: {template.ami.id!r}"))
+        found += lookup_issues(template, "spec.awsLaunchTemplate")
+        if template.name is not None and not _LAUNCH_TEMPLATE_NAME.match(template.name):
+            found.append(
+                _issue(
+                    "spec.awsLaunchTemplate.name",
+                    "must be 3 to 128 characters of letters, digits and ( ) . - / _",
+                )
+            )
+        if spec.subnets and spec.availability_zones:
+            found.append(
+                _issue("spec.subnets", "give either spec.subnets or spec.availabilityZones, not both")
+            )
+        for index, subnet in enumerate(spec.subnets):
+            if not subnet.id or not subnet.id.startswith("subnet-"):
+                found.append(_issue(f"spec.subnets[{index}].id", f"not a subnet id: {subnet.id!r}"))
+        for index, group in enumerate(template.additional_security_groups):
+            if not group.id or not group.id.startswith("sg-"):
+                found.append(
+                    _issue(
+                        f"spec.awsLaunchTemplate.additionalSecurityGroups[{index}].id",
+                        f"not a security group id: {group.id!r}",
+                    )
+                )
+        volume = template.root_volume
+        if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
+            found.append(
+                _issue(
+                    "spec.awsLaunchTemplate.rootVolume.iops",
+                    f"iops cannot be set for volume type {volume.type}",
+                )
+            )
+        return found
+
+    def immutable_issues(self, old: AWSMachinePool) -> list[FieldIssue]:
+        """The launch template's name is its key in AWS: renaming it would orphan the old one."""
+        return (
+            immutable("spec.awsLaunchTemplate.name", old.launch_template_name, self.launch_template_name)
+            if old.status.resources
+            else []
+        )
+
+
+MACHINE_POOL_KINDS: tuple[type[KubeObject], ...] = (MachinePool, AWSMachinePool)

@@ -1,0 +1,328 @@
+"""The machine pool service: an AWSMachinePool's launch template, its versions and its Auto Scaling group.
+
+Create, over a :class:`PoolScope`:
+
+1. :func:`reconcile_launch_template` — the template (class 1: tags on create, its name as natural key),
+   made with the launch data as its first version (``LaunchTemplateReady``);
+2. :func:`reconcile_launch_template_version` — when the launch data differs from the version the pool
+   uses (another image, instance type, profile, key, groups, root volume or bootstrap data), a new version
+   (class 4 on AWS: a client token from the pool's uid and a role naming the data's digest, so a repeated
+   create returns the same version; where the endpoint ignores tokens, class 5 with an intent), recorded
+   as ``status.launchTemplateVersion``;
+3. :func:`reconcile_group` — the Auto Scaling group (class 1: tags on create, its name as natural key)
+   over that version in the pool's subnets, ``DesiredCapacity`` the MachinePool's ``spec.replicas`` within
+   ``minSize``..``maxSize``; an existing group is scaled and moved to the new version
+   (``ASGReady``); ``status.replicas``, ``status.instances`` and ``spec.providerIDList`` report what AWS
+   runs, and the pool is ready once every desired instance is ``InService``.
+
+Instances already running keep the version they were launched from: an instance refresh (replacing them
+when the template changes) is not built, and neither are mixed instances policies or lifecycle hooks.
+
+Delete, over a :class:`~controllers.aws_scope.ReconcileScope`: :func:`delete_group` deletes the group with
+``ForceDelete`` (AWS terminates its instances) and waits until AWS no longer reports it; then
+:func:`delete_launch_template` deletes the template, which deletes every version with it.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from typing import Any
+
+from capa_py.api.aws import AWSCluster
+from capa_py.api.aws_common import RecordedResource
+from capa_py.api.image_lookup import ImageLookup, ResolvedImage, lookup_name, lookup_settings
+from capa_py.api.machinepool import AWSMachinePool, AWSMachinePoolInstanceStatus, MachinePool
+from capa_py.aws.errors import InvalidRequest
+from capa_py.engine.errors import Waiting
+from capa_py.engine.tags import NODE_ROLE
+from capa_py.logging import get_logger
+from controllers.aws_scope import ReconcileScope
+from controllers.services import images
+from controllers.services.instances import security_group_roles
+from resources.autoscaling_group import AutoScalingGroup, AutoScalingGroupDesired
+from resources.instance import Instance
+from resources.launch_template import (
+    LaunchTemplate,
+    LaunchTemplateDesired,
+    LaunchTemplateVersion,
+    LaunchTemplateVersionDesired,
+    data_matches,
+    launch_data_fingerprint,
+)
+
+LAUNCH_TEMPLATE_READY = "LaunchTemplateReady"
+ASG_READY = "ASGReady"
+CONDITIONS = (LAUNCH_TEMPLATE_READY, ASG_READY)
+TEMPLATE_ROLE = "launch-template"
+VERSION_ROLE_PREFIX = "launch-template-version-"
+GROUP_ROLE = "autoscaling-group"
+IN_SERVICE = "InService"
+
+_log = get_logger("controller.awsmachinepool")
+
+
+def version_role(data: dict[str, Any]) -> str:
+    """The engine role of a version with this launch data: a new role (so a new client token) per content,
+    and the same one for a retry of the same content."""
+    return VERSION_ROLE_PREFIX + launch_data_fingerprint(data)[:12]
+
+
+def clamp(replicas: int, min_size: int, max_size: int) -> int:
+    return max(min_size, min(max_size, replicas))
+
+
+@dataclass(kw_only=True)
+class PoolScope(ReconcileScope[AWSMachinePool]):
+    """One create pass of one AWSMachinePool: its MachinePool, its cluster's AWSCluster, bootstrap data."""
+
+    machine_pool: MachinePool
+    awscluster: AWSCluster
+    bootstrap: bytes
+    templates: LaunchTemplate = field(init=False)
+    versions: LaunchTemplateVersion = field(init=False)
+    groups: AutoScalingGroup = field(init=False)
+    template_id: str | None = field(init=False, default=None)
+    version: str | None = field(init=False, default=None)
+    launch_data: dict[str, Any] = field(init=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.templates = LaunchTemplate(self.aws)
+        self.versions = LaunchTemplateVersion(self.aws)
+        self.groups = AutoScalingGroup(self.aws)
+
+
+# -- the launch data ---------------------------------------------------------------------------------------
+
+
+def pool_image(scope: PoolScope) -> str:
+    """``awsLaunchTemplate.ami.id``, else the image recorded for the pool, else the newest image found for
+    the MachinePool's Kubernetes version (recorded in ``status.ami``)."""
+    template = scope.obj.spec.aws_launch_template
+    if template.ami.id:
+        return template.ami.id
+    if scope.obj.status.ami is not None:
+        return scope.obj.status.ami.id
+    version = scope.machine_pool.spec.template.spec.version
+    if not version:
+        raise InvalidRequest(images.NO_VERSION_MESSAGE, code="MissingAMI")
+    lookup_format, org, base_os = lookup_settings(template, scope.awscluster.spec)
+    lookup = ImageLookup(
+        org,
+        lookup_name(lookup_format, base_os, version),
+        images.instance_type_architecture(scope.aws, template.instance_type),
+    )
+    settings = (
+        f"imageLookupFormat {lookup_format!r}, imageLookupBaseOS {base_os!r}, Kubernetes version {version}"
+    )
+    image = images.newest_image(scope.aws, lookup, settings)
+    resolved = ResolvedImage(
+        id=image["ImageId"],
+        name=image.get("Name"),
+        creation_date=image.get("CreationDate"),
+        owner_id=lookup.owner,
+        name_pattern=lookup.name,
+        architecture=lookup.architecture,
+    )
+
+    def record(o: AWSMachinePool) -> None:
+        o.status.ami = resolved.model_copy()
+
+    scope.change_status(record)
+    return resolved.id
+
+
+def security_groups(scope: PoolScope) -> list[str]:
+    groups = scope.awscluster.status.network.security_groups
+    ids = [groups[r].id for r in security_group_roles(False) if r in groups]
+    ids += [g.id for g in scope.obj.spec.aws_launch_template.additional_security_groups if g.id]
+    return list(dict.fromkeys(ids))
+
+
+def launch_data(scope: PoolScope) -> dict[str, Any]:
+    """``LaunchTemplateData`` for the pool (its ``UserData`` is the bootstrap data, base64 encoded as the
+    API requires for launch templates; never logged)."""
+    template = scope.obj.spec.aws_launch_template
+    image_id = pool_image(scope)
+    data: dict[str, Any] = {
+        "ImageId": image_id,
+        "InstanceType": template.instance_type,
+        "SecurityGroupIds": security_groups(scope),
+        "UserData": base64.b64encode(scope.bootstrap).decode(),
+    }
+    if template.iam_instance_profile:
+        data["IamInstanceProfile"] = {"Name": template.iam_instance_profile}
+    key = template.ssh_key_name or scope.awscluster.spec.ssh_key_name
+    if key:
+        data["KeyName"] = key
+    volume = template.root_volume
+    if volume is not None:
+        ebs: dict[str, Any] = {"VolumeSize": volume.size, "VolumeType": volume.type}
+        if volume.iops is not None:
+            ebs["Iops"] = volume.iops
+        if volume.encrypted is not None:
+            ebs["Encrypted"] = volume.encrypted
+        device = Instance(scope.aws).root_device_name(image_id)
+        data["BlockDeviceMappings"] = [{"DeviceName": device, "Ebs": ebs}]
+    return data
+
+
+# -- create ------------------------------------------------------------------------------------------------
+
+
+def reconcile_launch_template(scope: PoolScope) -> None:
+    data = launch_data(scope)
+    scope.launch_data = data
+    observed = scope.engine.ensure(
+        scope.templates,
+        TEMPLATE_ROLE,
+        LaunchTemplateDesired(scope.obj.launch_template_name, data),
+        scope.engine_scope,
+        name=scope.obj.name,
+        capa_role_value=NODE_ROLE,
+    )
+    scope.template_id = observed.id
+    template_id = observed.id
+
+    def status(o: AWSMachinePool) -> None:
+        o.status.launch_template_id = template_id
+
+    scope.change_status(status)
+
+
+def _in_use(scope: PoolScope) -> str | None:
+    """The version the pool uses: the one in status, else the template's first."""
+    return scope.obj.status.launch_template_version or ("1" if scope.template_id else None)
+
+
+def reconcile_launch_template_version(scope: PoolScope) -> None:
+    assert scope.template_id is not None
+    data = scope.launch_data
+    current = _in_use(scope)
+    role = version_role(data)
+    if current is not None and scope.recorder.recorded(role) is None:
+        observed = scope.versions.describe_by_id(f"{scope.template_id}:{current}")
+        if observed is not None and data_matches(observed.attributes["data"], data):
+            scope.version = current
+            _forget_other_versions(scope, keep=None)
+            _set_version(scope, current)
+            return
+    created = scope.engine.ensure(
+        scope.versions, role, LaunchTemplateVersionDesired(scope.template_id, data), scope.engine_scope
+    )
+    scope.version = str(created.attributes["version"])
+    _log.info("launch template version in use", pool=scope.obj.name, version=scope.version)
+    _forget_other_versions(scope, keep=role)
+    _set_version(scope, scope.version)
+
+
+def _set_version(scope: PoolScope, version: str) -> None:
+    def status(o: AWSMachinePool) -> None:
+        o.status.launch_template_version = version
+
+    scope.change_status(status)
+
+
+def _forget_other_versions(scope: PoolScope, keep: str | None) -> None:
+    """Versions are not deleted one by one (the template takes them when it goes): once the pool uses
+    another version, the records of earlier ones are dropped."""
+    stale = [r for r in scope.obj.status.resources if r.startswith(VERSION_ROLE_PREFIX) and r != keep]
+    for role in stale:
+        scope.recorder.forget(role)
+
+
+def pool_subnets(scope: PoolScope) -> tuple[str, ...]:
+    spec = scope.obj.spec
+    if spec.subnets:
+        return tuple(s.id for s in spec.subnets if s.id)
+    subnets = scope.awscluster.status.network.subnets
+    private = [s for s in subnets if not s.is_public] or list(subnets)
+    if spec.availability_zones:
+        private = [s for s in private if s.availability_zone in spec.availability_zones]
+        if not private:
+            raise InvalidRequest(
+                f"spec.availabilityZones: the cluster has no subnet in {', '.join(spec.availability_zones)}",
+                code="NoSubnet",
+            )
+    return tuple(sorted(s.id for s in private))
+
+
+def group_desired(scope: PoolScope) -> AutoScalingGroupDesired:
+    assert scope.template_id is not None
+    assert scope.version is not None
+    spec = scope.obj.spec
+    return AutoScalingGroupDesired(
+        name=scope.obj.launch_template_name,
+        launch_template_id=scope.template_id,
+        launch_template_version=scope.version,
+        min_size=spec.min_size,
+        max_size=spec.max_size,
+        desired_capacity=clamp(scope.machine_pool.spec.desired, spec.min_size, spec.max_size),
+        subnet_ids=pool_subnets(scope),
+        capacity_rebalance=spec.capacity_rebalance,
+    )
+
+
+def reconcile_group(scope: PoolScope) -> None:
+    desired = group_desired(scope)
+    observed = scope.engine.ensure(
+        scope.groups, GROUP_ROLE, desired, scope.engine_scope, name=scope.obj.name, capa_role_value=NODE_ROLE
+    )
+    if observed.stale:
+        fresh = scope.groups.describe_by_id(observed.id)
+        observed = fresh if fresh is not None else observed
+    instances = observed.attributes.get("instances", [])
+    in_service = [i for i in instances if i.get("lifecycle_state") == IN_SERVICE]
+    provider_ids = sorted(f"aws:///{i.get('availability_zone') or ''}/{i['id']}" for i in in_service)
+    listed = [
+        AWSMachinePoolInstanceStatus(
+            instance_id=i["id"],
+            instance_state=i.get("lifecycle_state"),
+            availability_zone=i.get("availability_zone"),
+        )
+        for i in sorted(instances, key=lambda i: str(i["id"]))
+    ]
+
+    def status(o: AWSMachinePool) -> None:
+        o.status.replicas = len(in_service)
+        o.status.instances = [i.model_copy() for i in listed]
+        o.status.asg_status = observed.state
+
+    scope.change_status(status)
+    if scope.obj.spec.provider_id_list != provider_ids:
+
+        def set_spec(o: AWSMachinePool) -> None:
+            o.spec.provider_id_list = list(provider_ids)
+
+        scope.update_spec(set_spec)
+    if len(in_service) != desired.desired_capacity:
+        raise Waiting(
+            f"Auto Scaling group {observed.id}: {len(in_service)} of {desired.desired_capacity} instances "
+            "in service",
+            10.0,
+        )
+
+
+def mark_ready(scope: PoolScope) -> None:
+    scope.mark_ready()
+
+
+# -- delete ------------------------------------------------------------------------------------------------
+
+
+def delete_group(scope: ReconcileScope[AWSMachinePool]) -> None:
+    """Delete the group with ForceDelete (AWS terminates its instances) and wait until it is gone."""
+    scope.engine.remove(AutoScalingGroup(scope.aws), GROUP_ROLE, scope.engine_scope)
+
+
+def delete_launch_template(scope: ReconcileScope[AWSMachinePool]) -> None:
+    """Delete the template (and with it every version), then drop the versions' records."""
+    scope.engine.remove(LaunchTemplate(scope.aws), TEMPLATE_ROLE, scope.engine_scope)
+    for role in [r for r in scope.obj.status.resources if r.startswith(VERSION_ROLE_PREFIX)]:
+        scope.recorder.forget(role)
+    for role in [r for r in scope.obj.status.intents if r.startswith(VERSION_ROLE_PREFIX)]:
+        scope.recorder.clear_intent(role)
+
+
+def recorded(obj: AWSMachinePool) -> dict[str, RecordedResource]:
+    return dict(obj.status.resources)
