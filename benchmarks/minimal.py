@@ -451,7 +451,7 @@ class Creator:
                     self.secrets.create_secret(
                         Name=name,
                         SecretBinary=chunk,
-                        Tags=self.tags(f"bootstrap-secret-{n}", name=machine.name),
+                        Tags=self.tags(f"bootstrap-secret-{machine.name}-{n}", name=machine.name),
                     )
                     secret_names.append(name)
                 user_data = f"#!/bin/bash\n# fetch {len(secret_names)} secrets\n".encode()

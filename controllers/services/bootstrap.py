@@ -38,9 +38,11 @@ once the SDK has base64-encoded the binary value."""
 SECRET_ROLE = "bootstrap-secret"
 
 
-def secret_role(index: int) -> str:
-    """The engine role of a machine's ``index``-th secret (roles are per AWSMachine: status holds them)."""
-    return f"{SECRET_ROLE}-{index}"
+def secret_role(machine_name: str, index: int) -> str:
+    """The engine role of a machine's ``index``-th secret. It names the machine: lookups by tags match the
+    cluster and role tags only, and every machine of a cluster stores secrets 0, 1, …: with the index alone,
+    a machine whose create was interrupted would adopt another machine's secret of the same index."""
+    return f"{SECRET_ROLE}-{machine_name}-{index}"
 
 
 def secret_prefix(machine: AWSMachine) -> str:
@@ -133,7 +135,7 @@ def store_bootstrap_data(scope: MachineScope) -> None:
     for index, part in enumerate(parts):
         scope.engine.ensure(
             secrets,
-            secret_role(index),
+            secret_role(obj.name, index),
             SecretDesired(secret_name(prefix, index), part, description),
             scope.engine_scope,
             name=obj.name,
@@ -145,7 +147,7 @@ def store_bootstrap_data(scope: MachineScope) -> None:
 def _recorded_indices(obj: AWSMachine) -> set[int]:
     found: set[int] = set()
     for role, resource in obj.status.resources.items():
-        index = role.removeprefix(f"{SECRET_ROLE}-")
+        index = role.removeprefix(f"{SECRET_ROLE}-{obj.name}-")
         if resource.kind == Secret.kind and index != role and index.isdigit():
             found.add(int(index))
     return found
@@ -165,7 +167,7 @@ def delete_bootstrap_data(scope: ReconcileScope[AWSMachine]) -> None:
     secrets = Secret(scope.aws)
     for index in sorted(indices):
         scope.engine.remove(
-            secrets, secret_role(index), scope.engine_scope, SecretDesired(secret_name(prefix, index))
+            secrets, secret_role(obj.name, index), scope.engine_scope, SecretDesired(secret_name(prefix, index))
         )
     if count and not obj.being_deleted:
 

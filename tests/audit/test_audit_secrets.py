@@ -28,7 +28,7 @@ OTHER_STORE = "0b1c2d3e-0000-4e5f-8a9b-112233445566"
 def _leak(pool: ClientPool, cluster: str, store_uid: str) -> str:
     clients = pool.for_region(REGION)
     name = f"aws.cluster.x-k8s.io/{uuid.uuid4()}-0"
-    tags = managed_tags(cluster, "bootstrap-secret-0", "machine-0", store_uid=store_uid)
+    tags = managed_tags(cluster, "bootstrap-secret-machine-0-0", "machine-0", store_uid=store_uid)
     Secret(clients).create(SecretDesired(name, b"\x1f\x8bjoin token"), tags, None)
     return name
 

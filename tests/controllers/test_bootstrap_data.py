@@ -106,7 +106,7 @@ def test_bootstrap_data_is_stored_in_secrets_manager_and_fetched_by_the_instance
     assert gzip.decompress(b"".join(p["SecretBinary"] for p in mine)) == BIG.encode()
     tags = {t["Key"]: t["Value"] for t in mine[0]["Tags"]}
     assert tags["sigs.k8s.io/cluster-api-provider-aws/cluster/demo"] == "owned"
-    assert tags["capa-py.io/role"] == "bootstrap-secret-0"
+    assert tags["capa-py.io/role"] == f"bootstrap-secret-{MACHINE}-0"
 
     user_data = _user_data(harness)
     assert user_data.startswith(b"#!/bin/bash")
@@ -250,7 +250,7 @@ def test_a_crash_after_create_secret_reuses_the_secret_and_leaves_no_orphan(
         crashing(lambda: _reconcile_with(harness, key))
     left = [s["Name"] for s in _secrets(harness)]
     assert len(left) == 1, left
-    assert not harness.store.get(AWSMachine, MACHINE, "default").status.resources.get("bootstrap-secret-0")
+    assert not harness.store.get(AWSMachine, MACHINE, "default").status.resources.get(f"bootstrap-secret-{MACHINE}-0")
     assert _instances(harness) == []
 
     with created_secrets() as created:
@@ -293,7 +293,7 @@ def test_a_throttled_create_secret_is_retried(
         unregister()
     machine = harness.store.get(AWSMachine, MACHINE, "default")
     assert machine.status.failure_reason is None, machine.status.failure_message
-    assert machine.status.resources["bootstrap-secret-0"].kind == "secret"
+    assert machine.status.resources[f"bootstrap-secret-{MACHINE}-0"].kind == "secret"
     assert machine.status.instance_id
     outcomes = {k.outcome: n for k, n in calls.snapshot().items() if k.operation == "CreateSecret"}
     assert outcomes == {"ThrottlingException": 2, "ok": 1}
@@ -328,3 +328,34 @@ def test_chunks_rebuild_the_data(size: int) -> None:
     assert parts == chunks(data), "the same data always gives the same chunks"
     assert all(0 < len(p) <= CHUNK_SIZE for p in parts)
     assert gzip.decompress(b"".join(parts)) == data
+
+
+def test_a_machine_never_adopts_the_secret_of_another_machine_of_its_cluster(
+    harness: Harness, example: Callable[[], list[KubeObject]]
+) -> None:
+    """Lookups by tags match the cluster and role tags only: a secret another machine of the cluster stored
+    (same cluster tag, its own role) is not this machine's, whatever its index."""
+    objects = _targets(harness.apply(_with_bootstrap(example(), BIG)))
+    other = "aws.cluster.x-k8s.io/another-machine-0"
+    for role in ("bootstrap-secret-0", "bootstrap-secret-demo-worker-0"):
+        harness.aws.client("secretsmanager").call(
+            "CreateSecret",
+            Name=f"{other}-{role}",
+            SecretBinary=b"\x1f\x8b another machine's data",
+            Tags=[
+                {"Key": "sigs.k8s.io/cluster-api-provider-aws/cluster/demo", "Value": "owned"},
+                {"Key": "capa-py.io/role", "Value": role},
+            ],
+        )
+    with created_secrets() as created:
+        harness.pool = harness.new_pool()
+        result = harness.converge(objects)
+    assert result.converged, f"not converged: {result.states}"
+
+    machine = harness.store.get(AWSMachine, MACHINE, "default")
+    prefix = f"aws.cluster.x-k8s.io/{machine.uid}"
+    mine = [p["Name"] for p in created if p["Name"].startswith(prefix)]
+    expected = -(-len(gzip.compress(BIG.encode(), mtime=0)) // CHUNK_SIZE)
+    assert sorted(mine) == [f"{prefix}-{n}" for n in range(expected)], "each of its chunks is its own secret"
+    left = sorted(s["Name"] for s in _secrets(harness))
+    assert left == sorted(f"{other}-{r}" for r in ("bootstrap-secret-0", "bootstrap-secret-demo-worker-0"))
