@@ -166,9 +166,8 @@ def delete_bootstrap_data(scope: ReconcileScope[AWSMachine]) -> None:
     prefix = secret_prefix(obj)
     secrets = Secret(scope.aws)
     for index in sorted(indices):
-        scope.engine.remove(
-            secrets, secret_role(obj.name, index), scope.engine_scope, SecretDesired(secret_name(prefix, index))
-        )
+        desired = SecretDesired(secret_name(prefix, index))
+        scope.engine.remove(secrets, secret_role(obj.name, index), scope.engine_scope, desired)
     if count and not obj.being_deleted:
 
         def cleared(o: AWSMachine) -> None:

@@ -250,7 +250,8 @@ def test_a_crash_after_create_secret_reuses_the_secret_and_leaves_no_orphan(
         crashing(lambda: _reconcile_with(harness, key))
     left = [s["Name"] for s in _secrets(harness)]
     assert len(left) == 1, left
-    assert not harness.store.get(AWSMachine, MACHINE, "default").status.resources.get(f"bootstrap-secret-{MACHINE}-0")
+    resources = harness.store.get(AWSMachine, MACHINE, "default").status.resources
+    assert not resources.get(f"bootstrap-secret-{MACHINE}-0")
     assert _instances(harness) == []
 
     with created_secrets() as created:
