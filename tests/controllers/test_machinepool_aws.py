@@ -186,3 +186,30 @@ def test_the_audit_sees_a_pool_as_managed_and_deletes_a_lost_one_group_before_te
     assert not deletion.failed, deletion.failed
     assert _groups(h) == {}
     assert _templates(h) == {}
+
+
+def test_a_machine_pool_acts_with_its_clusters_identity(harness: Harness) -> None:
+    """A cluster built in another account through a role identity has its machine pool there too: the launch
+    template and the Auto Scaling group are made with the identity's credentials, never the controller's."""
+    from tests.controllers.test_identities import account_client, role_identity, with_identity
+
+    h = harness
+    objects = with_identity(_objects(), "AWSClusterRoleIdentity", "workload")
+    targets = _targets(h.apply([role_identity(), *objects]))
+    targets = [o for o in targets if o.KIND != "AWSClusterRoleIdentity"]
+    up = h.converge(targets, timeout=120)
+    assert up.converged, up.states
+
+    second = account_client(h, "222222222222", "autoscaling").describe_auto_scaling_groups()
+    assert [g["AutoScalingGroupName"] for g in second["AutoScalingGroups"]] == ["default-pool-workers"]
+    assert _groups(h) == {}, "nothing of the pool in the controller's own account"
+    assert _templates(h) == {}
+    templates = account_client(h, "222222222222").describe_launch_templates()["LaunchTemplates"]
+    infra = h.store.get(AWSMachinePool, "pool-workers", NS)
+    assert [t["LaunchTemplateId"] for t in templates] == [infra.status.launch_template_id]
+
+    h.store.delete(Cluster, "pool", NS)
+    gone = h.converge(targets, goal="gone", timeout=120)
+    assert gone.converged, gone.states
+    left = account_client(h, "222222222222", "autoscaling").describe_auto_scaling_groups()
+    assert left["AutoScalingGroups"] == []
