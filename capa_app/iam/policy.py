@@ -60,7 +60,6 @@ CONTROLLER_MODULES: tuple[str, ...] = (
 """The modules whose calls the controller makes (one line per module)."""
 
 OPERATOR_MODULES: tuple[str, ...] = (
-    "capa_app.audit.asg_kinds",
     "capa_app.audit.deleters",
     "capa_app.audit.discovery",
     "capa_app.audit.dns_kinds",
