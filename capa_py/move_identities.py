@@ -136,8 +136,8 @@ def conflicts(target: ObjectStore, objects: Iterable[KubeObject], moved_from: st
         if existing is None or existing.metadata.annotations.get(moved_from) == obj.uid:
             continue
         if not same_content(existing, obj):
-            what = "values" if isinstance(obj, Secret) else "spec"
-            found.append(f"{existing.ref()} exists on the target with another {what}")
+            what = "other values" if isinstance(obj, Secret) else "another spec"
+            found.append(f"{existing.ref()} exists on the target with {what}")
     return found
 
 
