@@ -39,6 +39,7 @@ from capa_py.api.aws_identity import (
 from capa_py.api.aws_templates import AWSClusterTemplate
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
+from capa_py.manifests.crds import MOVE_HIERARCHY_LABEL
 from capa_py.manifests.rbac import NAMESPACE
 from capa_py.store.errors import NotFound, StoreError
 from capa_py.store.helpers import get_or_none
@@ -46,10 +47,6 @@ from capa_py.store.protocol import ObjectStore
 
 IDENTITY_SECRET_NAMESPACE = NAMESPACE
 """Where a static identity's Secret lives: the controller's namespace, where the controller reads it."""
-
-MOVE_HIERARCHY_LABEL = "clusterctl.cluster.x-k8s.io/move-hierarchy"
-"""The CRD label by which ``clusterctl move`` takes every object of a kind, with what it owns, as global
-objects; Cluster API Provider AWS puts it on its three identity CRDs."""
 
 
 @dataclass
