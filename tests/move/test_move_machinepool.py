@@ -109,3 +109,56 @@ def test_the_targets_controllers_adopt_a_moved_machine_pool_with_no_mutating_aws
         assert not target.get(Cluster, "pool", NS).spec.paused
     finally:
         target.close()
+
+
+def _claimed_pool(store: SQLiteStore, paused: bool) -> None:
+    """The example as Cluster API core claims it (the MachinePool owns its AWSMachinePool), its cluster
+    paused as a move pauses it, or not."""
+    from capa_py.operations import apply_objects
+
+    apply_objects(store, load_manifests([EXAMPLE]))
+    pool = store.get(MachinePool, "pool-workers", NS)
+    infra = store.get(AWSMachinePool, "pool-workers", NS)
+    infra.metadata.owner_references = [pool.owner_reference()]
+    store.update(infra)
+    cluster = store.get(Cluster, "pool", NS)
+    cluster.spec.paused = paused
+    store.update(cluster)
+
+
+def _pool_controller(store: SQLiteStore, closed_endpoint: str) -> Any:
+    from capa_py.aws.ratelimit import RateLimiter
+    from capa_py.aws.session import AWSSettings, ClientPool, RetryPolicy
+    from capa_py.engine.engine import Engine
+    from capa_py.engine.profiles import MOTO
+    from controllers.awsmachinepool import AWSMachinePoolController
+
+    pool = ClientPool(
+        AWSSettings(region="us-east-1", endpoint_url=closed_endpoint, retry=RetryPolicy(attempts=1)),
+        limiter=RateLimiter(enabled=False),
+    )
+    return AWSMachinePoolController(store, pool, Engine(MOTO))
+
+
+def test_the_pool_of_a_cluster_a_move_paused_is_left_alone(source: SQLiteStore, closed_endpoint: str) -> None:
+    """While a move runs the source's AWSMachinePool controller (here against a closed port: any AWS call
+    would fail) makes no call and writes only the Paused condition; unpaused, it takes the pool on."""
+    from capa_py.runtime.queue import ObjectKey
+
+    _claimed_pool(source, paused=True)
+    controller = _pool_controller(source, closed_endpoint)
+
+    controller.reconcile(ObjectKey("AWSMachinePool", NS, "pool-workers"))
+
+    infra = source.get(AWSMachinePool, "pool-workers", NS)
+    assert infra.metadata.finalizers == []
+    assert infra.status.resources == {}
+    condition = infra.status.paused_condition
+    assert condition is not None
+    assert (condition.status, condition.reason) == ("True", "Paused")
+
+    cluster = source.get(Cluster, "pool", NS)
+    cluster.spec.paused = False
+    source.update(cluster)
+    controller.reconcile(ObjectKey("AWSMachinePool", NS, "pool-workers"))
+    assert source.get(AWSMachinePool, "pool-workers", NS).metadata.finalizers, "unpaused, it acts"
