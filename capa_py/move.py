@@ -6,20 +6,24 @@ and adopt them; nothing in AWS is created, changed or deleted by a move.
 
 The graph of a cluster is found in its namespace: the Cluster, the objects its specs reference
 (infrastructure and control-plane refs, machines' infrastructure refs and bootstrap data Secrets, the
-machine templates and bootstrap Secrets of MachineDeployments and MachineSets), the
+machine templates and bootstrap Secrets of MachineDeployments and MachineSets, the AWSMachinePools and
+bootstrap Secrets of MachinePools), the
 objects labelled ``cluster.x-k8s.io/cluster-name`` with its name, the ``<cluster>-kubeconfig`` Secret, the
 Hardware its TinkerbellMachines claim, and, transitively, every object whose owner references name an
-object of the graph (Machines, Workflows, Templates, Secrets).
+object of the graph (Machines, Workflows, Templates, Secrets). The identities its AWSClusters use (and a
+static identity's Secret) are global objects (:mod:`capa_py.move_identities`): copied to the target unless
+it has them already, never deleted from the source, where other clusters may use them.
 
 Order of a move, each step safe to interrupt:
 
 1. pause every cluster on the source (``spec.paused: true``; the annotation ``capa-py.io/paused-by-move``
    remembers that the move, not the user, paused it);
-2. create every object on the target, owners first, with owner references' uids remapped to the new uids,
-   status preserved, finalizers kept, the clusters still paused; each carries
-   ``capa-py.io/moved-from-uid`` so that a re-run recognises (and updates) what it already created;
+2. create the global objects the target lacks, then every object on the target, owners first, with owner
+   references' uids remapped to the new uids, status preserved, finalizers kept, the clusters still paused;
+   each carries ``capa-py.io/moved-from-uid`` so that a re-run recognises (and updates) what it already
+   created (a global object already there is left as it is);
 3. remove the finalizers of the source copies, then delete them: no controller on the source acts on the
-   deletion, so the AWS resources and Hardware stay as they are;
+   deletion, so the AWS resources and Hardware stay as they are (global objects stay on the source);
 4. unpause on the target the clusters the move paused.
 
 A re-run after an interruption anywhere completes the move: the source stays paused until the target has
@@ -38,10 +42,12 @@ from typing import Any, cast
 from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster
 from capa_py.api.core import Namespace
+from capa_py.api.machinepool import AWSMachinePool
 from capa_py.api.meta import KubeObject
 from capa_py.engine.tags import STORE_UID_ANNOTATION
 from capa_py.logging import get_logger
 from capa_py.move_graph import CLUSTER_NAME_LABEL, MOVABLE_KINDS, Graph, Key, discover, select_clusters
+from capa_py.move_identities import IDENTITY_SECRET_NAMESPACE, conflicts, find_identities, on_target
 from capa_py.store.errors import AlreadyExists, NotFound, StoreError
 from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
@@ -69,8 +75,14 @@ class MoveResult:
     """What a move did (or, with ``dry_run``, would do)."""
 
     objects: list[KubeObject] = field(default_factory=list)
-    """The graph, owners first, as read from the source."""
+    """The graph, owners first, as read from the source: the global objects first."""
+    global_objects: list[KubeObject] = field(default_factory=list)
+    """The global objects of the graph (identities and their Secrets): copied, kept on the source."""
+    missing: list[str] = field(default_factory=list)
+    """Global objects the graph references and the source lacks (not moved: nothing to copy)."""
     created: Counter[str] = field(default_factory=Counter)
+    kept: Counter[str] = field(default_factory=Counter)
+    """Global objects the target already had (from an earlier move, or the same): left as they are."""
     updated: Counter[str] = field(default_factory=Counter)
     deleted: Counter[str] = field(default_factory=Counter)
     clusters: list[str] = field(default_factory=list)
@@ -97,7 +109,7 @@ def _copy_for_target(obj: KubeObject, uid_map: dict[str, str], source_uid: str) 
     copy = obj.model_copy(deep=True)
     meta = copy.metadata
     meta.annotations[MOVED_FROM_UID] = obj.uid
-    if isinstance(obj, AWSCluster | AWSMachine):
+    if isinstance(obj, AWSCluster | AWSMachine | AWSMachinePool):
         # Their AWS resources carry the source store's uid in their store tag: keep using it.
         meta.annotations.setdefault(STORE_UID_ANNOTATION, source_uid)
     meta.owner_references = [r for r in meta.owner_references if r.uid in uid_map]
@@ -118,14 +130,16 @@ def move(
     cluster: str | None = None,
     dry_run: bool = False,
     after_write: Callable[[str], None] | None = None,
+    identity_secret_namespace: str = IDENTITY_SECRET_NAMESPACE,
 ) -> MoveResult:
     """Move the clusters of ``namespace`` (every namespace when None), or the one named ``cluster`` (in
     ``namespace``, default ``default``), with their graphs from ``source`` to ``target``.
 
     ``after_write`` is called after every write with a short description of it (progress, and the place
-    where tests interrupt a move). Raises :class:`MoveError` before changing anything when the target holds
-    an object of the graph's name that no move created; :class:`StoreError` from either store otherwise
-    (a re-run completes the move).
+    where tests interrupt a move). ``identity_secret_namespace`` is where static identities' Secrets are
+    (the controller's namespace). Raises :class:`MoveError` before changing anything when the target holds
+    an object of the graph's name that no move created (for a global object: one that says something
+    else); :class:`StoreError` from either store otherwise (a re-run completes the move).
     """
     notify = after_write or (lambda _: None)
     result = MoveResult(dry_run=dry_run)
@@ -135,13 +149,24 @@ def move(
     if cluster is not None and not clusters:
         require_cluster(source, target, namespace or "default", cluster)
     moved = _moved_uids(target, namespaces)
-    graph = Graph(source, set(moved)).discover(clusters)
-    result.objects = graph
+    discovered = Graph(source, set(moved)).discover(clusters)
+    identities = find_identities(source, discovered, identity_secret_namespace)
+    global_uids = {g.uid for g in identities.objects}
+    # A static identity's Secret in a moved cluster's namespace is still global: never deleted here.
+    graph = [o for o in discovered if o.uid not in global_uids]
+    result.objects = [*identities.objects, *graph]
+    result.global_objects = identities.objects
+    result.missing = identities.missing
     result.clusters = [f"{c.namespace}/{c.name}" for c in clusters]
     _refuse_taken_names(target, graph, moved)
+    problems = conflicts(target, identities.objects, MOVED_FROM_UID)
+    if problems:
+        raise MoveError("; ".join(problems) + "; nothing was changed")
     if dry_run:
         return result
-    _log.info("move started", clusters=result.clusters, objects=len(graph))
+    if identities.missing:
+        _log.warning("referenced objects missing on the source", missing=identities.missing)
+    _log.info("move started", clusters=result.clusters, objects=len(result.objects))
 
     for c in (o for o in graph if isinstance(o, Cluster)):
         if c.spec.paused and PAUSED_BY_MOVE not in c.metadata.annotations:
@@ -155,6 +180,16 @@ def move(
             notify(f"paused Cluster {c.namespace}/{c.name} on the source")
 
     uid_map: dict[str, str] = {}
+    for obj in identities.objects:
+        existing = on_target(target, obj)
+        if existing is None:
+            existing = _create(target, _copy_for_target(obj, uid_map, source.uid))
+            result.created[obj.kind] += 1
+            notify(f"created {obj.ref()} on the target")
+        else:
+            result.kept[obj.kind] += 1
+        uid_map[obj.uid] = existing.uid
+
     for obj in graph:
         existing = moved.get(obj.uid)
         copy = _copy_for_target(obj, uid_map, source.uid)

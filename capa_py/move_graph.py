@@ -1,7 +1,8 @@
 """The graph a move of clusters moves, found on the source (the rules are described in :mod:`capa_py.move`):
-the Cluster, the objects its specs reference, the objects labelled with its name, its kubeconfig Secret,
-the Hardware its TinkerbellMachines claim and, transitively, every object an object of the graph owns;
-ordered owners first."""
+the Cluster, the objects its specs reference (machines', machine deployments' and machine pools'
+infrastructure and bootstrap data), the objects labelled with its name, its kubeconfig Secret, the Hardware
+its TinkerbellMachines claim and, transitively, every object an object of the graph owns; ordered owners
+first. The global objects the graph uses (identities) are found by :mod:`capa_py.move_identities`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.aws_templates import AWSClusterTemplate, AWSMachineTemplate
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.api.core import Secret
+from capa_py.api.machinepool import AWSMachinePool, MachinePool
 from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.tinkerbell import Hardware, Template, Workflow
@@ -32,8 +34,10 @@ MOVABLE_KINDS: tuple[type[KubeObject], ...] = (
     TinkerbellCluster,
     MachineDeployment,
     MachineSet,
+    MachinePool,
     Machine,
     AWSMachine,
+    AWSMachinePool,
     TinkerbellMachine,
     AWSClusterTemplate,
     AWSMachineTemplate,
@@ -66,7 +70,7 @@ def _referenced(obj: KubeObject) -> list[Key]:
     if isinstance(obj, Cluster):
         found += [_ref_key(obj.spec.infrastructure_ref, ns), _ref_key(obj.spec.control_plane_ref, ns)]
         found.append(("Secret", ns, f"{obj.name}-kubeconfig"))
-    elif isinstance(obj, MachineDeployment | MachineSet):
+    elif isinstance(obj, MachineDeployment | MachineSet | MachinePool):
         found.append(_ref_key(obj.spec.template.spec.infrastructure_ref, ns))
         if obj.spec.template.spec.bootstrap.data_secret_name:
             found.append(("Secret", ns, obj.spec.template.spec.bootstrap.data_secret_name))
@@ -118,7 +122,7 @@ class Graph:
                 labels = obj.metadata.labels
                 belongs = (
                     labels.get(CLUSTER_NAME_LABEL) in names
-                    or (isinstance(obj, Machine) and obj.spec.cluster_name in names)
+                    or (isinstance(obj, Machine | MachinePool) and obj.spec.cluster_name in names)
                     or obj.uid in self.moved_uids
                     or _key(obj) in referenced
                     or any(r.uid in self.members for r in obj.metadata.owner_references)

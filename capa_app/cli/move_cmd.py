@@ -35,19 +35,29 @@ def _open_target(to_kubeconfig: Path | None, to_state: Path | None, source_state
     )
 
 
+def _say(line: str) -> None:
+    stdout.print(line, markup=False, highlight=False)
+
+
 def _print(result: MoveResult) -> None:
+    global_uids = {o.uid for o in result.global_objects}
+    copied = len(result.global_objects)
     if result.dry_run:
         for obj in result.objects:
-            stdout.print(obj.ref(), markup=False, highlight=False)
-        stdout.print(f"{len(result.objects)} objects would move (dry run)", markup=False, highlight=False)
+            _say(f"{obj.ref()} (global: copied, kept on the source)" if obj.uid in global_uids else obj.ref())
+        for missing in result.missing:
+            _say(f"{missing} (referenced, not on the source: not moved)")
+        also = f", {copied} global objects would be copied" if copied else ""
+        _say(f"{len(result.objects) - copied} objects would move{also} (dry run)")
         return
     for kind, count in result.per_kind().items():
-        stdout.print(f"{kind}: {count}", markup=False, highlight=False)
-    stdout.print(
-        f"moved {len(result.objects)} objects of {len(result.clusters)} clusters",
-        markup=False,
-        highlight=False,
-    )
+        _say(f"{kind}: {count}")
+    for missing in result.missing:
+        _say(f"{missing} (referenced, not on the source: not moved)")
+    _say(f"moved {len(result.objects) - copied} objects of {len(result.clusters)} clusters")
+    if copied:
+        already = sum(result.kept.values())
+        _say(f"{copied} global objects (identities) kept on the source, {already} already on the target")
 
 
 def move_command(

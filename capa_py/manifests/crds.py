@@ -12,7 +12,9 @@ kinds (Cluster, Machine) and its own ClusterConfig do not: they belong to no inf
 Cluster CRD labelled ``cluster-api`` means Cluster API core is installed instead. Every CRD but the Tinkerbell
 ones carries the contract labels ``cluster.x-k8s.io/<contract>: <the CRD's version>`` (``v1beta1`` and
 ``v1beta2`` on the infrastructure kinds, ``v1beta1`` on the others: Cluster, Machine, ClusterConfig) and the
-category ``cluster-api``. AWSCluster and AWSMachine have Cluster API Provider AWS's short names,
+category ``cluster-api``. The identity kinds' CRDs also carry ``clusterctl.cluster.x-k8s.io/move-hierarchy:
+""`` as Cluster API Provider AWS's do, so ``clusterctl move`` copies identities (with the static identity's
+Secret) as global objects. AWSCluster and AWSMachine have Cluster API Provider AWS's short names,
 categories and printer columns.
 
 The Tinkerbell CRDs (``tinkerbell.org``: Hardware, OSIE, Template, Workflow) are not Cluster API's: clusterctl
@@ -27,6 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from capa_py.api.admission_kinds import CERT_MANAGER_GROUP
+from capa_py.api.aws_identity import IDENTITY_KINDS_BY_NAME
 from capa_py.api.meta import KubeObject
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.api.tinkerbell import TINKERBELL_API_VERSION
@@ -256,12 +259,21 @@ def is_infrastructure_kind(model: type[KubeObject]) -> bool:
     return group_version(model)[0] == INFRASTRUCTURE_GROUP
 
 
+MOVE_HIERARCHY_LABEL = "clusterctl.cluster.x-k8s.io/move-hierarchy"
+"""On a CRD: ``clusterctl move`` takes every object of the kind, with what it owns, as global objects
+(copied to the target, kept on the source)."""
+MOVE_HIERARCHY_KINDS = frozenset(IDENTITY_KINDS_BY_NAME)
+"""The kinds whose CRDs Cluster API Provider AWS labels :data:`MOVE_HIERARCHY_LABEL`: its identities."""
+
+
 def crd_labels(model: type[KubeObject]) -> dict[str, str]:
     if is_tinkerbell_kind(model):
         return dict(TINKERBELL_LABELS)
     labels = contract_labels(model)
     if is_infrastructure_kind(model):
         labels = {PROVIDER_LABEL: PROVIDER, **labels}
+    if model.KIND in MOVE_HIERARCHY_KINDS:
+        labels[MOVE_HIERARCHY_LABEL] = ""
     return labels
 
 

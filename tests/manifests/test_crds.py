@@ -134,9 +134,17 @@ def test_crd_names_labels_and_subresources_follow_cluster_api(model: Any) -> Non
     infrastructure = group == "infrastructure.cluster.x-k8s.io"
     provider = {"cluster.x-k8s.io/provider": "infrastructure-capa-py"}
     contracts = ("v1beta1", "v1beta2") if infrastructure else ("v1beta1",)
+    # The identity kinds carry clusterctl's move-hierarchy label, as Cluster API Provider AWS's CRDs do:
+    # clusterctl move copies identities (and the static identity's Secret) as global objects.
+    identity = model.KIND in (
+        "AWSClusterControllerIdentity",
+        "AWSClusterStaticIdentity",
+        "AWSClusterRoleIdentity",
+    )
     assert crd["metadata"]["labels"] == {
         **(provider if infrastructure else {}),
         **{f"cluster.x-k8s.io/{contract}": version for contract in contracts},
+        **({"clusterctl.cluster.x-k8s.io/move-hierarchy": ""} if identity else {}),
     }
     names = crd["spec"]["names"]
     assert names["categories"] == ["cluster-api"]
