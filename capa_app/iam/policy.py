@@ -48,6 +48,7 @@ CONTROLLER_MODULES: tuple[str, ...] = (
     "resources.listener",
     "resources.load_balancer",
     "resources.nat_gateway",
+    "resources.parameter",
     "resources.record_set",
     "resources.route",
     "resources.route_table",
@@ -78,6 +79,10 @@ ROLE_SUFFIX = ".cluster-api-provider-aws.sigs.k8s.io"
 
 BOOTSTRAP_SECRET_PREFIX = "aws.cluster.x-k8s.io/"
 """Where Cluster API Provider AWS (and capa-py) keeps a machine's bootstrap data in Secrets Manager."""
+
+BOOTSTRAP_PARAMETER_PREFIX = "cluster.x-k8s.io/"
+"""Where they keep it in SSM Parameter Store (``secureSecretsBackend: ssm-parameter-store``): parameter
+``/cluster.x-k8s.io/<id>/<n>``, whose ARN is ``arn:…:parameter/cluster.x-k8s.io/<id>/<n>``."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,11 @@ NODES_GRANTS: tuple[Grant, ...] = (
         ("secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue"),
         (f"arn:*:secretsmanager:*:*:secret:{BOOTSTRAP_SECRET_PREFIX}*",),
         why="a machine reads its bootstrap data at boot, then deletes it",
+    ),
+    Grant(
+        ("ssm:DeleteParameter", "ssm:GetParameter"),
+        (f"arn:*:ssm:*:*:parameter/{BOOTSTRAP_PARAMETER_PREFIX}*",),
+        why="a machine reads its bootstrap data from Parameter Store at boot (decrypted), then deletes it",
     ),
 )
 
