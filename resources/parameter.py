@@ -89,7 +89,9 @@ class Parameter(ResourceClass[ParameterDesired]):
             params["Description"] = desired.description
         if tags:
             params["Tags"] = tag_list(tags)
-        self.aws.client("ssm").call("PutParameter", **params)
+        # Not repeated after an unknown outcome (a 5xx, a lost connection): without Overwrite, a repeat of a
+        # put that happened is refused (ParameterAlreadyExists); the engine's next pass finds it by tags.
+        self.aws.client("ssm").call_with("PutParameter", params, repeat_safe=False)
         return Observed(
             id=desired.name,
             tags=dict(tags or {}),
