@@ -13,12 +13,13 @@ tuples**; the declarations test fails, naming it, until it does.
 * ``control-plane``: the control-plane machines' role, for the AWS cloud provider running on them
   (cloud-provider-aws: nodes' addresses and zones, Services of type LoadBalancer, routes).
 * ``nodes``: every machine's role: pulling images from ECR, and reading then deleting its bootstrap data in
-  Secrets Manager (only secrets under ``aws.cluster.x-k8s.io/``, Cluster API Provider AWS's prefix).
+  Secrets Manager (only secrets under ``aws.cluster.x-k8s.io/``, Cluster API Provider AWS's prefix) or in
+  Parameter Store (only parameters under ``/cluster.x-k8s.io/``).
 
-Resources are scoped where AWS allows it: IAM roles and instance profiles by CAPA's name suffix, secrets by
-ARN prefix, service-linked roles by service name. EC2 and Elastic Load Balancing actions stay on ``*``:
-capa-py's tags name the cluster in the tag *key*, which an IAM condition cannot match by pattern, and
-describes do not support resource-level permissions.
+Resources are scoped where AWS allows it: IAM roles and instance profiles by CAPA's name suffix, secrets and
+parameters by ARN prefix, service-linked roles by service name. EC2 and Elastic Load Balancing actions stay
+on ``*``: capa-py's tags name the cluster in the tag *key*, which an IAM condition cannot match by pattern,
+and describes do not support resource-level permissions.
 """
 
 from __future__ import annotations
