@@ -47,7 +47,8 @@ NODE_IAM_ACTIONS: tuple[str, ...] = (
     "ssm:GetParameter",
 )
 """What the nodes' instance role needs on ``arn:aws:secretsmanager:*:*:secret:aws.cluster.x-k8s.io/*``
-for :func:`fetch_script` (the IAM bootstrap grants it; see docs/bootstrap-data.md)."""
+for :func:`fetch_script`, and on ``arn:aws:ssm:*:*:parameter/cluster.x-k8s.io/*`` for
+:func:`parameter_fetch_script` (``capa iam policy --for nodes``; see docs/bootstrap-data.md)."""
 
 CHUNK_SIZE = 7000
 """Bytes of gzipped data per secret: Cluster API Provider AWS's figure, well under Secrets Manager's limit

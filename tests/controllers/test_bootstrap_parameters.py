@@ -210,3 +210,20 @@ def test_parameter_chunks_fit_the_standard_tier() -> None:
     assert len(parts) > 1
     assert all(len(base64.b64encode(p)) <= 4096 for p in parts)
     assert gzip.decompress(b"".join(parts)) == data
+
+
+def test_the_nodes_policy_lets_a_node_read_and_delete_its_parameters_only() -> None:
+    from capa_app.iam.policy import policy_document
+    from controllers.services.bootstrap import NODE_IAM_ACTIONS
+
+    statements = policy_document("nodes")["Statement"]
+    ssm = [s for s in statements if any(a.startswith("ssm:") for a in s["Action"])]
+    assert ssm == [
+        {
+            "Effect": "Allow",
+            "Action": ["ssm:DeleteParameter", "ssm:GetParameter"],
+            "Resource": "arn:*:ssm:*:*:parameter/cluster.x-k8s.io/*",
+        }
+    ]
+    granted = {a for s in statements for a in s["Action"]}
+    assert set(NODE_IAM_ACTIONS) <= granted, "what the fetch scripts call"
