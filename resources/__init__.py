@@ -20,6 +20,7 @@ from resources.launch_template import LaunchTemplate, LaunchTemplateVersion
 from resources.listener import Listener
 from resources.load_balancer import LoadBalancer
 from resources.nat_gateway import NatGateway
+from resources.parameter import Parameter
 from resources.record_set import RecordSet
 from resources.route import Route
 from resources.route_table import RouteTable, RouteTableAssociation
@@ -45,6 +46,7 @@ RESOURCE_CLASSES: tuple[type[ResourceClass[Any]], ...] = (
     Listener,
     TargetRegistration,
     Secret,
+    Parameter,
     Instance,
     HostedZone,
     RecordSet,
@@ -80,6 +82,7 @@ __all__ = [
     "Listener",
     "LoadBalancer",
     "NatGateway",
+    "Parameter",
     "RecordSet",
     "Route",
     "RouteTable",

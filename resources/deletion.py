@@ -32,6 +32,7 @@ DELETION_ORDER: tuple[str, ...] = (
     "hosted-zone",
     "instance",
     "secret",
+    "parameter",
     "listener",
     "load-balancer",
     "target-registration",

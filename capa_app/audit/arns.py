@@ -55,6 +55,9 @@ def parse_arn(arn: str) -> ArnRef:
     if service == "secretsmanager" and resource.startswith("secret:"):
         # arn:…:secret:<name>-<six random characters>
         return ArnRef("secret", resource.removeprefix("secret:").rsplit("-", 1)[0], region)
+    if service == "ssm" and resource_type == "parameter" and rest:
+        # arn:…:parameter/cluster.x-k8s.io/<id>/<n> names /cluster.x-k8s.io/<id>/<n>
+        return ArnRef("parameter", f"/{rest}", region)
     if service == "route53" and resource_type == "hostedzone" and rest:
         return ArnRef("hosted-zone", rest, region)
     if service == "s3" and resource_type and not rest:

@@ -144,6 +144,7 @@ DELETERS: dict[str, Deleter] = {
     ),
     "instance": Deleter(_via_resource_class("instance"), _gone_via_resource_class("instance")),
     "secret": Deleter(_via_resource_class("secret")),
+    "parameter": Deleter(_via_resource_class("parameter")),
     "classic-load-balancer": Deleter(_delete_classic_load_balancer),
     "listener": Deleter(_via_resource_class("listener")),
     "load-balancer": Deleter(_via_resource_class("load-balancer"), _gone_via_resource_class("load-balancer")),

@@ -15,8 +15,9 @@ Both then take the same steps, so they agree: whatever lies inside a managed VPC
 interfaces left by terminated instances, hand-made groups and tables); untagged resources of the kinds an
 intent record is waiting for; the parts of what was found (routes and subnet associations of route tables,
 gateway attachments, listeners, target registrations); the rules of other groups that reference an owned
-security group (they block its deletion); Secrets Manager secrets (a machine's bootstrap data), listed whole
-with their tags; and IAM, which is global and which neither API lists by tag.
+security group (they block its deletion); Secrets Manager secrets and Parameter Store SecureString
+parameters (a machine's bootstrap data), listed whole with their tags; and IAM, which is global and which
+neither API lists by tag.
 Route 53 private hosted zones (with the record sets of the owned ones) and S3 buckets are listed once per
 audit too (:mod:`capa_app.audit.dns_kinds`): Route 53 is global and ``ListBuckets`` is account-wide.
 
@@ -44,7 +45,7 @@ from capa_app.audit.ec2_kinds import (
 from capa_app.audit.iam_kinds import describe_bootstrap_policies, describe_iam, made_by_iam_bootstrap
 from capa_app.audit.lb_kinds import LB_KINDS, listeners_of, registrations_of
 from capa_app.audit.model import DiscoveryMode, Found
-from capa_app.audit.secret_kinds import describe_secrets
+from capa_app.audit.secret_kinds import describe_parameters, describe_secrets
 from capa_py.aws.session import AWSClients, ClientPool
 from capa_py.engine.resource import tag_dict
 from capa_py.engine.tags import CLUSTER_TAG_PREFIX, OWNED, cluster_tag_key
@@ -107,9 +108,9 @@ PART_KINDS = frozenset({"listener", "security-group-rule"})
 
 IAM_KINDS = frozenset({"iam-role", "iam-instance-profile", "iam-policy"})
 
-LISTED_IN_FULL = frozenset({"secret"})
-"""Kinds listed whole in both modes (Secrets Manager's ``ListSecrets`` returns the tags): tagging-API hits of
-these are not used."""
+LISTED_IN_FULL = frozenset({"secret", "parameter"})
+"""Kinds listed whole in both modes (Secrets Manager's ``ListSecrets`` returns the tags; Parameter Store's
+``SecureString`` parameters with ``ListTagsForResource``): tagging-API hits of these are not used."""
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,7 @@ def discover_region(aws: AWSClients, mode: DiscoveryMode, scope: DiscoveryScope)
         for kind in TOP_LEVEL_KINDS:
             add(f for f in lister.all(kind) if scope.wants(f.owner))
     add(f for f in describe_secrets(aws) if scope.wants(f.owner))
+    add(f for f in describe_parameters(aws) if scope.wants(f.owner))
     managed_vpcs = sorted({f.id for f in of_kind("vpc")} | scope.recorded_vpcs)
     for kind in IN_VPC_KINDS:
         add(lister.in_vpcs(kind, managed_vpcs))

@@ -15,10 +15,10 @@ associated with a subnet that stays (disassociating re-routes that subnet), an i
 a VPC that stays, a security group a rule of a staying group references, a VPC with anything inside that
 stays. The order is AWS's dependency order (:data:`PHASES`): Auto Scaling groups (their instances
 terminated with them, waited for), record sets and the private hosted zones that hold them (a zone refuses
-its delete while it holds any), instances, bootstrap data secrets, load balancers and target groups, NAT
-gateways (waited for), VPC endpoints, elastic IPs, route tables, internet gateways (detached first), network
-interfaces, volumes and launch templates, subnets, security groups (cross-references revoked first), the VPC,
-buckets (emptied first: every object version and delete marker), and IAM last.
+its delete while it holds any), instances, bootstrap data (secrets, parameters), load balancers and target
+groups, NAT gateways (waited for), VPC endpoints, elastic IPs, route tables, internet gateways (detached
+first), network interfaces, volumes and launch templates, subnets, security groups (cross-references
+revoked first), the VPC, buckets (emptied first: every object version and delete marker), and IAM last.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("delete DNS record sets and hosted zones", ("record-set", "hosted-zone")),
     ("terminate instances", ("instance",)),
     ("delete bootstrap data secrets", ("secret",)),
+    ("delete bootstrap data parameters", ("parameter",)),
     ("delete load balancers", ("classic-load-balancer", "listener", "load-balancer")),
     ("delete target groups", ("target-registration", "target-group")),
     ("delete NAT gateways", ("nat-gateway",)),

@@ -13,12 +13,13 @@ tuples**; the declarations test fails, naming it, until it does.
 * ``control-plane``: the control-plane machines' role, for the AWS cloud provider running on them
   (cloud-provider-aws: nodes' addresses and zones, Services of type LoadBalancer, routes).
 * ``nodes``: every machine's role: pulling images from ECR, and reading then deleting its bootstrap data in
-  Secrets Manager (only secrets under ``aws.cluster.x-k8s.io/``, Cluster API Provider AWS's prefix).
+  Secrets Manager (only secrets under ``aws.cluster.x-k8s.io/``, Cluster API Provider AWS's prefix) or in
+  Parameter Store (only parameters under ``/cluster.x-k8s.io/``).
 
-Resources are scoped where AWS allows it: IAM roles and instance profiles by CAPA's name suffix, secrets by
-ARN prefix, service-linked roles by service name. EC2 and Elastic Load Balancing actions stay on ``*``:
-capa-py's tags name the cluster in the tag *key*, which an IAM condition cannot match by pattern, and
-describes do not support resource-level permissions.
+Resources are scoped where AWS allows it: IAM roles and instance profiles by CAPA's name suffix, secrets and
+parameters by ARN prefix, service-linked roles by service name. EC2 and Elastic Load Balancing actions stay
+on ``*``: capa-py's tags name the cluster in the tag *key*, which an IAM condition cannot match by pattern,
+and describes do not support resource-level permissions.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ CONTROLLER_MODULES: tuple[str, ...] = (
     "resources.listener",
     "resources.load_balancer",
     "resources.nat_gateway",
+    "resources.parameter",
     "resources.record_set",
     "resources.route",
     "resources.route_table",
@@ -77,6 +79,10 @@ ROLE_SUFFIX = ".cluster-api-provider-aws.sigs.k8s.io"
 
 BOOTSTRAP_SECRET_PREFIX = "aws.cluster.x-k8s.io/"
 """Where Cluster API Provider AWS (and capa-py) keeps a machine's bootstrap data in Secrets Manager."""
+
+BOOTSTRAP_PARAMETER_PREFIX = "cluster.x-k8s.io/"
+"""Where they keep it in SSM Parameter Store (``secureSecretsBackend: ssm-parameter-store``): parameter
+``/cluster.x-k8s.io/<id>/<n>``, whose ARN is ``arn:…:parameter/cluster.x-k8s.io/<id>/<n>``."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +218,11 @@ NODES_GRANTS: tuple[Grant, ...] = (
         ("secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue"),
         (f"arn:*:secretsmanager:*:*:secret:{BOOTSTRAP_SECRET_PREFIX}*",),
         why="a machine reads its bootstrap data at boot, then deletes it",
+    ),
+    Grant(
+        ("ssm:DeleteParameter", "ssm:GetParameter"),
+        (f"arn:*:ssm:*:*:parameter/{BOOTSTRAP_PARAMETER_PREFIX}*",),
+        why="a machine reads its bootstrap data from Parameter Store at boot (decrypted), then deletes it",
     ),
 )
 

@@ -72,6 +72,9 @@ class SpotMarketOptions(KubeModel):
 SECRETS_MANAGER = "secrets-manager"
 SSM_PARAMETER_STORE = "ssm-parameter-store"
 _SECRET_NAME = re.compile(r"[A-Za-z0-9/_+=.@-]{1,500}")
+_PARAMETER_PREFIX = re.compile(r"/[A-Za-z0-9/_.-]{1,1000}")
+_RESERVED_PARAMETER_PREFIX = re.compile(r"/?(aws|ssm)", re.IGNORECASE)
+"""Parameter Store refuses names that begin with aws or ssm (with or without the leading slash)."""
 
 
 class CloudInit(KubeModel):
@@ -97,13 +100,17 @@ class CloudInit(KubeModel):
     secret_prefix: str | None = Field(
         default=None,
         description=(
-            "The secrets' name prefix (names are <prefix>-<n>); set by the controller "
-            "(aws.cluster.x-k8s.io/<the AWSMachine's uid>) and kept across a move."
+            "The secrets' name prefix (names are <prefix>-<n>; with ssm-parameter-store, <prefix>/<n>); "
+            "set by the controller (aws.cluster.x-k8s.io/<the AWSMachine's uid>, or /cluster.x-k8s.io/<uid>) "
+            "and kept across a move."
         ),
     )
     secure_secrets_backend: Literal["secrets-manager", "ssm-parameter-store"] | None = Field(
         default=None,
-        description="secrets-manager (the default); ssm-parameter-store is not built yet and is refused.",
+        description=(
+            "secrets-manager (the default), or ssm-parameter-store: SecureString parameters "
+            "/cluster.x-k8s.io/<the AWSMachine's uid>/<n>, read and deleted by the instance at boot."
+        ),
     )
 
 
@@ -225,18 +232,21 @@ def _cloud_init_issues(cloud_init: CloudInit | None) -> list[FieldIssue]:
     if cloud_init is None:
         return []
     issues: list[FieldIssue] = []
-    if cloud_init.secure_secrets_backend == SSM_PARAMETER_STORE:
-        issues.append(
-            FieldIssue(
-                path="spec.cloudInit.secureSecretsBackend",
-                message=(
-                    f"{SSM_PARAMETER_STORE} is not supported yet: use {SECRETS_MANAGER} (the default) or "
-                    "insecureSkipSecretsManager"
-                ),
-            )
-        )
     prefix = cloud_init.secret_prefix
-    if prefix is not None and not _SECRET_NAME.fullmatch(prefix):
+    if cloud_init.secure_secrets_backend == SSM_PARAMETER_STORE:
+        if prefix is not None and not (
+            _PARAMETER_PREFIX.fullmatch(prefix) and not _RESERVED_PARAMETER_PREFIX.match(prefix)
+        ):
+            issues.append(
+                FieldIssue(
+                    path="spec.cloudInit.secretPrefix",
+                    message=(
+                        f"not a Parameter Store name prefix: {prefix!r} (/ then letters, digits and /_.- "
+                        "only, at most 1000 characters, not beginning with aws or ssm)"
+                    ),
+                )
+            )
+    elif prefix is not None and not _SECRET_NAME.fullmatch(prefix):
         issues.append(
             FieldIssue(
                 path="spec.cloudInit.secretPrefix",

@@ -267,6 +267,26 @@ SECRETSMANAGER_CODES: dict[str, type[AWSError]] = {
 }
 """Secrets Manager speaks JSON (``{"__type": "ResourceExistsException"}``); its throttling code,
 ``ThrottlingException``, is in the shared table."""
+SSM_CODES: dict[str, type[AWSError]] = {
+    "ParameterNotFound": NotFound,
+    "InvalidResourceId": NotFound,
+    "ParameterAlreadyExists": AlreadyExists,
+    "InternalServerError": Transient,
+    "ParameterLimitExceeded": InvalidRequest,
+    "ParameterMaxVersionLimitExceeded": InvalidRequest,
+    "HierarchyLevelLimitExceededException": InvalidRequest,
+    "HierarchyTypeMismatchException": InvalidRequest,
+    "InvalidAllowedPatternException": InvalidRequest,
+    "InvalidKeyId": InvalidRequest,
+    "InvalidFilterKey": InvalidRequest,
+    "InvalidFilterOption": InvalidRequest,
+    "InvalidFilterValue": InvalidRequest,
+    "InvalidNextToken": InvalidRequest,
+    "TooManyTagsError": InvalidRequest,
+    "UnsupportedParameterType": InvalidRequest,
+}
+"""Systems Manager (Parameter Store) speaks JSON; its throttling code, ``ThrottlingException``, is in the
+shared table. ``InvalidResourceId``: the tags of a parameter that does not exist."""
 ROUTE53_CODES: dict[str, type[AWSError]] = {
     "PriorRequestNotComplete": Throttled,
     "NoSuchHostedZone": NotFound,
@@ -313,6 +333,7 @@ SERVICE_CODES: dict[str, dict[str, type[AWSError]]] = {
     "iam": IAM_CODES,
     "sts": STS_CODES,
     "secretsmanager": SECRETSMANAGER_CODES,
+    "ssm": SSM_CODES,
     "route53": ROUTE53_CODES,
     "s3": S3_CODES,
 }

@@ -15,27 +15,51 @@ deleted; ``secretCount`` is cleared then. A machine that already has an instance
 ``spec.instanceID`` kept across a move) never stores its data again. ``insecureSkipSecretsManager`` puts the
 data in the user data as it is. Nothing of the contents is logged, recorded or put in an event: the secrets'
 fingerprints are their names.
+
+With ``spec.cloudInit.secureSecretsBackend: ssm-parameter-store`` the chunks go to SSM Parameter Store
+instead, as Cluster API Provider AWS stores them: ``SecureString`` parameters ``<prefix>/<n>`` (``prefix``:
+``spec.cloudInit.secretPrefix``, else ``/cluster.x-k8s.io/<the AWSMachine's uid>``), each chunk of
+:data:`PARAMETER_CHUNK_SIZE` gzipped bytes base64-encoded to fit the standard tier's 4 KB; the script reads
+them with ``aws ssm get-parameter --with-decryption`` and deletes them. Everything else (when they are made,
+deleted, never made again) is the same.
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import shlex
+from typing import Any
 
 from capa_py.api.aws import AWSMachine
+from capa_py.api.aws_machine import SSM_PARAMETER_STORE
+from capa_py.engine.resource import ResourceClass
 from controllers.aws_scope import ReconcileScope
 from controllers.services.instances import MachineScope, instance_role
+from resources.parameter import NAME_PREFIX as PARAMETER_PREFIX
+from resources.parameter import Parameter, ParameterDesired
 from resources.secret import NAME_PREFIX, Secret, SecretDesired
 
-NODE_IAM_ACTIONS: tuple[str, ...] = ("secretsmanager:DeleteSecret", "secretsmanager:GetSecretValue")
+NODE_IAM_ACTIONS: tuple[str, ...] = (
+    "secretsmanager:DeleteSecret",
+    "secretsmanager:GetSecretValue",
+    "ssm:DeleteParameter",
+    "ssm:GetParameter",
+)
 """What the nodes' instance role needs on ``arn:aws:secretsmanager:*:*:secret:aws.cluster.x-k8s.io/*``
-for :func:`fetch_script` (the IAM bootstrap grants it; see docs/bootstrap-data.md)."""
+for :func:`fetch_script`, and on ``arn:aws:ssm:*:*:parameter/cluster.x-k8s.io/*`` for
+:func:`parameter_fetch_script` (``capa iam policy --for nodes``; see docs/bootstrap-data.md)."""
 
 CHUNK_SIZE = 7000
 """Bytes of gzipped data per secret: Cluster API Provider AWS's figure, well under Secrets Manager's limit
 once the SDK has base64-encoded the binary value."""
 
+PARAMETER_CHUNK_SIZE = 3000
+"""Bytes of gzipped data per parameter: 4000 characters once base64-encoded, within the standard tier's
+4096 (Cluster API Provider AWS stores 4000 per parameter too)."""
+
 SECRET_ROLE = "bootstrap-secret"
+PARAMETER_ROLE = "bootstrap-parameter"
 
 
 def secret_role(machine_name: str, index: int) -> str:
@@ -45,10 +69,22 @@ def secret_role(machine_name: str, index: int) -> str:
     return f"{SECRET_ROLE}-{machine_name}-{index}"
 
 
+def parameter_role(machine_name: str, index: int) -> str:
+    """The engine role of a machine's ``index``-th parameter (naming the machine, as :func:`secret_role`)."""
+    return f"{PARAMETER_ROLE}-{machine_name}-{index}"
+
+
+def uses_parameter_store(machine: AWSMachine) -> bool:
+    cloud_init = machine.spec.cloud_init
+    return cloud_init is not None and cloud_init.secure_secrets_backend == SSM_PARAMETER_STORE
+
+
 def secret_prefix(machine: AWSMachine) -> str:
     cloud_init = machine.spec.cloud_init
     if cloud_init is not None and cloud_init.secret_prefix:
         return cloud_init.secret_prefix
+    if uses_parameter_store(machine):
+        return f"{PARAMETER_PREFIX}{machine.uid}"
     return f"{NAME_PREFIX}{machine.uid}"
 
 
@@ -56,11 +92,15 @@ def secret_name(prefix: str, index: int) -> str:
     return f"{prefix}-{index}"
 
 
-def chunks(data: bytes) -> list[bytes]:
-    """The gzipped data in :data:`CHUNK_SIZE` pieces. ``mtime=0``: the same data always gives the same
-    chunks, so a pass after a crash stores what the interrupted one did."""
+def parameter_name(prefix: str, index: int) -> str:
+    return f"{prefix}/{index}"
+
+
+def chunks(data: bytes, size: int = CHUNK_SIZE) -> list[bytes]:
+    """The gzipped data in ``size`` pieces. ``mtime=0``: the same data always gives the same chunks, so a
+    pass after a crash stores what the interrupted one did."""
     packed = gzip.compress(data, mtime=0)
-    return [packed[start : start + CHUNK_SIZE] for start in range(0, len(packed), CHUNK_SIZE)]
+    return [packed[start : start + size] for start in range(0, len(packed), size)]
 
 
 def skips_secrets_manager(machine: AWSMachine) -> bool:
@@ -74,6 +114,51 @@ def has_instance(scope: MachineScope) -> bool:
     obj = scope.obj
     recorded = scope.recorder.recorded(instance_role(obj.name))
     return recorded is not None or bool(obj.spec.instance_id) or bool(obj.status.instance_id)
+
+
+def _run_lines() -> list[str]:
+    return [
+        'for ((i = 0; i < count; i++)); do cat "$work/part-$i"; done | gunzip > "$work/bootstrap"',
+        'if [ "$(head -c 2 "$work/bootstrap")" = "#!" ]; then',
+        '  chmod 0700 "$work/bootstrap"',
+        '  "$work/bootstrap"',
+        "else",
+        '  cloud-init --file "$work/bootstrap" init',
+        '  cloud-init --file "$work/bootstrap" modules --mode=config',
+        '  cloud-init --file "$work/bootstrap" modules --mode=final',
+        "fi",
+    ]
+
+
+def parameter_fetch_script(prefix: str, count: int, region: str) -> bytes:
+    """The user data of an instance whose bootstrap data is in Parameter Store: read the ``count``
+    parameters decrypted (retrying while the instance role's credentials arrive), delete them, unpack the
+    data and run it. Names and the region only, never the contents."""
+    lines = [
+        "#!/bin/bash",
+        "# capa-py: this machine's bootstrap data is in AWS SSM Parameter Store, not in its user data.",
+        "# Read with the instance role's permission, deleted once read, then run.",
+        "set -o errexit -o nounset -o pipefail",
+        "umask 077",
+        f"region={shlex.quote(region)}",
+        f"prefix={shlex.quote(prefix)}",
+        f"count={count}",
+        'work="$(mktemp -d)"',
+        "trap 'rm -rf \"$work\"' EXIT",
+        "for ((i = 0; i < count; i++)); do",
+        "  for attempt in $(seq 1 30); do",
+        '    if aws ssm get-parameter --region "$region" --name "$prefix/$i" --with-decryption \\',
+        '        --query Parameter.Value --output text | base64 -d > "$work/part-$i"; then break; fi',
+        '    if [ "$attempt" -eq 30 ]; then echo "cannot read parameter $prefix/$i" >&2; exit 1; fi',
+        "    sleep 5",
+        "  done",
+        "done",
+        "for ((i = 0; i < count; i++)); do",
+        '  aws ssm delete-parameter --region "$region" --name "$prefix/$i" > /dev/null || true',
+        "done",
+        *_run_lines(),
+    ]
+    return ("\n".join(lines) + "\n").encode()
 
 
 def fetch_script(prefix: str, count: int, region: str) -> bytes:
@@ -103,15 +188,7 @@ def fetch_script(prefix: str, count: int, region: str) -> bytes:
         '  aws secretsmanager delete-secret --region "$region" --secret-id "$prefix-$i" \\',
         "    --force-delete-without-recovery > /dev/null || true",
         "done",
-        'for ((i = 0; i < count; i++)); do cat "$work/part-$i"; done | gunzip > "$work/bootstrap"',
-        'if [ "$(head -c 2 "$work/bootstrap")" = "#!" ]; then',
-        '  chmod 0700 "$work/bootstrap"',
-        '  "$work/bootstrap"',
-        "else",
-        '  cloud-init --file "$work/bootstrap" init',
-        '  cloud-init --file "$work/bootstrap" modules --mode=config',
-        '  cloud-init --file "$work/bootstrap" modules --mode=final',
-        "fi",
+        *_run_lines(),
     ]
     return ("\n".join(lines) + "\n").encode()
 
@@ -125,9 +202,13 @@ def store_bootstrap_data(scope: MachineScope) -> None:
         return
     prefix = secret_prefix(obj)
     region = scope.aws.region
+    script = parameter_fetch_script if uses_parameter_store(obj) else fetch_script
     if has_instance(scope):
         cloud_init = obj.spec.cloud_init
-        scope.user_data = fetch_script(prefix, (cloud_init.secret_count or 0) if cloud_init else 0, region)
+        scope.user_data = script(prefix, (cloud_init.secret_count or 0) if cloud_init else 0, region)
+        return
+    if uses_parameter_store(obj):
+        _store_parameters(scope, prefix)
         return
     secrets = Secret(scope.aws)
     parts = chunks(scope.bootstrap)
@@ -144,11 +225,28 @@ def store_bootstrap_data(scope: MachineScope) -> None:
     scope.user_data = fetch_script(prefix, len(parts), region)
 
 
-def _recorded_indices(obj: AWSMachine) -> set[int]:
+def _store_parameters(scope: MachineScope, prefix: str) -> None:
+    obj = scope.obj
+    parameters = Parameter(scope.aws)
+    parts = chunks(scope.bootstrap, PARAMETER_CHUNK_SIZE)
+    description = f"Bootstrap data of AWSMachine {obj.namespace}/{obj.name}, deleted once it has booted"
+    for index, part in enumerate(parts):
+        scope.engine.ensure(
+            parameters,
+            parameter_role(obj.name, index),
+            ParameterDesired(parameter_name(prefix, index), base64.b64encode(part).decode(), description),
+            scope.engine_scope,
+            name=obj.name,
+        )
+    scope.cloud_init = (prefix, len(parts))
+    scope.user_data = parameter_fetch_script(prefix, len(parts), scope.aws.region)
+
+
+def _recorded_indices(obj: AWSMachine, kind: str, role_prefix: str) -> set[int]:
     found: set[int] = set()
     for role, resource in obj.status.resources.items():
-        index = role.removeprefix(f"{SECRET_ROLE}-{obj.name}-")
-        if resource.kind == Secret.kind and index != role and index.isdigit():
+        index = role.removeprefix(f"{role_prefix}-{obj.name}-")
+        if resource.kind == kind and index != role and index.isdigit():
             found.add(int(index))
     return found
 
@@ -160,14 +258,23 @@ def delete_bootstrap_data(scope: ReconcileScope[AWSMachine]) -> None:
     obj = scope.obj
     cloud_init = obj.spec.cloud_init
     count = (cloud_init.secret_count or 0) if cloud_init is not None else 0
-    indices = _recorded_indices(obj) | set(range(count))
+    on_parameters = uses_parameter_store(obj)
+    if on_parameters:
+        indices = _recorded_indices(obj, Parameter.kind, PARAMETER_ROLE) | set(range(count))
+    else:
+        indices = _recorded_indices(obj, Secret.kind, SECRET_ROLE) | set(range(count))
     if not indices:
         return
     prefix = secret_prefix(obj)
-    secrets = Secret(scope.aws)
+    resource: ResourceClass[Any] = Parameter(scope.aws) if on_parameters else Secret(scope.aws)
     for index in sorted(indices):
-        desired = SecretDesired(secret_name(prefix, index))
-        scope.engine.remove(secrets, secret_role(obj.name, index), scope.engine_scope, desired)
+        if on_parameters:
+            role = parameter_role(obj.name, index)
+            desired: Any = ParameterDesired(parameter_name(prefix, index))
+        else:
+            role = secret_role(obj.name, index)
+            desired = SecretDesired(secret_name(prefix, index))
+        scope.engine.remove(resource, role, scope.engine_scope, desired)
     if count and not obj.being_deleted:
 
         def cleared(o: AWSMachine) -> None:
@@ -179,10 +286,13 @@ def delete_bootstrap_data(scope: ReconcileScope[AWSMachine]) -> None:
 
 __all__ = [
     "CHUNK_SIZE",
+    "PARAMETER_CHUNK_SIZE",
     "NODE_IAM_ACTIONS",
     "chunks",
     "delete_bootstrap_data",
     "fetch_script",
+    "parameter_fetch_script",
+    "parameter_name",
     "secret_name",
     "secret_prefix",
     "store_bootstrap_data",

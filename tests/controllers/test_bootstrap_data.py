@@ -25,7 +25,7 @@ from capa_py.api.aws_templates import AWSMachineTemplate
 from capa_py.api.cluster import Machine
 from capa_py.api.core import Secret
 from capa_py.api.machinesets import MachineDeployment
-from capa_py.api.meta import FieldIssue, KubeObject
+from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import call_scope
 from capa_py.aws.session import register_client_hook
 from capa_py.runtime.queue import ObjectKey
@@ -141,7 +141,8 @@ def test_insecure_skip_secrets_manager_puts_the_data_in_the_user_data(
     assert len(created) == 2, "the two workers still use Secrets Manager"
 
 
-def test_ssm_parameter_store_is_refused_naming_the_field() -> None:
+def test_ssm_parameter_store_is_accepted() -> None:
+    """Built (tests/controllers/test_bootstrap_parameters.py): no longer refused."""
     machine = AWSMachine.model_validate(
         {
             "metadata": {"name": "m", "namespace": "default"},
@@ -151,10 +152,7 @@ def test_ssm_parameter_store_is_refused_naming_the_field() -> None:
             },
         }
     )
-    issues = machine.semantic_issues()
-    assert [i.path for i in issues] == ["spec.cloudInit.secureSecretsBackend"], issues
-    assert isinstance(issues[0], FieldIssue)
-    assert "not supported yet" in issues[0].message
+    assert machine.semantic_issues() == []
 
 
 def test_reapplying_the_manifest_keeps_where_the_secrets_are(

@@ -36,6 +36,7 @@ from resources.launch_template import LaunchTemplate, LaunchTemplateVersion
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.nat_gateway import NatGateway, NatGatewayDesired
+from resources.parameter import Parameter, ParameterDesired
 from resources.record_set import RecordSet, RecordSetDesired
 from resources.route import Route, RouteDesired
 from resources.route_table import (
@@ -159,6 +160,11 @@ CASES = [
         lambda b: SecretDesired(f"aws.cluster.x-k8s.io/{b.unique('machine')}-0", b"\x1f\x8b bootstrap"),
         "aws.cluster.x-k8s.io/missing-0",
         delete_missing_raises=False,  # a delete without recovery of a missing name succeeds
+    ),
+    Case(
+        Parameter,
+        lambda b: ParameterDesired(f"/cluster.x-k8s.io/{b.unique('machine')}/0", "H4sIAAAAAAAA/bootstrap"),
+        "/cluster.x-k8s.io/missing/0",
     ),
     Case(HostedZone, hosted_zone_desired, "Z0123456789ABCDEFGHIJ"),
     Case(RecordSet, record_set_desired, "Z0123456789ABCDEFGHIJ|api.missing.internal.|CNAME"),

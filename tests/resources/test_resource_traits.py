@@ -114,6 +114,7 @@ EXPECTED_STRATEGIES = {
     "target-registration": StrategyClass.NO_TAGS_NO_TOKEN,
     "instance": StrategyClass.TAG_ON_CREATE,
     "secret": StrategyClass.TAG_ON_CREATE,
+    "parameter": StrategyClass.TAG_ON_CREATE,
     "hosted-zone": StrategyClass.TOKEN_SEPARATE_TAGGING,
     "record-set": StrategyClass.NO_TAGS_NO_TOKEN,
     "bucket": StrategyClass.TAG_ON_CREATE,
