@@ -178,8 +178,12 @@ class AWSMachine(KubeObject):
     def immutable_issues(self, old: AWSMachine) -> list[FieldIssue]:
         """CAPA's rule, once there is an instance to protect: until the machine has one (recorded, or an
         interrupted create's intent), its spec is still a request that can be corrected — a bad AMI, an
-        instance type AWS refused — and the next reconcile launches from the corrected spec."""
-        if not (old.status.instance_id or old.status.resources or old.status.intents):
+        instance type AWS refused — and the next reconcile launches from the corrected spec. Its bootstrap
+        data (secrets, parameters), stored before the launch, protects nothing."""
+        launched = old.status.instance_id or any(
+            r.kind == "instance" for r in (*old.status.resources.values(), *old.status.intents.values())
+        )
+        if not launched:
             return []
         return immutable("spec", _immutable_part(old.spec), _immutable_part(self.spec))
 

@@ -106,6 +106,18 @@ def test_awsmachine_insecure_skip_secrets_manager_is_immutable_once_launched() -
     assert list(_issues(_worker(_objects()), change)) == ["spec.cloudInit"]
 
 
+@pytest.mark.parametrize("path", sorted(MACHINE_IMMUTABLE))
+def test_awsmachine_whose_bootstrap_data_is_stored_but_no_instance_launched_can_be_corrected(path: str) -> None:
+    """Its secrets are stored before the launch: a machine whose launch AWS refused has them, and nothing to
+    protect yet."""
+    change, _ = MACHINE_IMMUTABLE[path]
+    machine = _worker(_objects(), launched=False)
+    machine.status.resources["bootstrap-secret-demo-worker-0-0"] = RecordedResource(
+        kind="secret", id="aws.cluster.x-k8s.io/0a1b-0"
+    )
+    assert _issues(machine, change) == {}  # type: ignore[arg-type]
+
+
 def test_awsmachine_with_only_an_intent_is_already_immutable() -> None:
     machine = _worker(_objects(), launched=False)
     machine.status.intents["instance"] = IntentRecord(kind="instance", started_at=utcnow(), fingerprint="f")

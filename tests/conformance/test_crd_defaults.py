@@ -138,7 +138,7 @@ def test_every_kind_with_defaults_is_compared() -> None:
     assert sorted(BY_KIND.keys() - compared) == []
 
 
-ADMISSION_DEFAULTED = {"MachineDeployment", "MachineSet"}
+ADMISSION_DEFAULTED = {"MachineDeployment", "MachineSet", "MachinePool"}
 """Kinds whose defaults are Cluster API's defaulting webhook's (the cluster-name label in the selector and
 template, ``replicas``, ``deletePolicy``, reference namespaces), which capa serve applies at admission and a
 real API server serving capa-py's stand-in CRDs does not: capa-py ships no mutating webhook for them. Under

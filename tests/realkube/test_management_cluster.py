@@ -35,6 +35,7 @@ from capa_py.api.aws import AWSCluster, AWSMachine
 from capa_py.api.cluster import Cluster, Machine
 from capa_py.manifests.rbac import (
     IDENTITY_ACCESS,
+    MACHINE_POOL_ACCESS,
     MACHINE_SET_ACCESS,
     NAMESPACE,
     OUTSIDE_THE_RECORDING,
@@ -326,7 +327,10 @@ def test_every_request_the_controller_made_was_allowed_and_every_rule_was_used(
     tinkerbell = _pairs(TINKERBELL_ACCESS)  # the example makes no Tinkerbell object
     machine_sets = _pairs(MACHINE_SET_ACCESS)  # nor a MachineDeployment (recorded by tests/machinesets)
     identities = _pairs(IDENTITY_ACCESS)  # nor names an identity
-    never = unused - after_conflicts_only - lifecycle.blocking_owners - tinkerbell - machine_sets - identities
+    pools = _pairs(MACHINE_POOL_ACCESS)  # nor a MachinePool (recorded by tests/manifests/test_rbac.py)
+    never = (
+        unused - after_conflicts_only - lifecycle.blocking_owners - tinkerbell - machine_sets - identities - pools
+    )
     assert never == set(), f"granted, never used: {sorted(never)}"
     assert _pairs(OUTSIDE_THE_RECORDING) <= used, "what the in-process recording cannot see, seen here"
     for model, verb, _why in READ_FROM_THE_CACHE:

@@ -260,7 +260,9 @@ class World:
     def prepare(self, name: str, namespace: str = "default") -> Workflow:
         self.controller.reconcile(ObjectKey("Workflow", namespace, name))
         prepared = self.get(name, namespace)
-        assert prepared.status.state == "Pending", prepared.status
+        # Pending, or already Scheduled: an agent stream waiting for this Hardware may be handed the workflow
+        # between the reconcile and this read.
+        assert prepared.status.state in ("Pending", "Scheduled"), prepared.status
         return prepared
 
     def submit(self, name: str, hardware_name: str, namespace: str = "default") -> Workflow:
