@@ -180,9 +180,9 @@ class AWSMachine(KubeObject):
         interrupted create's intent), its spec is still a request that can be corrected — a bad AMI, an
         instance type AWS refused — and the next reconcile launches from the corrected spec. Its bootstrap
         data (secrets, parameters), stored before the launch, protects nothing."""
-        launched = old.status.instance_id or any(
-            r.kind == "instance" for r in (*old.status.resources.values(), *old.status.intents.values())
-        )
+        kinds = [r.kind for r in old.status.resources.values()]
+        kinds += [i.kind for i in old.status.intents.values()]
+        launched = old.status.instance_id or "instance" in kinds
         if not launched:
             return []
         return immutable("spec", _immutable_part(old.spec), _immutable_part(self.spec))

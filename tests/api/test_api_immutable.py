@@ -107,7 +107,7 @@ def test_awsmachine_insecure_skip_secrets_manager_is_immutable_once_launched() -
 
 
 @pytest.mark.parametrize("path", sorted(MACHINE_IMMUTABLE))
-def test_awsmachine_whose_bootstrap_data_is_stored_but_no_instance_launched_can_be_corrected(path: str) -> None:
+def test_awsmachine_with_bootstrap_data_stored_but_no_instance_launched_can_be_corrected(path: str) -> None:
     """Its secrets are stored before the launch: a machine whose launch AWS refused has them, and nothing to
     protect yet."""
     change, _ = MACHINE_IMMUTABLE[path]

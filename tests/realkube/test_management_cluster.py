@@ -328,9 +328,8 @@ def test_every_request_the_controller_made_was_allowed_and_every_rule_was_used(
     machine_sets = _pairs(MACHINE_SET_ACCESS)  # nor a MachineDeployment (recorded by tests/machinesets)
     identities = _pairs(IDENTITY_ACCESS)  # nor names an identity
     pools = _pairs(MACHINE_POOL_ACCESS)  # nor a MachinePool (recorded by tests/manifests/test_rbac.py)
-    never = (
-        unused - after_conflicts_only - lifecycle.blocking_owners - tinkerbell - machine_sets - identities - pools
-    )
+    elsewhere = tinkerbell | machine_sets | identities | pools
+    never = unused - after_conflicts_only - lifecycle.blocking_owners - elsewhere
     assert never == set(), f"granted, never used: {sorted(never)}"
     assert _pairs(OUTSIDE_THE_RECORDING) <= used, "what the in-process recording cannot see, seen here"
     for model, verb, _why in READ_FROM_THE_CACHE:
