@@ -30,9 +30,10 @@ from typing import Any
 HOST = "127.0.0.1"
 DEFAULT_PORT = 4566
 """LocalStack's usual port, taken when free; ``capa`` picks the ``localstack`` profile for it."""
-SERVICES = ("ec2", "iam", "secretsmanager")
+SERVICES = ("ec2", "iam", "secretsmanager", "ssm", "route53", "s3")
 """EC2 for everything capa-py makes; IAM for the instance profile one instance test creates; Secrets Manager
-for the machines' bootstrap data."""
+and SSM Parameter Store for the machines' bootstrap data; Route 53 for the API server's hosted zone and
+record; S3 for buckets."""
 TEST_PATHS = ("tests/resources", "tests/localstack")
 START_TIMEOUT = 120.0
 STOP_TIMEOUT = 15.0

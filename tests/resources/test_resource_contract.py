@@ -9,6 +9,7 @@ difference), describe by natural key, tagging after create, an update that is id
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +57,9 @@ from resources.target_group import (
 )
 from resources.vpc import Vpc, VpcDesired
 from tests.resources.builders import REGION, ZONE, Builder
+
+RUN = uuid.uuid4().hex[:12]
+"""Part of this run's bucket names."""
 
 ELB_ARN = "arn:aws:elasticloadbalancing:us-east-1:123456789012"
 
@@ -168,7 +172,8 @@ CASES = [
     ),
     Case(HostedZone, hosted_zone_desired, "Z0123456789ABCDEFGHIJ"),
     Case(RecordSet, record_set_desired, "Z0123456789ABCDEFGHIJ|api.missing.internal.|CNAME"),
-    Case(Bucket, lambda b: BucketDesired(b.unique("capa-py-contract-bucket")), "capa-py-missing-bucket-0"),
+    # Bucket names are global across accounts (LocalStack's too): a name of this run's own.
+    Case(Bucket, lambda b: BucketDesired(b.unique(f"capa-py-contract-{RUN}")), f"capa-py-missing-{RUN}-0"),
     Case(LaunchTemplate, lambda b: b.launch_template_desired(), "lt-0123456789abcdef0"),
     Case(
         LaunchTemplateVersion,
