@@ -59,7 +59,7 @@ from resources.vpc import Vpc, VpcDesired
 from tests.resources.builders import REGION, ZONE, Builder
 
 RUN = uuid.uuid4().hex[:12]
-"""Part of this run's bucket names."""
+"""Part of the name of a bucket no test makes."""
 
 ELB_ARN = "arn:aws:elasticloadbalancing:us-east-1:123456789012"
 
@@ -172,8 +172,8 @@ CASES = [
     ),
     Case(HostedZone, hosted_zone_desired, "Z0123456789ABCDEFGHIJ"),
     Case(RecordSet, record_set_desired, "Z0123456789ABCDEFGHIJ|api.missing.internal.|CNAME"),
-    # Bucket names are global across accounts (LocalStack's too): a name of this run's own.
-    Case(Bucket, lambda b: BucketDesired(b.unique(f"capa-py-contract-{RUN}")), f"capa-py-missing-{RUN}-0"),
+    # Bucket names are global across accounts (LocalStack's too): a name no other test has.
+    Case(Bucket, lambda b: BucketDesired(f"capa-py-contract-{uuid.uuid4().hex}"), f"capa-py-missing-{RUN}"),
     Case(LaunchTemplate, lambda b: b.launch_template_desired(), "lt-0123456789abcdef0"),
     Case(
         LaunchTemplateVersion,
