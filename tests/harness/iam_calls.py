@@ -23,8 +23,6 @@ import pytest
 from capa_py.aws.iam_actions import iam_actions
 
 NEVER_CALLED: dict[str, str] = {
-    "ec2:DeleteLaunchTemplateVersions": "moto has no DeleteLaunchTemplateVersions: the contract test of "
-    "launch template versions is a strict xfail there",
     "iam:PassRole": "no API call: AWS checks it inside RunInstances when an instance profile is given",
     "iam:CreateServiceLinkedRole": "no API call of capa-py: AWS makes the Elastic Load Balancing, EC2 Spot "
     "and Auto Scaling service-linked roles on the caller's behalf, and moto has no service-linked roles",
