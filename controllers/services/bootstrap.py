@@ -29,10 +29,13 @@ from __future__ import annotations
 import base64
 import gzip
 import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from capa_py.api.aws import AWSMachine
 from capa_py.api.aws_machine import SSM_PARAMETER_STORE
+from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import ResourceClass
 from controllers.aws_scope import ReconcileScope
 from controllers.services.instances import MachineScope, instance_role
@@ -62,18 +65,6 @@ SECRET_ROLE = "bootstrap-secret"
 PARAMETER_ROLE = "bootstrap-parameter"
 
 
-def secret_role(machine_name: str, index: int) -> str:
-    """The engine role of a machine's ``index``-th secret. It names the machine: lookups by tags match the
-    cluster and role tags only, and every machine of a cluster stores secrets 0, 1, …: with the index alone,
-    a machine whose create was interrupted would adopt another machine's secret of the same index."""
-    return f"{SECRET_ROLE}-{machine_name}-{index}"
-
-
-def parameter_role(machine_name: str, index: int) -> str:
-    """The engine role of a machine's ``index``-th parameter (naming the machine, as :func:`secret_role`)."""
-    return f"{PARAMETER_ROLE}-{machine_name}-{index}"
-
-
 def uses_parameter_store(machine: AWSMachine) -> bool:
     cloud_init = machine.spec.cloud_init
     return cloud_init is not None and cloud_init.secure_secrets_backend == SSM_PARAMETER_STORE
@@ -83,9 +74,7 @@ def secret_prefix(machine: AWSMachine) -> str:
     cloud_init = machine.spec.cloud_init
     if cloud_init is not None and cloud_init.secret_prefix:
         return cloud_init.secret_prefix
-    if uses_parameter_store(machine):
-        return f"{PARAMETER_PREFIX}{machine.uid}"
-    return f"{NAME_PREFIX}{machine.uid}"
+    return f"{backend_of(machine).default_prefix}{machine.uid}"
 
 
 def secret_name(prefix: str, index: int) -> str:
@@ -193,88 +182,121 @@ def fetch_script(prefix: str, count: int, region: str) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+def _secret_desired(name: str, part: bytes | None, description: str) -> SecretDesired:
+    return SecretDesired(name) if part is None else SecretDesired(name, part, description)
+
+
+def _parameter_desired(name: str, part: bytes | None, description: str) -> ParameterDesired:
+    if part is None:
+        return ParameterDesired(name)
+    return ParameterDesired(name, base64.b64encode(part).decode(), description)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where a machine's chunks go, and everything that differs between the stores: the resource class,
+    the engine role of a chunk, the chunk size, a chunk's name, its desired state (``part`` None: only the
+    name, to delete it) and the user data that fetches them. The store and delete flows are the same."""
+
+    resource: Callable[[AWSClients], ResourceClass[Any]]
+    kind: str
+    role_prefix: str
+    chunk_size: int
+    default_prefix: str
+    name: Callable[[str, int], str]
+    desired: Callable[[str, bytes | None, str], Any]
+    fetch_script: Callable[[str, int, str], bytes]
+
+    def role(self, machine_name: str, index: int) -> str:
+        """The engine role of a machine's ``index``-th chunk. It names the machine: lookups by tags match
+        the cluster and role tags only, and every machine of a cluster stores chunks 0, 1, …: with the
+        index alone, a machine whose create was interrupted would adopt another machine's chunk."""
+        return f"{self.role_prefix}-{machine_name}-{index}"
+
+
+SECRETS_MANAGER = Backend(
+    resource=Secret,
+    kind=Secret.kind,
+    role_prefix=SECRET_ROLE,
+    chunk_size=CHUNK_SIZE,
+    default_prefix=NAME_PREFIX,
+    name=secret_name,
+    desired=_secret_desired,
+    fetch_script=fetch_script,
+)
+PARAMETER_STORE = Backend(
+    resource=Parameter,
+    kind=Parameter.kind,
+    role_prefix=PARAMETER_ROLE,
+    chunk_size=PARAMETER_CHUNK_SIZE,
+    default_prefix=PARAMETER_PREFIX,
+    name=parameter_name,
+    desired=_parameter_desired,
+    fetch_script=parameter_fetch_script,
+)
+BACKENDS: dict[str, Backend] = {"secrets-manager": SECRETS_MANAGER, SSM_PARAMETER_STORE: PARAMETER_STORE}
+"""``spec.cloudInit.secureSecretsBackend`` → its backend (unset: Secrets Manager)."""
+
+
+def backend_of(machine: AWSMachine) -> Backend:
+    return PARAMETER_STORE if uses_parameter_store(machine) else SECRETS_MANAGER
+
+
 def store_bootstrap_data(scope: MachineScope) -> None:
-    """Decide the instance's user data: the fetch script over freshly stored secrets, the data itself
-    (``insecureSkipSecretsManager``), or — for a machine that has an instance already — no new secrets."""
+    """Decide the instance's user data: the fetch script over freshly stored chunks, the data itself
+    (``insecureSkipSecretsManager``), or — for a machine that has an instance already — no new chunks."""
     obj = scope.obj
     if skips_secrets_manager(obj):
         scope.user_data = scope.bootstrap
         return
+    backend = backend_of(obj)
     prefix = secret_prefix(obj)
     region = scope.aws.region
-    script = parameter_fetch_script if uses_parameter_store(obj) else fetch_script
     if has_instance(scope):
         cloud_init = obj.spec.cloud_init
-        scope.user_data = script(prefix, (cloud_init.secret_count or 0) if cloud_init else 0, region)
+        count = (cloud_init.secret_count or 0) if cloud_init else 0
+        scope.user_data = backend.fetch_script(prefix, count, region)
         return
-    if uses_parameter_store(obj):
-        _store_parameters(scope, prefix)
-        return
-    secrets = Secret(scope.aws)
-    parts = chunks(scope.bootstrap)
+    resource = backend.resource(scope.aws)
+    parts = chunks(scope.bootstrap, backend.chunk_size)
     description = f"Bootstrap data of AWSMachine {obj.namespace}/{obj.name}, deleted once it has booted"
     for index, part in enumerate(parts):
         scope.engine.ensure(
-            secrets,
-            secret_role(obj.name, index),
-            SecretDesired(secret_name(prefix, index), part, description),
+            resource,
+            backend.role(obj.name, index),
+            backend.desired(backend.name(prefix, index), part, description),
             scope.engine_scope,
             name=obj.name,
         )
     scope.cloud_init = (prefix, len(parts))
-    scope.user_data = fetch_script(prefix, len(parts), region)
+    scope.user_data = backend.fetch_script(prefix, len(parts), region)
 
 
-def _store_parameters(scope: MachineScope, prefix: str) -> None:
-    obj = scope.obj
-    parameters = Parameter(scope.aws)
-    parts = chunks(scope.bootstrap, PARAMETER_CHUNK_SIZE)
-    description = f"Bootstrap data of AWSMachine {obj.namespace}/{obj.name}, deleted once it has booted"
-    for index, part in enumerate(parts):
-        scope.engine.ensure(
-            parameters,
-            parameter_role(obj.name, index),
-            ParameterDesired(parameter_name(prefix, index), base64.b64encode(part).decode(), description),
-            scope.engine_scope,
-            name=obj.name,
-        )
-    scope.cloud_init = (prefix, len(parts))
-    scope.user_data = parameter_fetch_script(prefix, len(parts), scope.aws.region)
-
-
-def _recorded_indices(obj: AWSMachine, kind: str, role_prefix: str) -> set[int]:
+def _recorded_indices(obj: AWSMachine, backend: Backend) -> set[int]:
     found: set[int] = set()
     for role, resource in obj.status.resources.items():
-        index = role.removeprefix(f"{role_prefix}-{obj.name}-")
-        if resource.kind == kind and index != role and index.isdigit():
+        index = role.removeprefix(f"{backend.role_prefix}-{obj.name}-")
+        if resource.kind == backend.kind and index != role and index.isdigit():
             found.add(int(index))
     return found
 
 
 def delete_bootstrap_data(scope: ReconcileScope[AWSMachine]) -> None:
-    """Delete the machine's secrets: those its status records and those ``spec.cloudInit.secretCount``
+    """Delete the machine's chunks: those its status records and those ``spec.cloudInit.secretCount``
     names (a machine whose status was lost in a move); then clear ``secretCount``. Nothing to do, and no
     call made, when neither names any."""
     obj = scope.obj
     cloud_init = obj.spec.cloud_init
     count = (cloud_init.secret_count or 0) if cloud_init is not None else 0
-    on_parameters = uses_parameter_store(obj)
-    if on_parameters:
-        indices = _recorded_indices(obj, Parameter.kind, PARAMETER_ROLE) | set(range(count))
-    else:
-        indices = _recorded_indices(obj, Secret.kind, SECRET_ROLE) | set(range(count))
+    backend = backend_of(obj)
+    indices = _recorded_indices(obj, backend) | set(range(count))
     if not indices:
         return
     prefix = secret_prefix(obj)
-    resource: ResourceClass[Any] = Parameter(scope.aws) if on_parameters else Secret(scope.aws)
+    resource = backend.resource(scope.aws)
     for index in sorted(indices):
-        if on_parameters:
-            role = parameter_role(obj.name, index)
-            desired: Any = ParameterDesired(parameter_name(prefix, index))
-        else:
-            role = secret_role(obj.name, index)
-            desired = SecretDesired(secret_name(prefix, index))
-        scope.engine.remove(resource, role, scope.engine_scope, desired)
+        desired = backend.desired(backend.name(prefix, index), None, "")
+        scope.engine.remove(resource, backend.role(obj.name, index), scope.engine_scope, desired)
     if count and not obj.being_deleted:
 
         def cleared(o: AWSMachine) -> None:
@@ -285,7 +307,12 @@ def delete_bootstrap_data(scope: ReconcileScope[AWSMachine]) -> None:
 
 
 __all__ = [
+    "BACKENDS",
     "CHUNK_SIZE",
+    "PARAMETER_STORE",
+    "SECRETS_MANAGER",
+    "Backend",
+    "backend_of",
     "PARAMETER_CHUNK_SIZE",
     "NODE_IAM_ACTIONS",
     "chunks",

@@ -16,6 +16,7 @@ import gzip
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ from capa_py.aws.accounting import call_scope
 from capa_py.aws.session import register_client_hook
 from capa_py.runtime.queue import ObjectKey
 from controllers.awsmachine import AWSMachineController
-from controllers.services.bootstrap import CHUNK_SIZE
+from controllers.services.bootstrap import CHUNK_SIZE, PARAMETER_CHUNK_SIZE
 from tests.audit.helpers import crash_after, crashing
 from tests.controllers.conftest import Harness
 from tests.harness.faults import FailRule, Faults
@@ -56,6 +57,62 @@ def created_secrets() -> Iterator[list[dict[str, Any]]]:
         yield seen
     finally:
         unregister()
+
+
+@contextmanager
+def created_chunks(backend: Backend) -> Iterator[list[dict[str, Any]]]:
+    """The parameters of every create of ``backend``'s chunks the clients made inside the block send."""
+    seen: list[dict[str, Any]] = []
+
+    def hook(raw: Any, service: str) -> None:
+        def note(params: dict[str, Any], **_: Any) -> None:
+            seen.append(dict(params))
+
+        raw.meta.events.register(f"provide-client-params.{backend.service}.{backend.create_operation}", note)
+
+    unregister = register_client_hook(hook)
+    try:
+        yield seen
+    finally:
+        unregister()
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A bootstrap data backend as these tests drive it: what the machine's spec says, the create call of
+    a chunk, the engine role's prefix, the chunk size, and how to list what is left."""
+
+    cloud_init: CloudInit | None
+    service: str
+    create_operation: str
+    role_prefix: str
+    chunk_size: int
+    listed: Callable[[Harness], list[str]]
+
+    def __str__(self) -> str:
+        return self.service
+
+
+def _secret_names(harness: Harness) -> list[str]:
+    return sorted(s["Name"] for s in harness.aws.client("secretsmanager").pages("ListSecrets", "SecretList"))
+
+
+def _parameter_names(harness: Harness) -> list[str]:
+    return sorted(p["Name"] for p in harness.aws.client("ssm").pages("DescribeParameters", "Parameters"))
+
+
+SECRETS = Backend(None, "secretsmanager", "CreateSecret", "bootstrap-secret", CHUNK_SIZE, _secret_names)
+PARAMETERS = Backend(
+    CloudInit(secure_secrets_backend="ssm-parameter-store"),
+    "ssm",
+    "PutParameter",
+    "bootstrap-parameter",
+    PARAMETER_CHUNK_SIZE,
+    _parameter_names,
+)
+BACKENDS = pytest.mark.parametrize(
+    "backend", [SECRETS, PARAMETERS], ids=["secrets-manager", "ssm-parameter-store"]
+)
 
 
 def _secrets(harness: Harness) -> list[dict[str, Any]]:
@@ -185,10 +242,14 @@ def test_a_template_cannot_name_one_machines_secrets() -> None:
     assert paths == ["spec.template.spec.cloudInit.secretCount", "spec.template.spec.cloudInit.secretPrefix"]
 
 
-def test_a_moved_machine_that_keeps_its_instance_id_stores_no_secrets_again(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+@BACKENDS
+def test_a_moved_machine_that_keeps_its_instance_id_stores_no_chunks_again(
+    harness: Harness, example: Callable[[], list[KubeObject]], backend: Backend
 ) -> None:
-    objects = _targets(harness.apply(example()))
+    objects = example()
+    if backend.cloud_init is not None:
+        _control_plane(objects).spec.cloud_init = backend.cloud_init.model_copy()
+    objects = _targets(harness.apply(objects))
     assert harness.converge(objects).converged
     machine = harness.store.get(AWSMachine, MACHINE, "default")
     instance_id = machine.status.instance_id
@@ -197,12 +258,12 @@ def test_a_moved_machine_that_keeps_its_instance_id_stores_no_secrets_again(
     # clusterctl move: the spec (instanceID, cloudInit) travels, the status does not.
     machine.status = AWSMachineStatus()
     harness.store.update_status(machine)
-    with created_secrets() as created, call_scope() as calls:
+    with created_chunks(backend) as created, call_scope() as calls:
         harness.pool = harness.new_pool()
         result = harness.converge(objects)
     assert result.converged, f"not converged: {result.states}"
-    assert created == [], "no secret stored again for a machine that has an instance"
-    assert "secretsmanager:CreateSecret" not in calls.by_operation()
+    assert created == [], "no chunk stored again for a machine that has an instance"
+    assert f"{backend.service}:{backend.create_operation}" not in calls.by_operation()
     assert harness.store.get(AWSMachine, MACHINE, "default").status.instance_id == instance_id
 
 
@@ -225,6 +286,16 @@ def _cluster_first(harness: Harness, example: Callable[[], list[KubeObject]]) ->
     return ObjectKey("AWSMachine", "default", MACHINE)
 
 
+def _first_on(harness: Harness, example: Callable[[], list[KubeObject]], backend: Backend) -> ObjectKey:
+    """:func:`_cluster_first`, the control-plane machine on ``backend``."""
+    key = _cluster_first(harness, example)
+    if backend.cloud_init is not None:
+        machine = harness.store.get(AWSMachine, MACHINE, "default")
+        machine.spec.cloud_init = backend.cloud_init.model_copy()
+        harness.store.update(machine)
+    return key
+
+
 def _reconcile_with(harness: Harness, key: ObjectKey) -> None:
     AWSMachineController(harness.store, harness.new_pool(), harness.engine).reconcile(key)
 
@@ -240,24 +311,25 @@ def _machine_targets(harness: Harness) -> list[KubeObject]:
     return [harness.store.get(AWSMachine, MACHINE, "default")]
 
 
-def test_a_crash_after_create_secret_reuses_the_secret_and_leaves_no_orphan(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+@BACKENDS
+def test_a_crash_after_the_create_reuses_the_chunk_and_leaves_no_orphan(
+    harness: Harness, example: Callable[[], list[KubeObject]], backend: Backend
 ) -> None:
-    key = _cluster_first(harness, example)
-    with crash_after("CreateSecret"):
+    key = _first_on(harness, example, backend)
+    with crash_after(backend.create_operation):
         crashing(lambda: _reconcile_with(harness, key))
-    left = [s["Name"] for s in _secrets(harness)]
+    left = backend.listed(harness)
     assert len(left) == 1, left
     resources = harness.store.get(AWSMachine, MACHINE, "default").status.resources
-    assert not resources.get(f"bootstrap-secret-{MACHINE}-0")
+    assert not resources.get(f"{backend.role_prefix}-{MACHINE}-0")
     assert _instances(harness) == []
 
-    with created_secrets() as created:
+    with created_chunks(backend) as created:
         harness.pool = harness.new_pool()
         result = harness.converge(_machine_targets(harness))
     assert result.converged, f"not converged: {result.states}"
-    assert created == [], "the secret the crashed pass made is found by its name and reused"
-    assert _secrets(harness) == []
+    assert created == [], "the chunk the crashed pass made is found (tags, then name) and reused"
+    assert backend.listed(harness) == []
     assert len(_instances(harness)) == 1
 
 
@@ -298,10 +370,11 @@ def test_a_throttled_create_secret_is_retried(
     assert outcomes == {"ThrottlingException": 2, "ok": 1}
 
 
-def test_deleting_a_machine_whose_instance_never_launched_deletes_its_secrets(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+@BACKENDS
+def test_deleting_a_machine_whose_instance_never_launched_deletes_its_chunks(
+    harness: Harness, example: Callable[[], list[KubeObject]], backend: Backend
 ) -> None:
-    key = _cluster_first(harness, example)
+    key = _first_on(harness, example, backend)
     faults = Faults(fail_rules=[FailRule("RunInstances", "Unsupported")])
     unregister = register_client_hook(faults.client_hook)
     try:
@@ -310,23 +383,26 @@ def test_deleting_a_machine_whose_instance_never_launched_deletes_its_secrets(
         unregister()
     machine = harness.store.get(AWSMachine, MACHINE, "default")
     assert machine.status.failure_reason == "Unsupported"
-    assert len(_secrets(harness)) == 1, "stored before the launch that AWS refused"
+    assert len(backend.listed(harness)) == 1, "stored before the launch that AWS refused"
 
     harness.store.delete(AWSMachine, MACHINE, "default")
     result = harness.converge([machine], goal="gone")
     assert result.converged, f"not deleted: {result.states}"
-    assert _secrets(harness) == []
+    assert backend.listed(harness) == []
 
 
-@pytest.mark.parametrize("size", [0, 1, CHUNK_SIZE * 3])
-def test_chunks_rebuild_the_data(size: int) -> None:
+@BACKENDS
+@pytest.mark.parametrize("size", ["empty", "one byte", "three chunks"])
+def test_chunks_rebuild_the_data_and_fit_the_backend(size: str, backend: Backend) -> None:
     from controllers.services.bootstrap import chunks
 
-    data = os.urandom(size)
-    parts = chunks(data)
-    assert parts == chunks(data), "the same data always gives the same chunks"
-    assert all(0 < len(p) <= CHUNK_SIZE for p in parts)
+    data = os.urandom({"empty": 0, "one byte": 1, "three chunks": backend.chunk_size * 3}[size])
+    parts = chunks(data, backend.chunk_size)
+    assert parts == chunks(data, backend.chunk_size), "the same data always gives the same chunks"
+    assert all(0 < len(p) <= backend.chunk_size for p in parts)
     assert gzip.decompress(b"".join(parts)) == data
+    if backend is PARAMETERS:
+        assert all(len(base64.b64encode(p)) <= 4096 for p in parts), "within the standard tier"
 
 
 def test_a_machine_never_adopts_the_secret_of_another_machine_of_its_cluster(

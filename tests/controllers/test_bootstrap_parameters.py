@@ -5,39 +5,33 @@ Against moto over HTTP, with the real controllers: the data is gzipped, cut in c
 :data:`PARAMETER_CHUNK_SIZE` bytes and stored base64-encoded as ``SecureString`` parameters named
 ``/cluster.x-k8s.io/<uid>/<n>`` (standard tier) before ``RunInstances``; the user data is the script that
 reads them with ``aws ssm get-parameter --with-decryption`` (no contents); they are deleted once the
-instance runs and when the machine is deleted; a moved machine stores none again; and a crash right after
-``PutParameter`` leaves no duplicate (``PutParameter`` takes no client token: the parameter is found by its
-tags, then by its name).
+instance runs. A moved machine storing none again, a crash right after ``PutParameter`` (no client token:
+the parameter is found by its tags, then by its name), the delete of a machine never launched and the
+chunk sizes run on both backends in test_bootstrap_data.py.
 """
 
 from __future__ import annotations
 
 import base64
 import gzip
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from capa_py.api.aws import AWSMachine, AWSMachineStatus, CloudInit
+from capa_py.api.aws import AWSMachine, CloudInit
 from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import call_scope
 from capa_py.aws.session import register_client_hook
 from controllers.services.bootstrap import PARAMETER_CHUNK_SIZE
-from tests.audit.helpers import crash_after, crashing
 from tests.controllers.conftest import Harness
 from tests.controllers.test_bootstrap_data import (
     BIG,
     MACHINE,
-    _cluster_first,
     _control_plane,
-    _instances,
-    _reconcile_with,
     _user_data,
     _with_bootstrap,
 )
-from tests.harness.faults import FailRule, Faults
 
 SSM = CloudInit(secure_secrets_backend="ssm-parameter-store")
 
@@ -121,73 +115,6 @@ def test_bootstrap_data_is_stored_as_parameters_and_fetched_by_the_instance(
     assert machine.status.ready
 
 
-def test_a_moved_machine_that_keeps_its_instance_id_puts_no_parameter_again(
-    harness: Harness, example: Callable[[], list[KubeObject]]
-) -> None:
-    objects = _targets(harness.apply(_on_parameter_store(example())))
-    assert harness.converge(objects).converged
-    machine = harness.store.get(AWSMachine, MACHINE, "default")
-    assert machine.spec.instance_id == machine.status.instance_id
-
-    machine.status = AWSMachineStatus()
-    harness.store.update_status(machine)
-    with put_parameters() as put, call_scope() as calls:
-        harness.pool = harness.new_pool()
-        result = harness.converge(objects)
-    assert result.converged, f"not converged: {result.states}"
-    assert put == []
-    assert "ssm:PutParameter" not in calls.by_operation()
-
-
-def _first_on_parameter_store(harness: Harness, example: Callable[[], list[KubeObject]]) -> Any:
-    key = _cluster_first(harness, example)
-    machine = harness.store.get(AWSMachine, MACHINE, "default")
-    machine.spec.cloud_init = SSM.model_copy()
-    harness.store.update(machine)
-    return key
-
-
-def test_a_crash_after_put_parameter_reuses_the_parameter_and_leaves_no_orphan(
-    harness: Harness, example: Callable[[], list[KubeObject]]
-) -> None:
-    key = _first_on_parameter_store(harness, example)
-    with crash_after("PutParameter"):
-        crashing(lambda: _reconcile_with(harness, key))
-    left = _parameters(harness)
-    assert len(left) == 1, left
-    resources = harness.store.get(AWSMachine, MACHINE, "default").status.resources
-    assert not resources.get(f"bootstrap-parameter-{MACHINE}-0")
-    assert _instances(harness) == []
-
-    with put_parameters() as put:
-        harness.pool = harness.new_pool()
-        result = harness.converge([harness.store.get(AWSMachine, MACHINE, "default")])
-    assert result.converged, f"not converged: {result.states}"
-    assert put == [], "the parameter the crashed pass made is found and reused, never put twice"
-    assert _parameters(harness) == []
-    assert len(_instances(harness)) == 1
-
-
-def test_deleting_a_machine_whose_instance_never_launched_deletes_its_parameters(
-    harness: Harness, example: Callable[[], list[KubeObject]]
-) -> None:
-    key = _first_on_parameter_store(harness, example)
-    faults = Faults(fail_rules=[FailRule("RunInstances", "Unsupported")])
-    unregister = register_client_hook(faults.client_hook)
-    try:
-        _reconcile_with(harness, key)
-    finally:
-        unregister()
-    machine = harness.store.get(AWSMachine, MACHINE, "default")
-    assert machine.status.failure_reason == "Unsupported"
-    assert len(_parameters(harness)) == 1, "stored before the launch that AWS refused"
-
-    harness.store.delete(AWSMachine, MACHINE, "default")
-    result = harness.converge([machine], goal="gone")
-    assert result.converged, f"not deleted: {result.states}"
-    assert _parameters(harness) == []
-
-
 def test_a_parameter_prefix_parameter_store_refuses_is_refused_naming_the_field() -> None:
     for prefix in ("aws.cluster.x-k8s.io/x", "/ssm/x", "cluster x", "no-leading-slash"):
         machine = AWSMachine.model_validate(
@@ -200,16 +127,6 @@ def test_a_parameter_prefix_parameter_store_refuses_is_refused_naming_the_field(
             }
         )
         assert [i.path for i in machine.semantic_issues()] == ["spec.cloudInit.secretPrefix"], prefix
-
-
-def test_parameter_chunks_fit_the_standard_tier() -> None:
-    from controllers.services.bootstrap import chunks
-
-    data = os.urandom(PARAMETER_CHUNK_SIZE * 3)
-    parts = chunks(data, PARAMETER_CHUNK_SIZE)
-    assert len(parts) > 1
-    assert all(len(base64.b64encode(p)) <= 4096 for p in parts)
-    assert gzip.decompress(b"".join(parts)) == data
 
 
 def test_the_nodes_policy_lets_a_node_read_and_delete_its_parameters_only() -> None:
