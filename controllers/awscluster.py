@@ -56,7 +56,7 @@ from controllers.base import (
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import CONDITIONS as IDENTITY_CONDITIONS
 from controllers.identity import RECHECK_AFTER, Identities, IdentityError
-from controllers.services import bastion, dns, loadbalancer, network, securitygroups, sweep
+from controllers.services import bastion, dns, loadbalancer, network, objectstore, securitygroups, sweep
 from controllers.services.bastion import BastionStep
 from controllers.services.cluster_scope import ClusterScope
 from controllers.services.loadbalancer import LOAD_BALANCER_READY
@@ -152,12 +152,15 @@ CREATE: Action = Sequential(
             Step("ReconcileSecurityGroups", securitygroups.reconcile_security_groups, SECURITY_GROUPS_READY),
             BastionStep("ReconcileBastion", bastion.reconcile_bastion),
         ),
+        # The machines' Ignition data bucket depends on nothing of the network.
+        If(objectstore.wants_bucket, Step("ReconcileS3Bucket", objectstore.reconcile_bucket)),
     ),
     Step("MarkReady", loadbalancer.mark_ready),
 )
 """One create pass of an AWSCluster, run over its :class:`ClusterScope`."""
 
 DELETE: Action = Sequential(
+    *(Step(deletion.description, deletion) for deletion in objectstore.DELETION),
     *(Step(deletion.description, deletion) for deletion in (*dns.DELETION, *loadbalancer.DELETION)),
     Step("DeleteBastionHost", bastion.delete_instance),
     *(Step(deletion.description, deletion) for deletion in securitygroups.DELETION),
@@ -165,9 +168,9 @@ DELETE: Action = Sequential(
     *(Step(deletion.description, deletion) for deletion in network.DELETION),
     Step("SweepStrayResources", sweep.sweep_cluster_resources),
 )
-"""One delete pass: the API server's record set and hosted zone, the load balancer, the bastion host (its
-interface holds a subnet and its group), the cluster's security groups, the bastion's (their rules name it),
-the network (the VPC last), then strays."""
+"""One delete pass: the Ignition bucket (emptied), the API server's record set and hosted zone, the load
+balancer, the bastion host (its interface holds a subnet and its group), the cluster's security groups, the
+bastion's (their rules name it), the network (the VPC last), then strays."""
 
 
 class AWSClusterController:

@@ -41,7 +41,7 @@ from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from capa_py.tag_budget import merged_tag_issue
-from controllers.aws_scope import ReconcileScope, Step, in_scope
+from controllers.aws_scope import Step, in_scope
 from controllers.base import (
     add_finalizer,
     fetch,
@@ -58,7 +58,7 @@ from controllers.base import (
 )
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import RECHECK_AFTER, Identities, IdentityError
-from controllers.services import bootstrap, images, instances
+from controllers.services import bootstrap, ignition, images, instances
 from controllers.services.instances import INSTANCE_READY, LB_ATTACHED, MachineScope, security_group_roles
 
 BOOTSTRAP_KEY = "value"
@@ -104,6 +104,7 @@ CREATE: Action = Sequential(
     Step("RegisterWithLoadBalancer", instances.register_with_load_balancer, LB_ATTACHED),
     Step("MarkReady", instances.mark_ready),
     Step("DeleteBootstrapData", bootstrap.delete_bootstrap_data),
+    Step("DeleteIgnitionDataOnceJoined", ignition.delete_when_joined),
 )
 """One create pass of an AWSMachine, run over its :class:`MachineScope`: the bootstrap data stored in
 Secrets Manager, the instance launched with the script that fetches it, and, once the instance runs, the
@@ -111,11 +112,12 @@ secrets deleted."""
 
 DELETE: Action = Sequential(
     Step("DeleteBootstrapData", bootstrap.delete_bootstrap_data),
+    Step("DeleteIgnitionData", ignition.delete_ignition_data),
     Step("DeregisterFromLoadBalancer", instances.deregister),
     Step("TerminateInstance", instances.terminate),
 )
-"""One delete pass: the bootstrap data's secrets deleted (if any are left), out of the target group, then
-the instance terminated and waited for."""
+"""One delete pass: the bootstrap data's secrets deleted (if any are left), and its Ignition object, out of
+the target group, then the instance terminated and waited for."""
 
 
 class AWSMachineController:
@@ -183,7 +185,7 @@ class AWSMachineController:
         if obj.being_deleted:
             if left_alone(obj, cluster):
                 return no_requeue()
-            return self._delete(obj, cluster, awscluster)
+            return self._delete(obj, machine, cluster, awscluster)
         if machine is None or cluster is None:
             return no_requeue()  # Cluster API core has not claimed it yet
         paused = pause_reason(obj, cluster)
@@ -216,6 +218,10 @@ class AWSMachineController:
             return self._waiting(
                 obj, "WaitingForBootstrapData", f"secret {secret_name} has no key {BOOTSTRAP_KEY!r}"
             )
+        data_format = ignition.bootstrap_format(secret)
+        no_bucket = ignition.missing_bucket(obj, awscluster, data_format)
+        if no_bucket is not None:
+            return self._waiting(obj, "MissingS3Bucket", no_bucket, "Error")
         try:
             pool = self.identities.pool_for(awscluster)
         except IdentityError as exc:
@@ -233,6 +239,7 @@ class AWSMachineController:
             machine=machine,
             awscluster=awscluster,
             bootstrap=bootstrap,
+            bootstrap_format=data_format,
         )
         result = ignore_exit(CREATE.run(in_scope(scope)))
         scope.summarize(instances.CONDITIONS)
@@ -248,7 +255,9 @@ class AWSMachineController:
         patch_status(self.store, obj, apply)
         return no_requeue()
 
-    def _delete(self, obj: AWSMachine, cluster: Cluster | None, awscluster: object) -> Result:
+    def _delete(
+        self, obj: AWSMachine, machine: Machine | None, cluster: Cluster | None, awscluster: object
+    ) -> Result:
         if AWSMACHINE_FINALIZER not in obj.metadata.finalizers:
             return no_requeue()
         region = awscluster.spec.region if isinstance(awscluster, AWSCluster) else None
@@ -261,13 +270,14 @@ class AWSMachineController:
                 # The instance is in the identity's account: only its credentials can terminate it.
                 self._waiting(obj, exc.reason, f"the cluster's identity: {exc}", "Error")
                 return requeue_after(RECHECK_AFTER)
-        scope = ReconcileScope(
+        scope = ignition.MachineDeleteScope(
             self.store,
             StatusRecorder(self.store, obj),
             self.engine,
             pool.for_region(region),
             cluster_name,
             events=self.events,
+            ignition=ignition.objects_of(self.store, obj, machine, awscluster),
         )
 
         def deleting(o: AWSMachine) -> None:

@@ -14,7 +14,8 @@ tuples**; the declarations test fails, naming it, until it does.
   (cloud-provider-aws: nodes' addresses and zones, Services of type LoadBalancer, routes).
 * ``nodes``: every machine's role: pulling images from ECR, and reading then deleting its bootstrap data in
   Secrets Manager (only secrets under ``aws.cluster.x-k8s.io/``, Cluster API Provider AWS's prefix) or in
-  Parameter Store (only parameters under ``/cluster.x-k8s.io/``).
+  Parameter Store (only parameters under ``/cluster.x-k8s.io/``), or reading its Ignition data from the
+  cluster's bucket (only keys under ``control-plane/`` and ``node/``).
 
 Resources are scoped where AWS allows it: IAM roles and instance profiles by CAPA's name suffix, secrets and
 parameters by ARN prefix, service-linked roles by service name. EC2 and Elastic Load Balancing actions stay
@@ -34,9 +35,11 @@ POLICY_KINDS: tuple[PolicyFor, ...] = ("controller", "operator", "control-plane"
 CONTROLLER_MODULES: tuple[str, ...] = (
     "controllers.identity",
     "controllers.services.bastion",
+    "controllers.services.ignition",
     "controllers.references",
     "controllers.services.images",
     "controllers.services.network",
+    "controllers.services.objectstore",
     "resources._common",
     "resources._elbv2",
     "resources.autoscaling_group",
@@ -83,6 +86,11 @@ BOOTSTRAP_SECRET_PREFIX = "aws.cluster.x-k8s.io/"
 BOOTSTRAP_PARAMETER_PREFIX = "cluster.x-k8s.io/"
 """Where they keep it in SSM Parameter Store (``secureSecretsBackend: ssm-parameter-store``): parameter
 ``/cluster.x-k8s.io/<id>/<n>``, whose ARN is ``arn:…:parameter/cluster.x-k8s.io/<id>/<n>``."""
+
+
+IGNITION_CONTROL_PLANE_PREFIX = "control-plane/"
+IGNITION_NODE_PREFIX = "node/"
+"""Where a machine's Ignition data is in the cluster's bucket (``<prefix><AWSMachine name>``, CAPA's keys)."""
 
 
 @dataclass(frozen=True)
@@ -223,6 +231,12 @@ NODES_GRANTS: tuple[Grant, ...] = (
         ("ssm:DeleteParameter", "ssm:GetParameter"),
         (f"arn:*:ssm:*:*:parameter/{BOOTSTRAP_PARAMETER_PREFIX}*",),
         why="a machine reads its bootstrap data from Parameter Store at boot (decrypted), then deletes it",
+    ),
+    Grant(
+        ("s3:GetObject",),
+        (f"arn:*:s3:::*/{IGNITION_CONTROL_PLANE_PREFIX}*", f"arn:*:s3:::*/{IGNITION_NODE_PREFIX}*"),
+        why="Ignition reads a machine's data from the cluster's bucket (spec.s3Bucket) at boot: the bucket's "
+        "name is the user's, the keys are capa-py's",
     ),
 )
 

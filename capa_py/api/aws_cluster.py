@@ -194,6 +194,65 @@ class APIServerDNSSpec(KubeModel):
         return issues
 
 
+_BUCKET_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+class S3Bucket(KubeModel):
+    """Cluster API Provider AWS's ``spec.s3Bucket``: the bucket the cluster's machines read their Ignition
+    bootstrap data from (objects ``control-plane/<machine>`` and ``node/<machine>``). capa-py makes it with
+    the cluster, lets the named instance profiles' roles read those keys (a bucket policy), and deletes it,
+    its objects first, with the cluster. (CAPA's ``presignedURLDuration`` is not built: machines read with
+    their role.)"""
+
+    name: str = Field(
+        description="The bucket's name: 3-63 characters, lowercase letters, digits, dots and hyphens, unique "
+        "across AWS."
+    )
+    control_plane_iam_instance_profile: str | None = Field(
+        default=None,
+        alias="controlPlaneIAMInstanceProfile",
+        description="The control-plane machines' instance profile: its role (of the same name) may read "
+        "control-plane/* (s3:GetObject).",
+    )
+    nodes_iam_instance_profiles: list[str] = Field(
+        default_factory=list,
+        alias="nodesIAMInstanceProfiles",
+        description="The worker machines' instance profiles: their roles (of the same names) may read "
+        "node/*.",
+    )
+    best_effort_delete_objects: bool | None = Field(
+        default=None,
+        description="Ignore AccessDenied when a machine's object is deleted (the controller may lack "
+        "s3:DeleteObject on a bucket it does not own).",
+    )
+
+    def issues(self, path: str) -> list[FieldIssue]:
+        name = self.name
+        if (
+            not _BUCKET_NAME_RE.match(name)
+            or ".." in name
+            or _looks_like_ip(name)
+            or name.startswith("xn--")
+            or name.endswith("-s3alias")
+        ):
+            return [
+                FieldIssue(
+                    path=f"{path}.name",
+                    message=f"{name!r} is not an S3 bucket name (3-63 lowercase letters, digits, dots and "
+                    "hyphens, beginning and ending with a letter or digit, not an IP address)",
+                )
+            ]
+        return []
+
+
+def _looks_like_ip(name: str) -> bool:
+    try:
+        ipaddress.IPv4Address(name)
+    except ValueError:
+        return False
+    return True
+
+
 _DNS_LABEL_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
@@ -221,6 +280,12 @@ class AWSClusterSpec(KubeModel):
     )
     bastion: Bastion = Field(default_factory=Bastion)
     api_server_dns: APIServerDNSSpec | None = Field(default=None, alias="apiServerDNS")
+    s3_bucket: S3Bucket | None = Field(
+        default=None,
+        alias="s3Bucket",
+        description="The bucket machines read their Ignition bootstrap data from (storageType "
+        "ClusterObjectStore); made and deleted with the cluster.",
+    )
 
     @field_validator("region")
     @classmethod
@@ -354,6 +419,8 @@ class AWSCluster(KubeObject):
         issues: list[FieldIssue] = [] if self.being_deleted else self.aws_limit_issues()
         issues += lookup_issues(self.spec, "spec")
         issues += self.spec.bastion.issues("spec.bastion")
+        if self.spec.s3_bucket is not None:
+            issues += self.spec.s3_bucket.issues("spec.s3Bucket")
         dns = self.spec.api_server_dns
         if dns is not None:
             issues += dns.issues("spec.apiServerDNS")

@@ -77,6 +77,28 @@ _RESERVED_PARAMETER_PREFIX = re.compile(r"/?(aws|ssm)", re.IGNORECASE)
 """Parameter Store refuses names that begin with aws or ssm (with or without the leading slash)."""
 
 
+IGNITION_VERSIONS = ("2.3", "3.0", "3.1", "3.2", "3.3", "3.4")
+"""The Ignition config versions a machine's pointer config may be written in (CAPA's enum)."""
+DEFAULT_IGNITION_VERSION = "2.3"
+CLUSTER_OBJECT_STORE = "ClusterObjectStore"
+UNENCRYPTED_USER_DATA = "UnencryptedUserData"
+
+
+class Ignition(KubeModel):
+    """Cluster API Provider AWS's ``spec.ignition``: how a machine whose bootstrap data is Ignition (the
+    bootstrap Secret's ``format`` key is ``ignition``) gets it. CAPA's ``proxy`` and ``tls`` are not built."""
+
+    version: Literal["2.3", "3.0", "3.1", "3.2", "3.3", "3.4"] = Field(
+        default="2.3",
+        description="The Ignition config version of the user data that points at the stored data.",
+    )
+    storage_type: Literal["ClusterObjectStore", "UnencryptedUserData"] = Field(
+        default="ClusterObjectStore",
+        description="ClusterObjectStore: the data goes to the cluster's spec.s3Bucket, the user data is an "
+        "Ignition config replacing itself with it; UnencryptedUserData: the data is the user data as it is.",
+    )
+
+
 class CloudInit(KubeModel):
     """Where the instance's bootstrap data goes (Cluster API Provider AWS's ``cloudInit``): by default into
     AWS Secrets Manager, fetched at boot by a small user-data script; ``insecureSkipSecretsManager`` puts it
@@ -133,6 +155,11 @@ class AWSMachineSpec(KubeModel):
     image_lookup_org: str | None = org_field()
     image_lookup_base_os: str | None = base_os_field()
     cloud_init: CloudInit | None = None
+    ignition: Ignition | None = Field(
+        default=None,
+        description="For Ignition bootstrap data (format ignition): its version and where it is stored; "
+        "default version 2.3 in the cluster's S3 bucket.",
+    )
 
     _check_tags = field_validator("additional_tags")(check_tags)
 

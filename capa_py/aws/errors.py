@@ -309,6 +309,8 @@ S3_CODES: dict[str, type[AWSError]] = {
     "404": NotFound,
     "NoSuchBucket": NotFound,
     "NoSuchTagSet": NotFound,
+    "NoSuchBucketPolicy": NotFound,
+    "NoSuchKey": NotFound,
     "BucketNotEmpty": DependencyViolation,
     "OperationAborted": Busy,
     "BucketAlreadyOwnedByYou": AlreadyExists,

@@ -38,6 +38,7 @@ from capa_py.api.aws_machine import SSM_PARAMETER_STORE
 from capa_py.aws.session import AWSClients
 from capa_py.engine.resource import ResourceClass
 from controllers.aws_scope import ReconcileScope
+from controllers.services.ignition import IGNITION_FORMAT, store_ignition_data
 from controllers.services.instances import MachineScope, instance_role
 from resources.parameter import NAME_PREFIX as PARAMETER_PREFIX
 from resources.parameter import Parameter, ParameterDesired
@@ -244,8 +245,12 @@ def backend_of(machine: AWSMachine) -> Backend:
 
 def store_bootstrap_data(scope: MachineScope) -> None:
     """Decide the instance's user data: the fetch script over freshly stored chunks, the data itself
-    (``insecureSkipSecretsManager``), or — for a machine that has an instance already — no new chunks."""
+    (``insecureSkipSecretsManager``), or — for a machine that has an instance already — no new chunks.
+    Ignition data goes its own way (:func:`controllers.services.ignition.store_ignition_data`)."""
     obj = scope.obj
+    if scope.bootstrap_format == IGNITION_FORMAT:
+        store_ignition_data(scope)
+        return
     if skips_secrets_manager(obj):
         scope.user_data = scope.bootstrap
         return

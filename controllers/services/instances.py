@@ -75,6 +75,8 @@ class MachineScope(ReconcileScope[AWSMachine]):
     machine: Machine
     awscluster: AWSCluster
     bootstrap: bytes
+    bootstrap_format: str = "cloud-config"
+    """The bootstrap Secret's ``format``: ``cloud-config`` or ``ignition``."""
     instance: Observed | None = field(init=False, default=None)
     """The instance as observed in this pass."""
     user_data: bytes = field(init=False, default=b"", repr=False)
