@@ -1,6 +1,7 @@
 """``examples/aws-cluster-ignition.yaml`` through the real CLI on a moto endpoint: the cluster with its
 Ignition bucket converges (the bucket made and tagged, the two machines' data uploaded under
-``control-plane/`` and ``node/``, the third machine's in its user data), ``capa audit`` classifies the bucket
+``control-plane/`` and ``node/``, the third machine's in its user data), ``capa resources`` lists the bucket
+live, ``capa audit`` classifies the bucket
 as the store's and finds no leak, and ``capa delete --wait`` leaves nothing: no instance, no bucket."""
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def test_the_ignition_example_converges_is_audited_as_managed_and_deletes_clean(
     user_data = json.loads(base64.b64decode(attribute["UserData"]["Value"]))
     source = user_data["ignition"]["config"]["replace"]["source"]
     assert source == f"s3://{BUCKET}/control-plane/flatcar-control-plane-0"
+
+    listed = capa.ok("resources", "-o", "json").json()["resources"]
+    buckets = [row for row in listed if row["kind"] == "bucket"]
+    assert [(row["id"], row["owner"]) for row in buckets] == [(BUCKET, f"awscluster/{CLUSTER}")], listed
+    assert buckets[0]["state"] not in ("missing", "recorded"), buckets
 
     rows = _audit_rows(capa, endpoint)
     bucket = next((row for row in rows if row["id"] == BUCKET), None)
