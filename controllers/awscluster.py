@@ -199,7 +199,7 @@ class AWSClusterController:
         obj = event.object
         if isinstance(obj, IDENTITY_WATCHED_KINDS):
             # An identity (or a static identity's Secret) changed: the clusters whose chain names it.
-            return [key_of(c) for c in self.identities.users_of(obj)]
+            return [key_of(c) for c in self.identities.users_of(obj, event.type == "DELETED")]
         if isinstance(obj, AWSMachine):
             # A deleting AWSCluster waits for its machines; their removal is what it waits for.
             if event.type != "DELETED":

@@ -147,7 +147,7 @@ class AWSMachineController:
         obj = event.object
         namespace = obj.metadata.namespace or ""
         # An identity (or a static identity's Secret) changed: the AWSMachines of the clusters using it.
-        woken = self._identity_users(obj) if isinstance(obj, IDENTITY_WATCHED_KINDS) else []
+        woken = self._identity_users(event) if isinstance(obj, IDENTITY_WATCHED_KINDS) else []
         if isinstance(obj, IDENTITY_WATCHED_KINDS) and not isinstance(obj, Secret):
             return woken
         if isinstance(obj, Machine):
@@ -174,10 +174,10 @@ class AWSMachineController:
             ]
         return []
 
-    def _identity_users(self, obj: KubeObject) -> list[ObjectKey]:
+    def _identity_users(self, event: WatchEvent[Any]) -> list[ObjectKey]:
         return [
             ObjectKey("AWSMachine", c.metadata.namespace or "", m.name)
-            for c in self.identities.users_of(obj)
+            for c in self.identities.users_of(event.object, event.type == "DELETED")
             if (cluster := cluster_name_of(self.store, c))
             for m in self.store.list(
                 AWSMachine, namespace=c.metadata.namespace, label_selector=f"{CLUSTER_NAME_LABEL}={cluster}"

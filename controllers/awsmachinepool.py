@@ -109,7 +109,7 @@ class AWSMachinePoolController:
         obj = event.object
         namespace = obj.metadata.namespace or ""
         # An identity (or a static identity's Secret) changed: the AWSMachinePools of the clusters using it.
-        woken = self._identity_users(obj) if isinstance(obj, IDENTITY_WATCHED_KINDS) else []
+        woken = self._identity_users(event) if isinstance(obj, IDENTITY_WATCHED_KINDS) else []
         if isinstance(obj, IDENTITY_WATCHED_KINDS) and not isinstance(obj, Secret):
             return woken
         if isinstance(obj, MachinePool):
@@ -136,10 +136,10 @@ class AWSMachinePoolController:
             ]
         return []
 
-    def _identity_users(self, obj: KubeObject) -> list[ObjectKey]:
+    def _identity_users(self, event: WatchEvent[Any]) -> list[ObjectKey]:
         return [
             ObjectKey("AWSMachinePool", c.metadata.namespace or "", m.name)
-            for c in self.identities.users_of(obj)
+            for c in self.identities.users_of(event.object, event.type == "DELETED")
             if (cluster := cluster_name_of(self.store, c))
             for m in self.store.list(
                 AWSMachinePool,

@@ -136,9 +136,12 @@ class Identities:
             return self.base
         return self._pool_of(ref, awscluster.namespace or "default")
 
-    def users_of(self, obj: KubeObject) -> list[AWSCluster]:
+    def users_of(self, obj: KubeObject, deleted: bool = False) -> list[AWSCluster]:
         """The AWSClusters whose identity chain names ``obj`` (an identity, or the Secret of a static
-        identity), its pools dropped: what a watch event on ``obj`` must wake. Anything else: none."""
+        identity): what a watch event on ``obj`` must wake. The pools built from another version of it (any,
+        once ``deleted``) are dropped on the way; one built from this very version is kept, so the several
+        controllers mapping one event do not drop a pool a reconcile has just built. Anything else: none."""
+        version = None if deleted else obj.metadata.resource_version
         if isinstance(obj, Secret):
             if (obj.metadata.namespace or "") != self.secret_namespace:
                 return []
@@ -147,10 +150,10 @@ class Identities:
                 for s in self.store.list(AWSClusterStaticIdentity)
                 if s.spec.secret_ref == obj.name
             }
-            self.forget("Secret", obj.name)
+            self.forget("Secret", obj.name, version)
         elif obj.KIND in IDENTITY_KINDS_BY_NAME:
             changed = {(obj.KIND, obj.name)}
-            self.forget(obj.KIND, obj.name)
+            self.forget(obj.KIND, obj.name, version)
         else:
             return []
         if not changed:
@@ -162,11 +165,12 @@ class Identities:
             if (ref := cluster.spec.identity_ref) is not None and (ref.kind, ref.name) in reaching
         ]
 
-    def forget(self, kind: str, name: str) -> None:
-        """Drop every pool built from ``kind`` ``name`` (an identity of its chain, or its Secret)."""
+    def forget(self, kind: str, name: str, keep_version: str | None = None) -> None:
+        """Drop every pool built from ``kind`` ``name`` (an identity of its chain, or its Secret), but for
+        those built from its ``keep_version``."""
         with self._lock:
             for cached, (key, _) in list(self._pools.items()):
-                if cached == (kind, name) or any(part[:2] == (kind, name) for part in key):
+                if any(part[:2] == (kind, name) and part[2] != keep_version for part in key):
                     del self._pools[cached]
 
     def pool_for_identity(self, ref: AWSIdentityReference) -> ClientPool:

@@ -32,6 +32,7 @@ from controllers.scope import reconcile_scope
 from tests.controllers.conftest import Harness
 from tests.controllers.test_identities import (
     SECOND,
+    AssumeRoleRecorder,
     cluster_in,
     cluster_vpcs,
     role_identity,
@@ -67,6 +68,14 @@ class SigningKeys:
         match = re.search(r"Credential=([^/]+)/", text)
         with self._lock:
             self.keys.append(match.group(1) if match else "")
+
+
+@pytest.fixture
+def assume_calls() -> Iterator[AssumeRoleRecorder]:
+    recorder = AssumeRoleRecorder()
+    unregister = register_client_hook(recorder.hook)
+    yield recorder
+    unregister()
 
 
 @pytest.fixture
@@ -113,7 +122,7 @@ def condition_status(harness: Harness, condition: str) -> tuple[str, str | None]
 
 
 def test_creating_the_missing_identity_makes_the_waiting_apply_converge(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+    harness: Harness, example: Callable[[], list[KubeObject]], assume_calls: AssumeRoleRecorder
 ) -> None:
     """``capa apply``'s wait (the scoped in-process manager) hears the identity being created by another
     writer: the cluster converges in the role's account although its re-check is an hour away."""
@@ -137,6 +146,8 @@ def test_creating_the_missing_identity_makes_the_waiting_apply_converge(
     assert (condition_status(harness, PRINCIPAL_CREDENTIAL_RETRIEVED) or ("",))[0] == "True"
     assert len(cluster_vpcs(harness, SECOND)) == 1
     assert cluster_vpcs(harness, "123456789012") == []
+    # One pool for the cluster and its machines: the controllers mapping the identity's event drop none.
+    assert len(assume_calls.calls) == 1, assume_calls.calls
 
 
 def test_a_rotated_secret_key_is_used_by_the_next_calls(
@@ -181,7 +192,7 @@ def test_a_rotated_secret_key_is_used_by_the_next_calls(
 
 
 def test_users_of_follows_the_chain_from_a_secret_to_the_clusters_and_drops_their_pools(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+    harness: Harness, example: Callable[[], list[KubeObject]], assume_calls: AssumeRoleRecorder
 ) -> None:
     hop = role_identity("hop", sourceIdentityRef={"kind": "AWSClusterStaticIdentity", "name": "keys"})
     top = role_identity("top", sourceIdentityRef={"kind": "AWSClusterRoleIdentity", "name": "hop"})
@@ -200,13 +211,26 @@ def test_users_of_follows_the_chain_from_a_secret_to_the_clusters_and_drops_thei
     pool = identities.pool_for(cluster_in("default", name="top"))
     alone = identities.pool_for(cluster_in("default", name="alone"))
     secret = harness.store.get(Secret, "workload-keys", NAMESPACE)
+    assumed = len(assume_calls.calls)
 
+    # An event of the version the pool was built from (each controller maps the same event) keeps it.
     assert [c.name for c in identities.users_of(secret)] == ["demo"]
-    # Nothing changed in the store, yet the pool built from the Secret was dropped; the other was kept.
+    assert identities.pool_for(cluster_in("default", name="top")) is pool
+    assert len(assume_calls.calls) == assumed, "no AssumeRole again for the version the pool has"
+
+    # A new version of the Secret drops the pools built from it, and only those.
+    secret.string_data = second_account_key(harness, "rotated")
+    secret.data = {}
+    rotated = harness.store.update(secret)
+    assert [c.name for c in identities.users_of(rotated)] == ["demo"]
+    assert pool not in [p for _, p in identities._pools.values()], "the pool of the old key is dropped"
     assert identities.pool_for(cluster_in("default", name="top")) is not pool
     assert identities.pool_for(cluster_in("default", name="alone")) is alone
+
     assert [c.name for c in identities.users_of(harness.store.get(AWSClusterRoleIdentity, "hop"))] == ["demo"]
     assert identities.users_of(harness.store.get(AWSClusterRoleIdentity, "alone")) == []
+    identities.users_of(harness.store.get(AWSClusterRoleIdentity, "alone"), deleted=True)
+    assert alone not in [p for _, p in identities._pools.values()], "a deleted identity's pool is dropped"
     elsewhere = Secret(metadata=ObjectMeta(name="workload-keys", namespace="default"), string_data={"a": "b"})
     assert identities.users_of(elsewhere) == [], "a Secret outside the identities' namespace is no key"
 
