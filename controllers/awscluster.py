@@ -29,6 +29,7 @@ from typing import Any
 from capa_py.api.aws import AWSCLUSTER_FINALIZER, AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.conditions import READY, set_condition
+from capa_py.api.meta import KubeObject
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.combinators import If, Join, Sequential
@@ -36,6 +37,7 @@ from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue, requeue_afte
 from capa_py.engine.engine import Engine
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.logging import get_logger
+from capa_py.runtime.controller import key_of
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
@@ -56,6 +58,7 @@ from controllers.base import (
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import CONDITIONS as IDENTITY_CONDITIONS
 from controllers.identity import RECHECK_AFTER, Identities, IdentityError
+from controllers.identity import WATCHED_KINDS as IDENTITY_WATCHED_KINDS
 from controllers.services import bastion, dns, loadbalancer, network, objectstore, securitygroups, sweep
 from controllers.services.bastion import BastionStep
 from controllers.services.cluster_scope import ClusterScope
@@ -176,7 +179,7 @@ bastion's (their rules name it), the network (the VPC last), then strays."""
 class AWSClusterController:
     name = "awscluster"
     kind = AWSCluster
-    watched_kinds = (Cluster, AWSMachine)
+    watched_kinds: tuple[type[KubeObject], ...] = (Cluster, AWSMachine, *IDENTITY_WATCHED_KINDS)
     status_kinds = ()
 
     def __init__(
@@ -197,6 +200,9 @@ class AWSClusterController:
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
+        if isinstance(obj, IDENTITY_WATCHED_KINDS):
+            # An identity (or a static identity's Secret) changed: the clusters whose chain names it.
+            return [key_of(c) for c in self.identities.users_of(obj, event.type == "DELETED")]
         if isinstance(obj, AWSMachine):
             # A deleting AWSCluster waits for its machines; their removal is what it waits for.
             if event.type != "DELETED":

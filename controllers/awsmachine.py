@@ -29,6 +29,7 @@ from capa_py.api.aws import AWSMACHINE_FINALIZER, AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine
 from capa_py.api.conditions import READY, set_condition
 from capa_py.api.core import Secret
+from capa_py.api.meta import KubeObject
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.combinators import Sequential
@@ -57,7 +58,8 @@ from controllers.base import (
     settle,
 )
 from controllers.events import DELETION_BLOCKED
-from controllers.identity import RECHECK_AFTER, Identities, IdentityError
+from controllers.identity import RECHECK_AFTER, Identities, IdentityError, cluster_name_of
+from controllers.identity import WATCHED_KINDS as IDENTITY_WATCHED_KINDS
 from controllers.services import bootstrap, ignition, images, instances
 from controllers.services.instances import INSTANCE_READY, LB_ATTACHED, MachineScope, security_group_roles
 
@@ -123,7 +125,7 @@ the target group, then the instance terminated and waited for."""
 class AWSMachineController:
     name = "awsmachine"
     kind = AWSMachine
-    watched_kinds = (Machine, AWSCluster, Secret, Cluster)
+    watched_kinds: tuple[type[KubeObject], ...] = (Machine, AWSCluster, Cluster, *IDENTITY_WATCHED_KINDS)
     status_kinds = (AWSCluster,)
 
     def __init__(
@@ -146,6 +148,10 @@ class AWSMachineController:
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
         namespace = obj.metadata.namespace or ""
+        # An identity (or a static identity's Secret) changed: the AWSMachines of the clusters using it.
+        woken = self._identity_users(event) if isinstance(obj, IDENTITY_WATCHED_KINDS) else []
+        if isinstance(obj, IDENTITY_WATCHED_KINDS) and not isinstance(obj, Secret):
+            return woken
         if isinstance(obj, Machine):
             name = obj.infrastructure_name("AWSMachine")
             return [ObjectKey("AWSMachine", namespace, name)] if name else []
@@ -162,13 +168,23 @@ class AWSMachineController:
         if isinstance(obj, Cluster):
             return on_pause_transition(self.store, event, "AWSMachine")
         if isinstance(obj, Secret):
-            return [
+            return woken + [
                 ObjectKey("AWSMachine", namespace, m.spec.infrastructure_ref.name or "")
                 for m in self.store.list(Machine, namespace=namespace)
                 if m.spec.bootstrap.data_secret_name == obj.name
                 and m.spec.infrastructure_ref.kind == "AWSMachine"
             ]
         return []
+
+    def _identity_users(self, event: WatchEvent[Any]) -> list[ObjectKey]:
+        return [
+            ObjectKey("AWSMachine", c.metadata.namespace or "", m.name)
+            for c in self.identities.users_of(event.object, event.type == "DELETED")
+            if (cluster := cluster_name_of(self.store, c))
+            for m in self.store.list(
+                AWSMachine, namespace=c.metadata.namespace, label_selector=f"{CLUSTER_NAME_LABEL}={cluster}"
+            )
+        ]
 
     def reconcile(self, key: ObjectKey) -> Result:
         obj = fetch(self.store, AWSMachine, key)

@@ -18,6 +18,7 @@ from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.conditions import READY, set_condition
 from capa_py.api.core import Secret
 from capa_py.api.machinepool import AWSMACHINEPOOL_FINALIZER, AWSMachinePool, MachinePool
+from capa_py.api.meta import KubeObject
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.combinators import Sequential
@@ -47,7 +48,8 @@ from controllers.base import (
     settle,
 )
 from controllers.events import DELETION_BLOCKED
-from controllers.identity import RECHECK_AFTER, Identities, IdentityError
+from controllers.identity import RECHECK_AFTER, Identities, IdentityError, cluster_name_of
+from controllers.identity import WATCHED_KINDS as IDENTITY_WATCHED_KINDS
 from controllers.services import images, machinepool
 from controllers.services.instances import security_group_roles
 from controllers.services.machinepool import ASG_READY, LAUNCH_TEMPLATE_READY, PoolScope
@@ -85,7 +87,7 @@ def missing_infrastructure(awscluster: AWSCluster) -> str | None:
 class AWSMachinePoolController:
     name = "awsmachinepool"
     kind = AWSMachinePool
-    watched_kinds = (MachinePool, AWSCluster, Secret, Cluster)
+    watched_kinds: tuple[type[KubeObject], ...] = (MachinePool, AWSCluster, Cluster, *IDENTITY_WATCHED_KINDS)
     status_kinds = (AWSCluster,)
 
     def __init__(
@@ -106,6 +108,10 @@ class AWSMachinePoolController:
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object
         namespace = obj.metadata.namespace or ""
+        # An identity (or a static identity's Secret) changed: the AWSMachinePools of the clusters using it.
+        woken = self._identity_users(event) if isinstance(obj, IDENTITY_WATCHED_KINDS) else []
+        if isinstance(obj, IDENTITY_WATCHED_KINDS) and not isinstance(obj, Secret):
+            return woken
         if isinstance(obj, MachinePool):
             name = obj.infrastructure_name("AWSMachinePool")
             return [ObjectKey("AWSMachinePool", namespace, name)] if name else []
@@ -122,13 +128,25 @@ class AWSMachinePoolController:
         if isinstance(obj, Cluster):
             return on_pause_transition(self.store, event, "AWSMachinePool")
         if isinstance(obj, Secret):
-            return [
+            return woken + [
                 ObjectKey("AWSMachinePool", namespace, p.spec.template.spec.infrastructure_ref.name or "")
                 for p in self.store.list(MachinePool, namespace=namespace)
                 if p.spec.template.spec.bootstrap.data_secret_name == obj.name
                 and p.spec.template.spec.infrastructure_ref.kind == "AWSMachinePool"
             ]
         return []
+
+    def _identity_users(self, event: WatchEvent[Any]) -> list[ObjectKey]:
+        return [
+            ObjectKey("AWSMachinePool", c.metadata.namespace or "", m.name)
+            for c in self.identities.users_of(event.object, event.type == "DELETED")
+            if (cluster := cluster_name_of(self.store, c))
+            for m in self.store.list(
+                AWSMachinePool,
+                namespace=c.metadata.namespace,
+                label_selector=f"{CLUSTER_NAME_LABEL}={cluster}",
+            )
+        ]
 
     def reconcile(self, key: ObjectKey) -> Result:
         obj = fetch(self.store, AWSMachinePool, key)

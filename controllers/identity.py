@@ -23,6 +23,13 @@ Pools are cached per chain: the key is every identity of the chain with its ``re
 static identity's Secret's), so an edited identity or a rotated key makes a new pool and the old one is
 dropped; an unchanged identity costs no STS call per reconcile (botocore renews assumed credentials
 before they expire).
+
+Identities are watched: the AWSCluster, AWSMachine and AWSMachinePool controllers watch the three identity
+kinds and Secrets, and :meth:`Identities.users_of` maps a changed identity (or a static identity's Secret)
+to the AWSClusters whose chain names it, dropping the pools built from it on the way. A cluster waiting for
+a missing identity, a Secret or an allowed namespace is woken by the change that fixes it;
+:data:`RECHECK_AFTER` is only the safety net for what is not watched (AWS starting to accept an
+``AssumeRole``, a Namespace's labels changing).
 """
 
 from __future__ import annotations
@@ -37,13 +44,16 @@ from capa_py.api.aws import AWSCluster
 from capa_py.api.aws_identity import (
     CONTROLLER_IDENTITY_KIND,
     CONTROLLER_IDENTITY_NAME,
+    IDENTITY_KINDS_BY_NAME,
     MODEL_OF_KIND,
     ROLE_IDENTITY_KIND,
     STATIC_IDENTITY_KIND,
+    AWSClusterControllerIdentity,
     AWSClusterRoleIdentity,
     AWSClusterStaticIdentity,
     AWSIdentityReference,
 )
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.core import NAMESPACE_NAME_LABEL, Namespace, Secret
 from capa_py.api.meta import KubeObject
 from capa_py.aws.credentials import SESSION_NAME_PREFIX, RoleRequest, StaticKey, assume_role
@@ -68,7 +78,16 @@ SECRET_KEYS = ("AccessKeyID", "SecretAccessKey", "SessionToken")
 MAX_CHAIN = 8
 """The longest chain of role identities followed (a longer one is surely a mistake)."""
 RECHECK_AFTER = 30.0
-"""How soon a cluster whose identity failed looks again (identities are not watched)."""
+"""How soon a cluster whose identity failed looks again: identities and their Secrets are watched, so this
+covers only what is not (an ``AssumeRole`` AWS refused, then allowed; a Namespace's labels)."""
+
+WATCHED_KINDS: tuple[type[KubeObject], ...] = (
+    AWSClusterControllerIdentity,
+    AWSClusterStaticIdentity,
+    AWSClusterRoleIdentity,
+    Secret,
+)
+"""What the AWS controllers watch to wake the clusters an identity change concerns."""
 
 _log = get_logger("controller.identity")
 
@@ -116,6 +135,43 @@ class Identities:
         if ref is None:
             return self.base
         return self._pool_of(ref, awscluster.namespace or "default")
+
+    def users_of(self, obj: KubeObject, deleted: bool = False) -> list[AWSCluster]:
+        """The AWSClusters whose identity chain names ``obj`` (an identity, or the Secret of a static
+        identity): what a watch event on ``obj`` must wake. The pools built from another version of it (any,
+        once ``deleted``) are dropped on the way; one built from this very version is kept, so the several
+        controllers mapping one event do not drop a pool a reconcile has just built. Anything else: none."""
+        version = None if deleted else obj.metadata.resource_version
+        if isinstance(obj, Secret):
+            if (obj.metadata.namespace or "") != self.secret_namespace:
+                return []
+            changed = {
+                (STATIC_IDENTITY_KIND, s.name)
+                for s in self.store.list(AWSClusterStaticIdentity)
+                if s.spec.secret_ref == obj.name
+            }
+            self.forget("Secret", obj.name, version)
+        elif obj.KIND in IDENTITY_KINDS_BY_NAME:
+            changed = {(obj.KIND, obj.name)}
+            self.forget(obj.KIND, obj.name, version)
+        else:
+            return []
+        if not changed:
+            return []
+        reaching = _reaching(changed, self.store.list(AWSClusterRoleIdentity))
+        return [
+            cluster
+            for cluster in self.store.list(AWSCluster)
+            if (ref := cluster.spec.identity_ref) is not None and (ref.kind, ref.name) in reaching
+        ]
+
+    def forget(self, kind: str, name: str, keep_version: str | None = None) -> None:
+        """Drop every pool built from ``kind`` ``name`` (an identity of its chain, or its Secret), but for
+        those built from its ``keep_version``."""
+        with self._lock:
+            for cached, (key, _) in list(self._pools.items()):
+                if any(part[:2] == (kind, name) and part[2] != keep_version for part in key):
+                    del self._pools[cached]
 
     def pool_for_identity(self, ref: AWSIdentityReference) -> ClientPool:
         """The pool of an identity itself, whoever asks (no namespace check): what an administrator's
@@ -278,6 +334,42 @@ class Identities:
     def _pool(self, credentials: Credentials) -> ClientPool:
         # The rate limiter is shared: a conservative choice (AWS limits each account on its own).
         return ClientPool(self.base.settings, self.base.limiter, credentials)
+
+
+def cluster_name_of(store: ObjectStore, awscluster: AWSCluster) -> str | None:
+    """The name of the Cluster an AWSCluster serves (its label, its owner, or the Cluster naming it before
+    Cluster API core has claimed it): what its machines' ``cluster.x-k8s.io/cluster-name`` label holds."""
+    labelled = awscluster.metadata.labels.get(CLUSTER_NAME_LABEL)
+    if labelled:
+        return labelled
+    owner = next((r.name for r in awscluster.metadata.owner_references if r.kind == Cluster.KIND), None)
+    if owner:
+        return owner
+    return next(
+        (
+            c.name
+            for c in store.list(Cluster, namespace=awscluster.metadata.namespace)
+            if c.spec.infrastructure_ref is not None
+            and c.spec.infrastructure_ref.kind == AWSCluster.KIND
+            and c.spec.infrastructure_ref.name == awscluster.name
+        ),
+        None,
+    )
+
+
+def _reaching(changed: set[tuple[str, str]], roles: list[AWSClusterRoleIdentity]) -> set[tuple[str, str]]:
+    """``changed`` and every role identity whose chain of sources leads to one of them."""
+    reaching = set(changed)
+    grew = True
+    while grew:
+        grew = False
+        for role in roles:
+            source = role.spec.source_identity_ref
+            key = (ROLE_IDENTITY_KIND, role.name)
+            if source is not None and key not in reaching and (source.kind, source.name) in reaching:
+                reaching.add(key)
+                grew = True
+    return reaching
 
 
 def _value(secret: Secret, key: str) -> str | None:

@@ -14,6 +14,9 @@ objects they depend on and the objects that depend on them, following the relati
   depends on the machine that owns it);
 * a MachinePool depends on its Cluster, its infrastructure pool (``spec.template.spec.infrastructureRef``)
   and its bootstrap Secret; the infrastructure pool depends on its MachinePool;
+* an AWSCluster depends on the identity its ``spec.identityRef`` names, a role identity on its
+  ``sourceIdentityRef`` and a static identity on its Secret (so a wait for a cluster hears the identity
+  it lacks being created, or its key rotated);
 * a MachineDeployment or MachineSet depends on its Cluster (``spec.clusterName``); what they create while
   the wait runs (MachineSets ``<deployment>-<suffix>``, Machines ``<set>-<suffix>``, each Machine's
   infrastructure and Workflow named after it) is not stored when the scope is computed, so the scope also
@@ -32,14 +35,17 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from capa_py.api.aws import AWSCluster, AWSMachine
+from capa_py.api.aws_identity import MODEL_OF_KIND, AWSClusterRoleIdentity, AWSClusterStaticIdentity
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster, Machine
 from capa_py.api.machinepool import AWSMachinePool, MachinePool
 from capa_py.api.machinesets import MachineDeployment, MachineSet
 from capa_py.api.meta import KubeObject, ObjectReference
 from capa_py.api.tinkerbell import Workflow
 from capa_py.api.tinkerbell_capi import TinkerbellCluster, TinkerbellMachine
+from capa_py.manifests.rbac import NAMESPACE
 from capa_py.runtime.manager import key_of
 from capa_py.runtime.queue import ObjectKey
+from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore
 
 RELATED_KINDS: tuple[type[KubeObject], ...] = (
@@ -87,6 +93,13 @@ def depends_on(obj: KubeObject) -> set[ObjectKey]:
             found.add(ObjectKey("Secret", namespace, obj.spec.template.spec.bootstrap.data_secret_name))
     elif isinstance(obj, TinkerbellMachine):
         found.add(ObjectKey(Workflow.KIND, namespace, obj.name))
+    elif isinstance(obj, AWSCluster) and obj.spec.identity_ref is not None:
+        found.add(ObjectKey(obj.spec.identity_ref.kind, "", obj.spec.identity_ref.name))
+    elif isinstance(obj, AWSClusterRoleIdentity) and obj.spec.source_identity_ref is not None:
+        found.add(ObjectKey(obj.spec.source_identity_ref.kind, "", obj.spec.source_identity_ref.name))
+    elif isinstance(obj, AWSClusterStaticIdentity):
+        # Where the controllers read it (controllers.identity.Identities' secret namespace).
+        found.add(ObjectKey("Secret", NAMESPACE, obj.spec.secret_ref))
     elif isinstance(obj, MachineDeployment | MachineSet):
         found.add(ObjectKey(Cluster.KIND, namespace, obj.spec.cluster_name))
     found.discard(key_of(obj))
@@ -105,6 +118,28 @@ def _infrastructure_links(objects: Iterable[KubeObject]) -> Iterable[tuple[Objec
             ref = _ref_key(obj.spec.template.spec.infrastructure_ref, obj.metadata.namespace or "")
             if ref is not None:
                 yield ref, key_of(obj)
+
+
+def _add_identities(store: ObjectStore, objects: dict[ObjectKey, KubeObject]) -> None:
+    """The identities the AWSClusters among ``objects`` name, with their sources (read by name: only the
+    chains in use)."""
+    pending = [
+        ObjectKey(o.spec.identity_ref.kind, "", o.spec.identity_ref.name)
+        for o in objects.values()
+        if isinstance(o, AWSCluster) and o.spec.identity_ref is not None
+    ]
+    while pending:
+        key = pending.pop()
+        model = MODEL_OF_KIND.get(key.kind)
+        if key in objects or model is None:
+            continue
+        identity = get_or_none(store, model, key.name, None)
+        if identity is None:
+            continue
+        objects[key] = identity
+        if isinstance(identity, AWSClusterRoleIdentity) and identity.spec.source_identity_ref is not None:
+            source = identity.spec.source_identity_ref
+            pending.append(ObjectKey(source.kind, "", source.name))
 
 
 def _closure(start: Iterable[ObjectKey], edges: dict[ObjectKey, set[ObjectKey]]) -> set[ObjectKey]:
@@ -154,6 +189,7 @@ def reconcile_scope(
                 objects[key_of(obj)] = obj
     for target in targets:
         objects.setdefault(key_of(target), target)
+    _add_identities(store, objects)
     dependencies: dict[ObjectKey, set[ObjectKey]] = {key: depends_on(obj) for key, obj in objects.items()}
     for infrastructure, referrer in _infrastructure_links(objects.values()):
         dependencies.setdefault(infrastructure, set()).add(referrer)

@@ -1,7 +1,8 @@
 """``capa iam``: the least-privilege policies, and the roles, instance profiles and policies machines use.
 
-``policy --for controller|operator|control-plane|nodes`` prints a policy document
-(:mod:`capa_app.iam.policy`); ``bootstrap`` makes Cluster API Provider AWS's roles, instance profiles and
+``policy --for controller|operator|control-plane|nodes`` prints a policy document (``sts:AssumeRole`` on the
+roles of the store's role identities and ``--assume-role``'s, on ``*`` with a warning when none is known;
+:mod:`capa_app.iam.policy`); ``bootstrap`` makes Cluster API Provider AWS's roles, instance profiles and
 managed policies by name, tagged with this store (``--dry-run`` prints the plan); ``delete`` removes what
 this store made. Exit codes: 0 done; 1 AWS failed; 2 invalid input, or a same-named resource this store did
 not make (never adopted).
@@ -23,6 +24,7 @@ from capa_app.cli.common import (
     calls_summary,
     fail,
     globals_of,
+    stderr,
 )
 from capa_app.cli.output import render_json
 
@@ -44,17 +46,82 @@ OutputOpt = Annotated[str, typer.Option("-o", "--output", help="text or json.")]
 
 @app.command("policy")
 def policy(
+    ctx: typer.Context,
     kind: Annotated[
         str, typer.Option("--for", help="controller, operator, control-plane or nodes.")
     ] = "controller",
+    assume_role: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--assume-role",
+            metavar="ARN",
+            help="A role the controller assumes with its own credentials (repeatable): sts:AssumeRole is "
+            "granted on these and on the store's role identities' roles.",
+        ),
+    ] = None,
 ) -> None:
     """Print the least-privilege IAM policy document (JSON) for the controller, the operator running capa,
-    the control-plane machines or the nodes."""
+    the control-plane machines or the nodes. The controller's and operator's sts:AssumeRole is granted on
+    the roles of the store's role identities (those assumed with the controller's own credentials) and
+    --assume-role's; on every role, with a warning, when none is known."""
     if kind not in _KINDS:
         raise typer.BadParameter(f"must be one of {', '.join(_KINDS)}", param_hint="--for")
+    given = list(assume_role or [])
+    if given and kind not in ("controller", "operator"):
+        raise typer.BadParameter(
+            "only the controller's and operator's policies assume roles", param_hint="--assume-role"
+        )
+    import re
+
+    from capa_py.api.aws_identity import ROLE_ARN_PATTERN
+
+    for arn in given:
+        if not re.match(ROLE_ARN_PATTERN, arn):
+            raise typer.BadParameter(
+                f"{arn!r} is not an IAM role ARN (arn:aws:iam::<12-digit account>:role/<name>)",
+                param_hint="--assume-role",
+            )
     from capa_app.iam.policy import policy_document
 
-    sys.stdout.write(render_json(policy_document(kind)) + "\n")  # type: ignore[arg-type]
+    roles: tuple[str, ...] | None = None
+    if kind in ("controller", "operator"):
+        roles = _known_roles(ctx, given)
+    sys.stdout.write(render_json(policy_document(kind, roles)) + "\n")  # type: ignore[arg-type]
+
+
+def _known_roles(ctx: typer.Context, given: list[str]) -> tuple[str, ...] | None:
+    """The roles the controller assumes with its own credentials: the store's role identities' (without a
+    source, or sourced from the controller's identity) and ``given``; ``None`` (with a warning) when the
+    store holds no role identity and none is given."""
+    from capa_app.iam.policy import assumed_roles
+    from capa_py.api.aws_identity import AWSClusterRoleIdentity
+    from capa_py.store.errors import StoreError
+
+    identities: list[AWSClusterRoleIdentity] = []
+    opened = globals_of(ctx).existing_store()
+    if opened is not None:
+        with opened as store:
+            try:
+                identities = list(store.list(AWSClusterRoleIdentity))
+            except StoreError as exc:
+                fail(f"reading the role identities: {exc}")
+    if not identities and not given:
+        stderr.print(
+            "warning: no role identity is known (none in the store, no --assume-role): sts:AssumeRole is "
+            'granted on every role ("*")',
+            markup=False,
+            highlight=False,
+        )
+        return None
+    roles = tuple(sorted({*assumed_roles(identities), *given}))
+    if not roles:
+        stderr.print(
+            "note: every role identity in the store is assumed from another identity's credentials, none "
+            "with the controller's own: sts:AssumeRole is not granted",
+            markup=False,
+            highlight=False,
+        )
+    return roles
 
 
 def _check_output(output: str) -> None:

@@ -18,16 +18,26 @@ tuples**; the declarations test fails, naming it, until it does.
   cluster's bucket (only keys under ``control-plane/`` and ``node/``).
 
 Resources are scoped where AWS allows it: IAM roles and instance profiles by CAPA's name suffix, secrets and
-parameters by ARN prefix, service-linked roles by service name. EC2 and Elastic Load Balancing actions stay
-on ``*``: capa-py's tags name the cluster in the tag *key*, which an IAM condition cannot match by pattern,
-and describes do not support resource-level permissions.
+parameters by ARN prefix, service-linked roles by service name, ``sts:AssumeRole`` by the ARNs of the roles
+the controller assumes with its own credentials (:func:`assumed_roles`: the role identities without a
+``sourceIdentityRef`` or whose source is the controller's identity; a role assumed from a static identity's
+key, or from another role, is its source principal's business) — on ``*`` only when none is known.
+EC2 and Elastic Load Balancing actions stay on ``*``: capa-py's tags name the cluster in the tag *key*, which
+an IAM condition cannot match by pattern, and describes do not support resource-level permissions.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from capa_py.api.aws_identity import CONTROLLER_IDENTITY_KIND, AWSClusterRoleIdentity
+from capa_py.api.meta import KubeObject
+
+ASSUME_ROLE = "sts:AssumeRole"
+"""Granted on the role ARNs the controller assumes when they are known (:func:`grants_for`)."""
 
 PolicyFor = Literal["controller", "operator", "control-plane", "nodes"]
 POLICY_KINDS: tuple[PolicyFor, ...] = ("controller", "operator", "control-plane", "nodes")
@@ -253,8 +263,37 @@ def declared_actions(module_names: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(sorted(actions))
 
 
-def _grants_of(actions: tuple[str, ...], iam_resources: tuple[str, ...], what: str) -> list[Grant]:
+def assumed_roles(identities: Iterable[KubeObject]) -> tuple[str, ...]:
+    """The ARNs of the roles the controller assumes with its own credentials, among ``identities``: the
+    role identities without a source, or whose source is the controller's identity (sorted, once each)."""
+    return tuple(
+        sorted(
+            {
+                identity.spec.role_arn
+                for identity in identities
+                if isinstance(identity, AWSClusterRoleIdentity)
+                and (
+                    identity.spec.source_identity_ref is None
+                    or identity.spec.source_identity_ref.kind == CONTROLLER_IDENTITY_KIND
+                )
+            }
+        )
+    )
+
+
+def _grants_of(
+    actions: tuple[str, ...],
+    iam_resources: tuple[str, ...],
+    what: str,
+    assume_roles: tuple[str, ...] | None = None,
+) -> list[Grant]:
     grants: list[Grant] = []
+    if ASSUME_ROLE in actions:
+        actions = tuple(a for a in actions if a != ASSUME_ROLE)
+        if assume_roles is None:
+            grants.append(Grant((ASSUME_ROLE,), why=f"{what}: role identities, none known: every role"))
+        elif assume_roles:
+            grants.append(Grant((ASSUME_ROLE,), assume_roles, why=f"{what}: the role identities' roles"))
     unscoped = tuple(a for a in actions if not a.startswith("iam:"))
     if unscoped:
         grants.append(
@@ -269,14 +308,15 @@ def _grants_of(actions: tuple[str, ...], iam_resources: tuple[str, ...], what: s
     return grants
 
 
-def grants_for(kind: PolicyFor) -> tuple[Grant, ...]:
-    """The statements of one policy."""
+def grants_for(kind: PolicyFor, assume_roles: tuple[str, ...] | None = None) -> tuple[Grant, ...]:
+    """The statements of one policy. ``assume_roles``: the roles the controller assumes with its own
+    credentials (``sts:AssumeRole`` on them; none when empty), ``None`` when they are not known (on ``*``)."""
     if kind == "nodes":
         return NODES_GRANTS
     if kind == "control-plane":
         return (Grant(CONTROL_PLANE_ACTIONS, why="the AWS cloud provider on the control plane"),)
     controller = declared_actions(CONTROLLER_MODULES)
-    grants = _grants_of(controller, _CONTROLLER_IAM_RESOURCES, "the controller")
+    grants = _grants_of(controller, _CONTROLLER_IAM_RESOURCES, "the controller", assume_roles)
     grants.extend(CONTROLLER_IMPLIED)
     if kind == "operator":
         only = tuple(a for a in declared_actions(OPERATOR_MODULES) if a not in controller)
@@ -289,10 +329,11 @@ def granted_actions(kind: PolicyFor) -> frozenset[str]:
     return frozenset(action for grant in grants_for(kind) for action in grant.actions)
 
 
-def policy_document(kind: PolicyFor) -> dict[str, Any]:
-    """The IAM policy document (``Version`` 2012-10-17) of one policy."""
+def policy_document(kind: PolicyFor, assume_roles: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The IAM policy document (``Version`` 2012-10-17) of one policy (``assume_roles`` as
+    :func:`grants_for` takes them)."""
     statements: list[dict[str, Any]] = []
-    for grant in grants_for(kind):
+    for grant in grants_for(kind, assume_roles):
         statement: dict[str, Any] = {
             "Effect": "Allow",
             "Action": list(grant.actions),

@@ -96,6 +96,10 @@ def allowed_namespaces_field() -> AllowedNamespaces | None:
     )
 
 
+ROLE_ARN_PATTERN = r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$"
+"""An IAM role's ARN (any partition), as ``roleARN`` and ``capa iam policy --assume-role`` take it."""
+
+
 class AWSIdentityReference(KubeModel):
     """An identity an AWSCluster (``spec.identityRef``) or a role identity (``sourceIdentityRef``) uses."""
 
@@ -118,9 +122,7 @@ class AWSClusterStaticIdentitySpec(KubeModel):
 
 class AWSClusterRoleIdentitySpec(KubeModel):
     allowed_namespaces: AllowedNamespaces | None = allowed_namespaces_field()
-    role_arn: str = Field(
-        alias="roleARN", pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/.+$", description="The role to assume."
-    )
+    role_arn: str = Field(alias="roleARN", pattern=ROLE_ARN_PATTERN, description="The role to assume.")
     session_name: str | None = Field(
         default=None,
         pattern=r"^[\w+=,.@-]{2,64}$",

@@ -169,11 +169,12 @@ the RBAC recording test applies the example cluster, which has no machine pool."
 
 IDENTITY_ACCESS: tuple[tuple[type[KubeObject], str, tuple[str, ...]], ...] = (
     # An AWSCluster's spec.identityRef (and a role identity's sourceIdentityRef), read by name when a
-    # cluster's controllers make their clients; a static identity's Secret is read from the Secret watch
-    # (READ_FROM_THE_CACHE). The Namespace: an allowedNamespaces.selector matches its labels.
-    (AWSClusterControllerIdentity, "", ("get",)),
-    (AWSClusterStaticIdentity, "", ("get",)),
-    (AWSClusterRoleIdentity, "", ("get",)),
+    # cluster's controllers make their clients, and watched so that a change wakes the clusters using it;
+    # a static identity's Secret is read from the Secret watch (READ_FROM_THE_CACHE). The Namespace: an
+    # allowedNamespaces.selector matches its labels.
+    (AWSClusterControllerIdentity, "", _WATCHED),
+    (AWSClusterStaticIdentity, "", _WATCHED),
+    (AWSClusterRoleIdentity, "", _WATCHED),
     (Namespace, "", ("get",)),
 )
 """What the AWS controllers request for a cluster with an identity (``tests/controllers/test_identities.py``;
