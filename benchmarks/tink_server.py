@@ -6,18 +6,23 @@ Workflows per Hardware, prepared by the workflow controller. The server listens 
 agent is a thread with the generated client that opens its command stream and, for every StartWorkflow,
 publishes ActionStarted and ActionSucceeded for each action, one after the other. Prints the workflows
 dispatched per second (every workflow from the first stream opening until the last workflow succeeded)
-and the event round trip (a PublishEvent call until its reply) p50/p99; asserts nothing.
+and the event round trip (a PublishEvent call until its reply) p50/p99, and the process's CPU time per
+workflow (the server's and the agent threads': on a shared machine a steadier figure than the rates);
+then the same for the same agents against a bare grpc.aio server doing the same exchange with no store and
+no checks, and how many times slower the workflow server is. Asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +34,7 @@ import grpc  # noqa: E402
 
 from capa_py.api.tinkerbell import Hardware, Template, Workflow  # noqa: E402
 from capa_py.logging import configure_logging  # noqa: E402
+from capa_py.runtime.background import Ready, start_loop_thread  # noqa: E402
 from capa_py.runtime.events import EventRecorder  # noqa: E402
 from capa_py.runtime.queue import ObjectKey  # noqa: E402
 from capa_py.store import SQLiteStore  # noqa: E402
@@ -120,6 +126,80 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def _run_agents(
+    address: str, agents: int, workflows: int, tokens: list[str]
+) -> tuple[list[float], float, float]:
+    """Every agent's event latencies, the seconds and the process CPU seconds until all were done."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    threads = [
+        threading.Thread(target=_agent, args=(address, f"machine-{i}", tokens[i], workflows, latencies, lock))
+        for i in range(agents)
+    ]
+    started, cpu = time.perf_counter(), time.process_time()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return latencies, time.perf_counter() - started, time.process_time() - cpu
+
+
+def _raw_command(agent: str, number: int) -> pb.GetWorkflowsResponse:
+    actions = [
+        pb.Workflow.Action(id=name, name=name, image=f"quay.io/tinkerbell/{name}:v1")
+        for name in ("stream-image", "kexec")
+    ]
+    workflow = pb.Workflow(workflow_id=f"default/{agent}-{number}", actions=actions)
+    return pb.GetWorkflowsResponse(start_workflow=pb.GetWorkflowsResponse.StartWorkflow(workflow=workflow))
+
+
+class _RawService(pb_grpc.WorkflowServiceServicer):
+    """The same exchange with nothing behind it: each agent's next workflow goes once the last action of
+    the previous one succeeded; events are answered at once."""
+
+    def __init__(self, workflows: int) -> None:
+        self.workflows = workflows
+        self.done: dict[str, asyncio.Queue[None]] = {}
+
+    async def GetWorkflows(self, request: Any, context: Any) -> AsyncIterator[pb.GetWorkflowsResponse]:
+        done = self.done.setdefault(request.agent_id, asyncio.Queue())
+        for number in range(self.workflows):
+            yield _raw_command(request.agent_id, number)
+            await done.get()
+
+    async def PublishEvent(self, request: Any, context: Any) -> pb.PublishEventResponse:
+        event = request.event
+        if event.WhichOneof("event") == "action_succeeded" and event.action_succeeded.action_id == "kexec":
+            agent = event.workflow_id.partition("/")[2].rsplit("-", 1)[0]
+            self.done[agent].put_nowait(None)
+        return pb.PublishEventResponse()
+
+
+def measure_raw(agents: int, workflows: int) -> dict[str, float]:
+    """The same agents against a bare grpc.aio server doing the same exchange (no store, no checks)."""
+
+    async def serve(stopping: asyncio.Event, ready: Ready) -> None:
+        server = grpc.aio.server()
+        pb_grpc.add_WorkflowServiceServicer_to_server(_RawService(workflows), server)
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        ready({"address": f"127.0.0.1:{port}"})
+        await stopping.wait()
+        await server.stop(1.0)
+
+    info, handle = start_loop_thread(serve, "raw-tink-server")
+    try:
+        latencies, elapsed, cpu = _run_agents(info["address"], agents, workflows, [""] * agents)
+    finally:
+        handle.stop(10.0)
+    return {
+        "dispatched_per_second": agents * workflows / elapsed,
+        "event_p50_ms": _percentile(latencies, 0.50) * 1000,
+        "event_p99_ms": _percentile(latencies, 0.99) * 1000,
+        "cpu_ms_per_workflow": cpu / (agents * workflows) * 1000,
+    }
+
+
 def measure(agents: int, workflows: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as home:
         store = SQLiteStore(Path(home) / "state.db")
@@ -138,21 +218,10 @@ def measure(agents: int, workflows: int) -> dict[str, float]:
             issue_token(store, store.get(Hardware, f"machine-{i}", "default"))[1] for i in range(agents)
         ]
         server = start_in_thread(store, "127.0.0.1", 0)
-        latencies: list[float] = []
-        lock = threading.Lock()
-        threads = [
-            threading.Thread(
-                target=_agent, args=(server.address, f"machine-{i}", tokens[i], workflows, latencies, lock)
-            )
-            for i in range(agents)
-        ]
-        started = time.perf_counter()
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        elapsed = time.perf_counter() - started
-        server.stop()
+        try:
+            latencies, elapsed, cpu = _run_agents(server.address, agents, workflows, tokens)
+        finally:
+            server.stop()
         succeeded = sum(1 for w in store.list(Workflow) if w.status.state == "Succeeded")
         store.close()
     return {
@@ -165,6 +234,7 @@ def measure(agents: int, workflows: int) -> dict[str, float]:
         "event_p99_ms": _percentile(latencies, 0.99) * 1000,
         "event_mean_ms": statistics.fmean(latencies) * 1000,
         "events": len(latencies),
+        "cpu_ms_per_workflow": cpu / (agents * workflows) * 1000,
     }
 
 
@@ -187,6 +257,18 @@ def main(argv: list[str] | None = None) -> int:
         f" ({figures['events']} PublishEvent calls)"
     )
     print(f"  succeeded: {figures['succeeded']} of {figures['workflows']} in {figures['seconds']:.1f}s")
+    print(f"  CPU per workflow (server and agent threads): {figures['cpu_ms_per_workflow']:.1f} ms")
+    raw = measure_raw(args.agents, args.workflows)
+    figures["raw"] = raw  # type: ignore[assignment]
+    print(
+        f"raw grpc.aio server, same exchange: {raw['dispatched_per_second']:.1f} workflows/s, event p50 "
+        f"{raw['event_p50_ms']:.1f} ms, p99 {raw['event_p99_ms']:.1f} ms, CPU per workflow "
+        f"{raw['cpu_ms_per_workflow']:.1f} ms"
+    )
+    print(
+        f"  tink server against raw: {raw['dispatched_per_second'] / figures['dispatched_per_second']:.2f}x "
+        f"slower, {figures['event_p50_ms'] / raw['event_p50_ms']:.2f}x the event p50"
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

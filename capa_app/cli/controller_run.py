@@ -6,13 +6,16 @@ stderr (``error: ...``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from capa_app.cli.common import EXIT_FAILED, EXIT_OK, fail, stderr
 from capa_app.cli.controller_flags import HegelOptions, WebhookOptions
+from capa_py.api.tinkerbell import Hardware
 from capa_py.aws.session import ClientPool
 from capa_py.engine.engine import Engine
 from capa_py.runtime.endpoints import BindAddress, Endpoints
+from capa_py.runtime.informer import Informer
 from capa_py.runtime.leader import LeaseTiming, holder_identity
 from capa_py.runtime.lifecycle import Election, Process
 from capa_py.runtime.manager import Controller
@@ -44,6 +47,7 @@ def _servers(
     webhooks: WebhookOptions | None,
     hegel: HegelOptions | None,
     tink_server: WorkflowServerOptions | None,
+    hardware: Informer | None = None,
 ) -> list[Runnable]:
     """The servers the flags ask for, in the order they start."""
     servers: list[Runnable] = []
@@ -52,7 +56,7 @@ def _servers(
             WebhookServer(webhooks.cert_dir, webhooks.address.host, webhooks.address.port, _announce)
         )
     if hegel is not None:
-        servers.append(HegelServer(store, hegel.bind, hegel.port, hegel.trusted, _announce))
+        servers.append(HegelServer(store, hegel.bind, hegel.port, hegel.trusted, _announce, hardware))
     if tink_server is not None:
         options = tink_server
         servers.append(
@@ -94,12 +98,19 @@ def run(
 
     metrics = ControllerMetrics()
     metrics.hook_aws_clients()
+    if hegel is not None:
+        # Hegel's index is kept by the process's Hardware informer (cached even without Tinkerbell's
+        # controllers), as long as that informer sees every Hardware.
+        options = replace(options, informed_kinds=(*options.informed_kinds, Hardware))
     controllers = ControllerProcess(store, build, options, metrics)
+    hardware = controllers.cache.informer_for(Hardware)
+    if hardware is not None and (hardware.namespace is not None or hardware.label_selector):
+        hardware = None  # scoped: Hegel answers for every Hardware, so its index lists and watches itself
     runnables: list[Runnable] = [
         EndpointsRunnable(
             Endpoints(metrics_address, probe_address, metrics.render, controllers.has_synced), _announce
         ),
-        *_servers(store, metrics, webhooks, hegel, tink_server),
+        *_servers(store, metrics, webhooks, hegel, tink_server, hardware),
         Caches(controllers),
         Controllers(controllers, _announce, _complain),
     ]

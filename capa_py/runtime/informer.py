@@ -225,6 +225,14 @@ class Informer:
             raise NotFound.missing(ObjectRef.of(self.kind.KIND, name, namespace_of(self.kind, namespace)))
         return obj.model_copy(deep=True)
 
+    def peek(self, name: str, namespace: str | None = None) -> KubeObject:
+        """The cached object itself, not a copy: for readers that never change it (NotFound if absent)."""
+        with self._lock:
+            obj = self._objects.get((namespace_of(self.kind, namespace), name))
+        if obj is None:
+            raise NotFound.missing(ObjectRef.of(self.kind.KIND, name, namespace_of(self.kind, namespace)))
+        return obj
+
     def list(self, namespace: str | None = None, label_selector: str | None = None) -> list[KubeObject]:
         selector = LabelSelector.parse(label_selector)
         with self._lock:

@@ -54,6 +54,8 @@ class ProcessOptions:
     sync_period: float = 600.0
     rate_limiter: Callable[[], RateLimiter] = controller_rate_limiter
     unfiltered_kinds: Sequence[type[KubeObject]] = ()
+    informed_kinds: Sequence[type[KubeObject]] = ()
+    """Kinds cached even when no controller reconciles or watches them (Hegel's Hardware)."""
 
 
 class ControllerProcess:
@@ -75,6 +77,8 @@ class ControllerProcess:
         for controller in self.controllers:
             for kind in (controller.kind, *controller.watched_kinds):
                 kinds.setdefault((kind.API_VERSION, kind.KIND), kind)
+        for kind in self.options.informed_kinds:
+            kinds.setdefault((kind.API_VERSION, kind.KIND), kind)
         self.informers: list[Informer] = informers_for(
             store,
             list(kinds.values()),

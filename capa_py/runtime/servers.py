@@ -17,6 +17,7 @@ from capa_py.store.protocol import ObjectStore
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
+    from capa_py.runtime.informer import Informer
     from capa_py.tinkerbell.backoff import Backoff
     from capa_py.tinkerbell.hegel import IPNetwork, RunningHegel
     from capa_py.tinkerbell.server import RunningWorkflowServer, TLSFiles
@@ -55,21 +56,36 @@ class WebhookServer(Server):
 
 
 class HegelServer(Server):
-    """The Tinkerbell Hegel metadata endpoints, believing X-Forwarded-For from ``trusted`` proxies only."""
+    """The Tinkerbell Hegel metadata endpoints, believing X-Forwarded-For from ``trusted`` proxies only.
+
+    With ``informer`` (the process's informer of every Hardware) its index is a handler of that informer;
+    without, the index lists and watches ``store`` itself."""
 
     name = "hegel"
 
     def __init__(
-        self, store: ObjectStore, bind: str, port: int, trusted: Sequence[IPNetwork], say: Say
+        self,
+        store: ObjectStore,
+        bind: str,
+        port: int,
+        trusted: Sequence[IPNetwork],
+        say: Say,
+        informer: Informer | None = None,
     ) -> None:
         self.store, self.bind, self.port, self.trusted, self.say = store, bind, port, trusted, say
+        self.informer = informer
         self.running: RunningHegel | None = None
 
     def start(self, stop: threading.Event) -> None:
         from capa_py.tinkerbell.hegel import start_in_thread
+        from capa_py.tinkerbell.hegel_index import HardwareIndex
 
+        index = None
+        if self.informer is not None:
+            index = HardwareIndex()
+            index.attach(self.informer, self.store)
         try:
-            self.running = start_in_thread(self.store, self.bind, self.port, self.trusted)
+            self.running = start_in_thread(self.store, self.bind, self.port, self.trusted, index)
         except OSError as exc:
             raise StartFailed(
                 f"cannot serve hegel on {self.bind}:{self.port}: {exc.strerror or exc}"

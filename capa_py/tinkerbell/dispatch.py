@@ -29,7 +29,10 @@ runs on informer threads, on the timer thread and in the calls the gRPC layer ma
   sent to a session that ends (or disappears) without that session's own events saying so — the
   supervisor failed it or gave up on a cancellation — is stopped too, so the agent does not go on.
 * **Events** change a workflow only through :mod:`capa_py.tinkerbell.states`, written under optimistic
-  concurrency; a refused event (:class:`Refused`) changes nothing.
+  concurrency; a refused event (:class:`Refused`) changes nothing. An event starts from the newest state
+  the server knows (its watch, its own writes), not a read of the store: the status write, made before the
+  reply, is its one store round trip; a state the server has not seen yet conflicts, is read once, and
+  the event is applied to it again.
 * **Rejections** put a workflow back to Pending and hold it back for ``base * 2**(n-1)`` seconds (capped)
   after its n-th rejection. The count lives in this process's memory: a restarted server forgets it.
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta
+from typing import TypeVar, cast
 
 import grpc
 
@@ -80,10 +84,22 @@ from capa_py.tinkerbell.proto import workflow_pb2 as pb
 
 _log = get_logger("tinkerbell.server")
 
+T = TypeVar("T", bound=KubeObject)
+
 PREPARED = "Prepared"
 """The condition the workflow controller sets once a workflow's actions are rendered."""
 ACTIVE_STATES = frozenset({"Scheduled", "Running", "Cancelling"})
 WRITE_ATTEMPTS = 8
+
+
+class SharedReads(CachedStore):
+    """Reads of informed kinds return the cached objects themselves: for readers that never change them."""
+
+    def get(self, kind: type[T], name: str, namespace: str | None = None) -> T:
+        informer = self.informer_for(kind)
+        if informer is None:
+            return self.store.get(kind, name, namespace)
+        return cast(T, informer.peek(name, namespace))
 
 
 class Dispatcher(AgentSessions):
@@ -111,7 +127,11 @@ class Dispatcher(AgentSessions):
         # Hardware and Secrets (credentials, envValueFrom) are read from the watches' caches: the
         # controller's role lists and watches Secrets but never gets one.
         self.reads = CachedStore(store, [self._informers[0], self._informers[2]])
-        self.auth = Authenticator(self.reads, allow_unauthenticated_agents)
+        # The authenticator only looks (at every event and dispatch): it reads the cached objects
+        # themselves, without the copy a reader that may change them gets.
+        self.auth = Authenticator(
+            SharedReads(store, self.reads.informers.values()), allow_unauthenticated_agents
+        )
         self.read_secret = store_secret_reader(self.reads)
         self._timer_thread: threading.Thread | None = None
 
@@ -327,7 +347,10 @@ class Dispatcher(AgentSessions):
     def _publish(self, event: pb.Event, kind: str, credentials: Credentials) -> None:
         key, action = event_target(event, kind)
         missing = Refused(grpc.StatusCode.NOT_FOUND, f"workflow {event.workflow_id} not found")
-        current = self._refresh(key)
+        # The newest state this server knows (its watch, its own writes); read from the store only when
+        # unknown. A stale one costs nothing but a retry: the write carries its resourceVersion, and a
+        # conflict reads the store again.
+        current = self._known(key) or self._refresh(key)
         if current is None:
             raise missing
         hardware = hardware_of(current)
@@ -339,7 +362,8 @@ class Dispatcher(AgentSessions):
                     raise Refused(
                         grpc.StatusCode.NOT_FOUND, f"workflow {event.workflow_id} has no action {action!r}"
                     )
-                changed = current.model_copy(deep=True)
+                # An event changes the status only: the rest is shared with the known state, not copied.
+                changed = current.model_copy(update={"status": current.status.model_copy(deep=True)})
                 now = self.clock()
                 try:
                     apply_event(changed, event, kind, action, now)
@@ -348,7 +372,8 @@ class Dispatcher(AgentSessions):
                 try:
                     written = self._write(changed)
                 except Conflict:
-                    fresh = self._refresh(key)
+                    # The write read the store's state on its conflict (or forgot the workflow, gone).
+                    fresh = self._known(key)
                     if fresh is None:
                         raise missing from None
                     current = fresh

@@ -87,6 +87,11 @@ class DispatchState:
             self._remember(written)
         return written
 
+    def _known(self, key: WorkflowKey) -> Workflow | None:
+        """The newest state of a workflow this server has seen (not a copy: never change it)."""
+        with self._lock:
+            return self._workflows.get(key)
+
     def _refresh(self, key: WorkflowKey) -> Workflow | None:
         try:
             fresh = self.store.get(Workflow, key[1], key[0])

@@ -13,17 +13,20 @@ address of the header that is not itself trusted is the caller (the left-most wh
 * ``GET /2009-04-04/user-data``: ``spec.instance.userdata``, byte for byte (404 when unset).
 
 Every other path is 404, another method on these paths 405. An unknown caller, or an address two Hardware
-claim (logged as a warning naming both), is 404; a store that cannot be read is 503. The Hardware are
-listed for every request, so a Hardware created or changed a moment ago is answered at once. Access logs
-carry the path, the status and the Hardware's name only; user-data and vendor-data are never logged.
+claim (logged as a warning naming both), is 404; a store that cannot be read, or an index that has not
+listed the Hardware yet, is 503. Callers are found through a :class:`~capa_py.tinkerbell.hegel_index.
+HardwareIndex` (source address to Hardware, kept by the store's events), not a list per request: the
+index of ``capa controller``'s Hardware informer when one is passed, else one with its own list and watch
+for as long as the application runs. Access logs carry the path, the status and the Hardware's name only;
+user-data and vendor-data are never logged.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
 from aiohttp import web
 
@@ -32,6 +35,14 @@ from capa_py.logging import get_logger
 from capa_py.runtime.background import Ready, RunningServer, start_loop_thread
 from capa_py.store.errors import StoreError
 from capa_py.store.protocol import ObjectStore
+from capa_py.tinkerbell.hegel_index import (
+    Ambiguous,
+    HardwareIndex,
+    IPAddress,
+    Match,
+    NotReady,
+    parse_address,
+)
 
 _log = get_logger("tinkerbell.hegel")
 
@@ -43,7 +54,6 @@ USER_DATA = f"{PREFIX}/user-data"
 HARDWARE_NAME = web.RequestKey("hardware", str)
 """The name of the Hardware a request was answered for, for the access log."""
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
@@ -61,17 +71,7 @@ def parse_trusted_proxies(text: str | None) -> tuple[IPNetwork, ...]:
     return tuple(networks)
 
 
-def _address(text: str) -> IPAddress | None:
-    text = text.strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
+_address = parse_address
 
 
 def _trusted(address: IPAddress, trusted: Sequence[IPNetwork]) -> bool:
@@ -98,34 +98,12 @@ def caller_address(
     return _address(hops[0])
 
 
-@dataclass(frozen=True)
-class Match:
-    """The Hardware a caller is, and the interface whose address it called from."""
-
-    hardware: Hardware
-    ip: str
-    hostname: str | None
-
-
-class Ambiguous(Exception):
-    """Two Hardware claim the caller's address."""
-
-
 def find_caller(hardware: Iterable[Hardware], address: IPAddress) -> Match | None:
-    """The Hardware with an interface at ``address``; :class:`Ambiguous` when more than one has."""
-    found: list[Match] = []
-    for item in hardware:
-        for interface in item.spec.network_interfaces.values():
-            dhcp = interface.dhcp
-            if dhcp is None or _address(dhcp.ip) != address:
-                continue
-            found.append(Match(item, dhcp.ip, dhcp.hostname or None))
-            break
-    if len(found) > 1:
-        names = ", ".join(sorted(f"{m.hardware.metadata.namespace}/{m.hardware.name}" for m in found))
-        _log.warning("address claimed by more than one hardware", address=str(address), hardware=names)
-        raise Ambiguous(names)
-    return found[0] if found else None
+    """The Hardware with an interface at ``address`` among ``hardware``; :class:`Ambiguous` when more than
+    one has (what the index answers, without one)."""
+    index = HardwareIndex()
+    index.replace(hardware, "0")
+    return index.lookup(address)
 
 
 def meta_data(match: Match) -> dict[str, str]:
@@ -137,16 +115,21 @@ def meta_data(match: Match) -> dict[str, str]:
     return entries
 
 
-def build_app(store: ObjectStore, trusted: Sequence[IPNetwork] = ()) -> web.Application:
-    """The Hegel application over ``store``."""
+def build_app(
+    store: ObjectStore, trusted: Sequence[IPNetwork] = (), index: HardwareIndex | None = None
+) -> web.Application:
+    """The Hegel application over ``store``: callers are found in ``index`` (kept by someone else, an
+    informer), or, without one, in an index that lists and watches ``store`` while the application runs."""
+    own = index is None
+    found = HardwareIndex() if index is None else index
 
     async def identify(request: web.Request) -> Match | None:
         address = caller_address(request.remote, request.headers.getall("X-Forwarded-For", []), trusted)
         if address is None:
             return None
-        # The store is synchronous: listing in a thread keeps other callers served meanwhile.
-        items = await asyncio.to_thread(store.list, Hardware)
-        return find_caller(items, address)
+        # The store is synchronous: catching up in a thread keeps other callers served meanwhile.
+        await asyncio.to_thread(found.current)
+        return found.lookup(address)
 
     def answered(
         handler: Callable[[Match], web.Response],
@@ -154,7 +137,7 @@ def build_app(store: ObjectStore, trusted: Sequence[IPNetwork] = ()) -> web.Appl
         async def handle(request: web.Request) -> web.Response:
             try:
                 match = await identify(request)
-            except StoreError as exc:
+            except (StoreError, NotReady) as exc:
                 _log.warning("cannot read the hardware", error=str(exc))
                 return web.Response(status=503, text="the store cannot be read\n")
             except Ambiguous:
@@ -198,7 +181,16 @@ def build_app(store: ObjectStore, trusted: Sequence[IPNetwork] = ()) -> web.Appl
         )
         return response
 
+    async def feed(app: web.Application) -> AsyncIterator[None]:
+        stop = threading.Event()
+        found.start(store, stop)
+        yield
+        stop.set()
+        await asyncio.to_thread(found.join, 10.0)
+
     app = web.Application(middlewares=[access_log])
+    if own:
+        app.cleanup_ctx.append(feed)
     app.router.add_get(META_DATA, answered(listing))
     app.router.add_get(f"{META_DATA}/", answered(listing))
     for name in ("instance-id", "hostname", "local-ipv4"):
@@ -212,12 +204,17 @@ class RunningHegel(RunningServer):
 
 
 def start_in_thread(
-    store: ObjectStore, bind: str = "127.0.0.1", port: int = DEFAULT_PORT, trusted: Sequence[IPNetwork] = ()
+    store: ObjectStore,
+    bind: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    trusted: Sequence[IPNetwork] = (),
+    index: HardwareIndex | None = None,
 ) -> RunningHegel:
-    """Serve Hegel in a background thread; returns once the port is bound (OSError when it cannot be)."""
+    """Serve Hegel in a background thread; returns once the port is bound (OSError when it cannot be).
+    ``index``: an index someone else keeps (see :func:`build_app`)."""
 
     async def server(stopping: asyncio.Event, ready: Ready) -> None:
-        runner = web.AppRunner(build_app(store, trusted), handle_signals=False, access_log=None)
+        runner = web.AppRunner(build_app(store, trusted, index), handle_signals=False, access_log=None)
         await runner.setup()
         try:
             site = web.TCPSite(runner, bind, port)
@@ -237,6 +234,7 @@ def start_in_thread(
 __all__ = [
     "DEFAULT_PORT",
     "Ambiguous",
+    "HardwareIndex",
     "Match",
     "RunningHegel",
     "build_app",

@@ -31,6 +31,11 @@ def test_the_benchmark_runs_every_workflow_of_every_agent(tmp_path: Path) -> Non
     assert figures["events"] == 6 * 2 * 2, "a start and a success per action, two actions per workflow"
     assert "workflows dispatched (and run) per second" in done.stdout
     assert "event round trip: p50" in done.stdout
+    assert figures["cpu_ms_per_workflow"] > 0
+    # The same agents against a bare grpc.aio server: every workflow went through it too.
+    assert figures["raw"]["dispatched_per_second"] > 0
+    assert "raw grpc.aio server, same exchange" in done.stdout
+    assert "tink server against raw" in done.stdout
 
 
 def test_bad_options_are_refused() -> None:
