@@ -21,14 +21,14 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from capa_py.api.aws_checks import check_tags, known_instance_types
+from capa_py.api.aws_checks import check_tags
 from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
-from capa_py.api.aws_machine import AMIReference, AWSResourceReference, Volume
-from capa_py.api.cluster import CLUSTER_API_VERSION, CLUSTER_NAME_LABEL, NodeReference
+from capa_py.api.aws_machine import AWSResourceReference, LaunchFields, launch_issues
+from capa_py.api.cluster import CLUSTER_API_VERSION, NodeReference
 from capa_py.api.contract import InfrastructureStatus
-from capa_py.api.image_lookup import ResolvedImage, base_os_field, format_field, lookup_issues, org_field
+from capa_py.api.image_lookup import ResolvedImage
 from capa_py.api.immutable import immutable
-from capa_py.api.machine_template import MachineTemplateSpec, default_template
+from capa_py.api.machine_template import ReplicatedSpec, default_replicated
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject
 
 AWSMACHINEPOOL_FINALIZER = "awsmachinepool.infrastructure.cluster.x-k8s.io"
@@ -45,17 +45,9 @@ def _issue(path: str, message: str) -> FieldIssue:
 # -- MachinePool (Cluster API core) ------------------------------------------------------------------------
 
 
-class MachinePoolSpec(KubeModel):
-    cluster_name: str = Field(min_length=1)
-    replicas: int | None = Field(default=None, ge=0)
-    template: MachineTemplateSpec
-    min_ready_seconds: int | None = Field(default=None, ge=0)
+class MachinePoolSpec(ReplicatedSpec):
     provider_id_list: list[str] = Field(default_factory=list, alias="providerIDList")
     failure_domains: list[str] = Field(default_factory=list)
-
-    @property
-    def desired(self) -> int:
-        return 1 if self.replicas is None else self.replicas
 
 
 MachinePoolPhase = Literal[
@@ -99,10 +91,7 @@ class MachinePool(KubeObject):
     status: MachinePoolStatus = Field(default_factory=MachinePoolStatus)
 
     def _default(self) -> None:
-        self.metadata.labels[CLUSTER_NAME_LABEL] = self.spec.cluster_name
-        if self.spec.replicas is None:
-            self.spec.replicas = 1
-        default_template(self, self.spec.cluster_name, self.spec.template)
+        default_replicated(self, self.spec)
 
     def prepare_for_create(self) -> None:
         self._default()
@@ -152,22 +141,13 @@ class MachinePool(KubeObject):
 # -- AWSMachinePool (Cluster API Provider AWS) -------------------------------------------------------------
 
 
-class AWSLaunchTemplate(KubeModel):
+class AWSLaunchTemplate(LaunchFields):
     """What the pool's instances are launched with (CAPA's ``awsLaunchTemplate``)."""
 
     name: str | None = Field(
         default=None,
         description="The launch template's name; default: <namespace>-<AWSMachinePool name>.",
     )
-    instance_type: str
-    ami: AMIReference = Field(default_factory=AMIReference)
-    image_lookup_format: str | None = format_field()
-    image_lookup_org: str | None = org_field()
-    image_lookup_base_os: str | None = base_os_field()
-    iam_instance_profile: str | None = None
-    ssh_key_name: str | None = None
-    additional_security_groups: list[AWSResourceReference] = Field(default_factory=list)
-    root_volume: Volume | None = None
 
 
 class AWSMachinePoolInstanceStatus(KubeModel):
@@ -230,17 +210,7 @@ class AWSMachinePool(KubeObject):
             found.append(
                 _issue("spec.minSize", f"must not exceed spec.maxSize ({spec.min_size} > {spec.max_size})")
             )
-        if template.instance_type not in known_instance_types():
-            found.append(
-                _issue(
-                    "spec.awsLaunchTemplate.instanceType",
-                    f"not an EC2 instance type: {template.instance_type!r} (expected one in botocore's EC2 "
-                    "model, e.g. t3.medium)",
-                )
-            )
-        if template.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", template.ami.id):
-            found.append(_issue("spec.awsLaunchTemplate.ami.id", f"not an AMI id: {template.ami.id!r}"))
-        found += lookup_issues(template, "spec.awsLaunchTemplate")
+        found += launch_issues(template, "spec.awsLaunchTemplate")
         if template.name is not None and not _LAUNCH_TEMPLATE_NAME.match(template.name):
             found.append(
                 _issue(
@@ -263,14 +233,6 @@ class AWSMachinePool(KubeObject):
                         f"not a security group id: {group.id!r}",
                     )
                 )
-        volume = template.root_volume
-        if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
-            found.append(
-                _issue(
-                    "spec.awsLaunchTemplate.rootVolume.iops",
-                    f"iops cannot be set for volume type {volume.type}",
-                )
-            )
         return found
 
     def immutable_issues(self, old: AWSMachinePool) -> list[FieldIssue]:
