@@ -37,6 +37,7 @@ CREATE: Action = Sequential(
     ),
     Step("ReconcileAutoScalingGroup", machinepool.reconcile_group, ASG_READY),
     Step("MarkReady", machinepool.mark_ready),
+    Step("ReconcileInstanceRefresh", machinepool.reconcile_instance_refresh),
 )
 """One create pass of an AWSMachinePool, over its :class:`PoolScope`."""
 

@@ -29,10 +29,14 @@ IAM_ACTIONS: tuple[str, ...] = (
     "autoscaling:CreateOrUpdateTags",
     "autoscaling:DeleteAutoScalingGroup",
     "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeInstanceRefreshes",
+    "autoscaling:StartInstanceRefresh",
     "autoscaling:UpdateAutoScalingGroup",
 )
 
 RESOURCE_TYPE = "auto-scaling-group"
+ACTIVE_REFRESH_STATES = frozenset({"Pending", "InProgress", "Cancelling", "RollbackInProgress", "Baking"})
+"""Instance refresh states in which AWS refuses to start another refresh on the group."""
 DELETING = "deleting"
 _DELETE_IN_PROGRESS = "Delete in progress"
 
@@ -76,6 +80,30 @@ def _group(item: Mapping[str, Any]) -> Observed:
                 for i in item.get("Instances", [])
             ],
         },
+    )
+
+
+@dataclass(frozen=True)
+class InstanceRefresh:
+    """One instance refresh of a group, as ``DescribeInstanceRefreshes`` reports it."""
+
+    id: str
+    status: str
+    launch_template_version: str | None
+    """The version of the desired configuration it was started with (None when it was started without)."""
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_REFRESH_STATES
+
+
+def _refresh(item: Mapping[str, Any]) -> InstanceRefresh:
+    template = (item.get("DesiredConfiguration") or {}).get("LaunchTemplate") or {}
+    version = template.get("Version")
+    return InstanceRefresh(
+        id=item["InstanceRefreshId"],
+        status=item.get("Status", ""),
+        launch_template_version=str(version) if version is not None else None,
     )
 
 
@@ -214,6 +242,39 @@ class AutoScalingGroup(ResourceClass[AutoScalingGroupDesired]):
             if "not found" in str(error):  # AWS answers ValidationError for a name it does not know
                 raise NotFound(str(error), "autoscaling", "DeleteAutoScalingGroup", error.code) from error
             raise
+
+    # -- instance refreshes (replacing the instances when the group moves to another template version) -----
+
+    def instance_refreshes(self, group: str) -> list[InstanceRefresh]:
+        """The group's refreshes, newest first: one call (its first page holds the 50 most recent, which is
+        all a pool needs to know whether one is running and which version the latest was for)."""
+        found = self.aws.autoscaling.call("DescribeInstanceRefreshes", AutoScalingGroupName=group)
+        refreshes = sorted(
+            found.get("InstanceRefreshes", []), key=lambda r: str(r.get("StartTime") or ""), reverse=True
+        )
+        return [_refresh(r) for r in refreshes]
+
+    def start_instance_refresh(
+        self,
+        group: str,
+        launch_template_id: str,
+        version: str,
+        strategy: str,
+        preferences: Mapping[str, Any],
+    ) -> str:
+        """Start replacing the group's instances with ones of ``version`` (named in the desired
+        configuration, so that a later describe tells which version a refresh was for); its id."""
+        params: dict[str, Any] = {
+            "AutoScalingGroupName": group,
+            "Strategy": strategy,
+            "DesiredConfiguration": {
+                "LaunchTemplate": {"LaunchTemplateId": launch_template_id, "Version": version}
+            },
+        }
+        if preferences:
+            params["Preferences"] = dict(preferences)
+        answer = self.aws.autoscaling.call("StartInstanceRefresh", **params)
+        return str(answer["InstanceRefreshId"])
 
     def key_of(self, desired: AutoScalingGroupDesired) -> str:
         return desired.name

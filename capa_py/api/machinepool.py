@@ -10,8 +10,10 @@ no bootstrap provider) and its AWSMachinePool (``spec.template.spec.infrastructu
 it),
 ``status.replicas``, ``status.instances``, ``status.launchTemplateID`` and ``status.launchTemplateVersion``.
 
-Field names are CAPA's. What CAPA has and capa-py does not build yet (instance refresh, mixed instances
-policies, spot in pools, lifecycle hooks) is absent from the models, not accepted and ignored.
+Field names are CAPA's. ``refreshPreferences`` says whether and how an instance refresh replaces the
+instances when the group moves to a new launch template version (``status.instanceRefresh`` records it).
+What CAPA has and capa-py does not build yet (mixed instances policies, spot in pools, lifecycle hooks) is
+absent from the models, not accepted and ignored.
 """
 
 from __future__ import annotations
@@ -150,6 +152,46 @@ class AWSLaunchTemplate(LaunchFields):
     )
 
 
+class RefreshPreferences(KubeModel):
+    """When and how the pool's instances are replaced after the group moves to a new launch template
+    version (CAPA's ``refreshPreferences``; AWS's ``StartInstanceRefresh``)."""
+
+    disable: bool = Field(
+        default=False,
+        description="Start no instance refresh when the launch template changes (running instances keep "
+        "the version they were launched from).",
+    )
+    strategy: Literal["Rolling"] | None = Field(
+        default=None, description="The refresh strategy; Rolling (the only one AWS has) when unset."
+    )
+    instance_warmup: int | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds until a new instance counts as in service; AWS's default when unset (the "
+        "group's health check grace period).",
+    )
+    min_healthy_percentage: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="The percentage of the desired capacity that must stay healthy during the refresh; AWS's "
+        "default (90) when unset.",
+    )
+
+
+class InstanceRefreshStatus(KubeModel):
+    """What the pool knows of the refresh of its instances."""
+
+    launch_template_version: str = Field(
+        description="The launch template version the pool's instances were launched with or last refreshed "
+        "to (or, when refreshes are disabled, the version the group moved to)."
+    )
+    instance_refresh_id: str | None = Field(
+        default=None, alias="instanceRefreshID", description="The refresh started for that version."
+    )
+    status: str | None = Field(default=None, description="The refresh's status as AWS last reported it.")
+
+
 class AWSMachinePoolInstanceStatus(KubeModel):
     instance_id: str = Field(alias="instanceID")
     instance_state: str | None = None
@@ -165,6 +207,7 @@ class AWSMachinePoolSpec(KubeModel):
     additional_tags: dict[str, str] = Field(default_factory=dict)
     aws_launch_template: AWSLaunchTemplate = Field(alias="awsLaunchTemplate")
     capacity_rebalance: bool = False
+    refresh_preferences: RefreshPreferences | None = None
     provider_id_list: list[str] = Field(default_factory=list, alias="providerIDList")
 
     _check_tags = field_validator("additional_tags")(check_tags)
@@ -176,6 +219,7 @@ class AWSMachinePoolStatus(InfrastructureStatus):
     launch_template_id: str | None = Field(default=None, alias="launchTemplateID")
     launch_template_version: str | None = None
     asg_status: str | None = None
+    instance_refresh: InstanceRefreshStatus | None = None
     failure_reason: str | None = None
     failure_message: str | None = None
     observed_generation: int | None = None

@@ -15,8 +15,15 @@ Create, over a :class:`PoolScope`:
    (``ASGReady``); ``status.replicas``, ``status.instances`` and ``spec.providerIDList`` report what AWS
    runs, and the pool is ready once every desired instance is ``InService``.
 
-Instances already running keep the version they were launched from: an instance refresh (replacing them
-when the template changes) is not built, and neither are mixed instances policies or lifecycle hooks.
+4. :func:`reconcile_instance_refresh` — once the group has moved to a new version, an instance refresh
+   (``StartInstanceRefresh``, CAPA's ``refreshPreferences``) replaces the instances launched from an
+   earlier one, unless ``refreshPreferences.disable``; none is started while another runs on the group,
+   and ``status.instanceRefresh`` (the version refreshed to, the refresh's id and status) and the condition
+   ``InstanceRefreshInProgress`` say where it stands. A pool whose instances are on its version makes no
+   call for this; while a refresh runs, the pool looks at it again every :data:`REFRESH_POLL` seconds
+   (``DescribeInstanceRefreshes``: one call).
+
+Mixed instances policies and lifecycle hooks are not built.
 
 Delete, over a :class:`~controllers.aws_scope.ReconcileScope`: :func:`delete_group` deletes the group with
 ``ForceDelete`` (AWS terminates its instances) and waits until AWS no longer reports it; then
@@ -32,15 +39,22 @@ from typing import Any
 from capa_py.api.aws import AWSCluster
 from capa_py.api.aws_common import RecordedResource
 from capa_py.api.image_lookup import ImageLookup, ResolvedImage, lookup_name, lookup_settings
-from capa_py.api.machinepool import AWSMachinePool, AWSMachinePoolInstanceStatus, MachinePool
+from capa_py.api.machinepool import (
+    AWSMachinePool,
+    AWSMachinePoolInstanceStatus,
+    InstanceRefreshStatus,
+    MachinePool,
+    RefreshPreferences,
+)
 from capa_py.aws.errors import InvalidRequest
+from capa_py.ctrlkit.result import Result, requeue_after
 from capa_py.engine.errors import Waiting
 from capa_py.engine.tags import NODE_ROLE
 from capa_py.logging import get_logger
 from controllers.aws_scope import ReconcileScope
 from controllers.services import images
 from controllers.services.instances import security_group_roles
-from resources.autoscaling_group import AutoScalingGroup, AutoScalingGroupDesired
+from resources.autoscaling_group import ACTIVE_REFRESH_STATES, AutoScalingGroup, AutoScalingGroupDesired
 from resources.instance import Instance
 from resources.launch_template import (
     LaunchTemplate,
@@ -51,6 +65,10 @@ from resources.launch_template import (
     launch_data_fingerprint,
 )
 
+INSTANCE_REFRESH = "InstanceRefreshInProgress"
+"""True while a refresh of the pool's instances runs; not part of Ready (the pool serves meanwhile)."""
+REFRESH_POLL = 30.0
+"""Seconds between looks at a running refresh."""
 LAUNCH_TEMPLATE_READY = "LaunchTemplateReady"
 ASG_READY = "ASGReady"
 CONDITIONS = (LAUNCH_TEMPLATE_READY, ASG_READY)
@@ -305,6 +323,100 @@ def reconcile_group(scope: PoolScope) -> None:
 
 def mark_ready(scope: PoolScope) -> None:
     scope.mark_ready()
+
+
+# -- instance refresh --------------------------------------------------------------------------------------
+
+
+def refresh_preferences(prefs: RefreshPreferences) -> dict[str, int]:
+    """``StartInstanceRefresh``'s ``Preferences`` from the pool's (only what is set: AWS's defaults else)."""
+    found: dict[str, int] = {}
+    if prefs.instance_warmup is not None:
+        found["InstanceWarmup"] = prefs.instance_warmup
+    if prefs.min_healthy_percentage is not None:
+        found["MinHealthyPercentage"] = prefs.min_healthy_percentage
+    return found
+
+
+def _record_refresh(scope: PoolScope, version: str, refresh_id: str | None, status: str | None) -> None:
+    record = InstanceRefreshStatus(
+        launch_template_version=version, instance_refresh_id=refresh_id, status=status
+    )
+
+    def change(o: AWSMachinePool) -> None:
+        o.status.instance_refresh = record.model_copy()
+
+    scope.change_status(change)
+
+
+def reconcile_instance_refresh(scope: PoolScope) -> Result | None:
+    """Replace the instances of earlier launch template versions (see the module's step 4)."""
+    assert scope.template_id is not None
+    assert scope.version is not None
+    version = scope.version
+    record = scope.obj.status.instance_refresh
+    if record is None:
+        # The group was just made (or predates refreshes): its instances are launched from this version.
+        _record_refresh(scope, version, None, None)
+        return None
+    moved = record.launch_template_version != version
+    if not moved and record.status not in ACTIVE_REFRESH_STATES:
+        return None  # the instances are on the pool's version: nothing to look at
+    prefs = scope.obj.spec.refresh_preferences or RefreshPreferences()
+    group = scope.obj.launch_template_name
+    if moved and prefs.disable:
+        _record_refresh(scope, version, None, None)
+        scope.condition(
+            INSTANCE_REFRESH,
+            False,
+            "InstanceRefreshDisabled",
+            f"refreshPreferences.disable: instances launched before version {version} keep their version",
+            "Info",
+        )
+        return None
+    refreshes = scope.groups.instance_refreshes(group)
+    refresh_id: str | None
+    status: str | None
+    if moved:
+        started = next((r for r in refreshes if r.launch_template_version == version), None)
+        if started is None:
+            running = next((r for r in refreshes if r.active), None)
+            if running is not None:
+                scope.condition(
+                    INSTANCE_REFRESH,
+                    True,
+                    "WaitingForInstanceRefresh",
+                    f"refresh {running.id} is {running.status}: the refresh to launch template version "
+                    f"{version} starts once it ends",
+                )
+                return requeue_after(REFRESH_POLL)
+            refresh_id = scope.groups.start_instance_refresh(
+                group, scope.template_id, version, prefs.strategy or "Rolling", refresh_preferences(prefs)
+            )
+            status = "Pending"
+            _log.info("instance refresh started", pool=scope.obj.name, refresh=refresh_id, version=version)
+        else:  # started by an earlier pass that could not record it
+            refresh_id, status = started.id, started.status
+        _record_refresh(scope, version, refresh_id, status)
+    else:
+        refresh_id = record.instance_refresh_id
+        mine = next((r for r in refreshes if r.id == refresh_id), None)
+        status = mine.status if mine is not None else None
+        _record_refresh(scope, version, refresh_id, status)
+    about = f"instance refresh {refresh_id} to launch template version {version}"
+    if status in ACTIVE_REFRESH_STATES:
+        scope.condition(INSTANCE_REFRESH, True, f"InstanceRefresh{status}", f"{about}: {status}")
+        return requeue_after(REFRESH_POLL)
+    ended = status or "NoLongerReported"
+    failed = ended not in ("Successful", "NoLongerReported")
+    scope.condition(
+        INSTANCE_REFRESH,
+        False,
+        f"InstanceRefresh{ended}",
+        f"{about}: {ended}",
+        "Warning" if failed else "Info",
+    )
+    return None
 
 
 # -- delete ------------------------------------------------------------------------------------------------
