@@ -12,8 +12,10 @@ it),
 
 Field names are CAPA's. ``refreshPreferences`` says whether and how an instance refresh replaces the
 instances when the group moves to a new launch template version (``status.instanceRefresh`` records it).
-What CAPA has and capa-py does not build yet (mixed instances policies, spot in pools, lifecycle hooks) is
-absent from the models, not accepted and ignored.
+``mixedInstancesPolicy`` lets the group launch several instance types, On-Demand and Spot;
+``lifecycleHooks`` are put on the group (and those the pool put and no longer declares, deleted).
+What CAPA has and capa-py does not build yet (``spotMarketOptions`` in pools, warm pools, the refresh
+preferences beyond the four above) is absent from the models, not accepted and ignored.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from capa_py.api.aws_checks import check_tags
+from capa_py.api.aws_checks import check_tags, known_instance_types
 from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
 from capa_py.api.aws_machine import AWSResourceReference, LaunchFields, launch_issues
 from capa_py.api.cluster import CLUSTER_API_VERSION, NodeReference
@@ -152,6 +154,66 @@ class AWSLaunchTemplate(LaunchFields):
     )
 
 
+class InstancesDistribution(KubeModel):
+    """How the group mixes On-Demand and Spot capacity (CAPA's ``instancesDistribution``, with its
+    defaults)."""
+
+    on_demand_allocation_strategy: Literal["prioritized", "lowest-price"] = "prioritized"
+    spot_allocation_strategy: Literal[
+        "lowest-price", "capacity-optimized", "capacity-optimized-prioritized", "price-capacity-optimized"
+    ] = "lowest-price"
+    on_demand_base_capacity: int = Field(default=0, ge=0)
+    on_demand_percentage_above_base_capacity: int = Field(default=100, ge=0, le=100)
+
+
+class InstanceTypeOverride(KubeModel):
+    """An instance type the group may launch instead of the template's (CAPA's ``overrides`` items)."""
+
+    instance_type: str
+
+
+class MixedInstancesPolicy(KubeModel):
+    """The group launches several instance types, On-Demand and Spot (CAPA's ``mixedInstancesPolicy``)."""
+
+    instances_distribution: InstancesDistribution | None = None
+    overrides: list[InstanceTypeOverride] = Field(default_factory=list)
+
+
+_GO_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def duration_seconds(text: str) -> float | None:
+    """Seconds in a Go duration of hours, minutes and seconds (``"5m"``, ``"1h30m"``, ``"90s"``), or None."""
+    match = _GO_DURATION.match(text.strip())
+    if match is None or not any(match.groups()):
+        return None
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+class AWSLifecycleHook(KubeModel):
+    """A lifecycle hook on the pool's group (CAPA's ``lifecycleHooks`` items; AWS's ``PutLifecycleHook``)."""
+
+    name: str = Field(min_length=1, max_length=255)
+    lifecycle_transition: Literal[
+        "autoscaling:EC2_INSTANCE_LAUNCHING", "autoscaling:EC2_INSTANCE_TERMINATING"
+    ]
+    notification_target_arn: str | None = Field(default=None, alias="notificationTargetARN")
+    role_arn: str | None = Field(default=None, alias="roleARN")
+    heartbeat_timeout: str | None = Field(
+        default=None,
+        description="How long an instance waits in the hook's state, as a duration (e.g. 5m); 30s to 2h. "
+        "AWS's default (one hour) when unset.",
+    )
+    default_result: Literal["CONTINUE", "ABANDON"] | None = None
+    notification_metadata: str | None = Field(default=None, max_length=1023)
+
+    @property
+    def heartbeat_seconds(self) -> int | None:
+        seconds = duration_seconds(self.heartbeat_timeout) if self.heartbeat_timeout else None
+        return int(seconds) if seconds is not None else None
+
+
 class RefreshPreferences(KubeModel):
     """When and how the pool's instances are replaced after the group moves to a new launch template
     version (CAPA's ``refreshPreferences``; AWS's ``StartInstanceRefresh``)."""
@@ -208,6 +270,8 @@ class AWSMachinePoolSpec(KubeModel):
     aws_launch_template: AWSLaunchTemplate = Field(alias="awsLaunchTemplate")
     capacity_rebalance: bool = False
     refresh_preferences: RefreshPreferences | None = None
+    mixed_instances_policy: MixedInstancesPolicy | None = None
+    lifecycle_hooks: list[AWSLifecycleHook] = Field(default_factory=list)
     provider_id_list: list[str] = Field(default_factory=list, alias="providerIDList")
 
     _check_tags = field_validator("additional_tags")(check_tags)
@@ -220,6 +284,11 @@ class AWSMachinePoolStatus(InfrastructureStatus):
     launch_template_version: str | None = None
     asg_status: str | None = None
     instance_refresh: InstanceRefreshStatus | None = None
+    lifecycle_hooks: list[str] = Field(
+        default_factory=list,
+        description="The lifecycle hooks the controller put on the group (those it deletes when the spec "
+        "drops them).",
+    )
     failure_reason: str | None = None
     failure_message: str | None = None
     observed_generation: int | None = None
@@ -262,6 +331,34 @@ class AWSMachinePool(KubeObject):
                     "must be 3 to 128 characters of letters, digits and ( ) . - / _",
                 )
             )
+        for index, override in enumerate(
+            spec.mixed_instances_policy.overrides if spec.mixed_instances_policy else []
+        ):
+            if override.instance_type not in known_instance_types():
+                found.append(
+                    _issue(
+                        f"spec.mixedInstancesPolicy.overrides[{index}].instanceType",
+                        f"not an EC2 instance type: {override.instance_type!r}",
+                    )
+                )
+        names = [h.name for h in spec.lifecycle_hooks]
+        for index, hook in enumerate(spec.lifecycle_hooks):
+            path = f"spec.lifecycleHooks[{index}]"
+            if names.count(hook.name) > 1:
+                found.append(_issue(f"{path}.name", f"{hook.name!r} is given more than once"))
+            if hook.heartbeat_timeout is not None:
+                seconds = duration_seconds(hook.heartbeat_timeout)
+                if seconds is None or not 30 <= seconds <= 7200:
+                    found.append(
+                        _issue(
+                            f"{path}.heartbeatTimeout",
+                            f"must be a duration from 30s to 2h (e.g. 5m), not {hook.heartbeat_timeout!r}",
+                        )
+                    )
+            if (hook.notification_target_arn is None) != (hook.role_arn is None):
+                found.append(
+                    _issue(f"{path}.roleARN", "give notificationTargetARN and roleARN together, or neither")
+                )
         if spec.subnets and spec.availability_zones:
             found.append(
                 _issue("spec.subnets", "give either spec.subnets or spec.availabilityZones, not both")

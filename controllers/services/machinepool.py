@@ -11,8 +11,9 @@ Create, over a :class:`PoolScope`:
    as ``status.launchTemplateVersion``;
 3. :func:`reconcile_group` — the Auto Scaling group (class 1: tags on create, its name as natural key)
    over that version in the pool's subnets, ``DesiredCapacity`` the MachinePool's ``spec.replicas`` within
-   ``minSize``..``maxSize``; an existing group is scaled and moved to the new version
-   (``ASGReady``); ``status.replicas``, ``status.instances`` and ``spec.providerIDList`` report what AWS
+   ``minSize``..``maxSize``, with the pool's ``mixedInstancesPolicy`` if it has one (which then names the
+   template); an existing group is scaled and moved to the new version or policy (``ASGReady``);
+   ``status.replicas``, ``status.instances`` and ``spec.providerIDList`` report what AWS
    runs, and the pool is ready once every desired instance is ``InService``.
 
 4. :func:`reconcile_instance_refresh` — once the group has moved to a new version, an instance refresh
@@ -23,7 +24,8 @@ Create, over a :class:`PoolScope`:
    call for this; while a refresh runs, the pool looks at it again every :data:`REFRESH_POLL` seconds
    (``DescribeInstanceRefreshes``: one call).
 
-Mixed instances policies and lifecycle hooks are not built.
+The group's lifecycle hooks (``spec.lifecycleHooks``) are converged with the group, before the wait for its
+instances (:func:`reconcile_lifecycle_hooks`).
 
 Delete, over a :class:`~controllers.aws_scope.ReconcileScope`: :func:`delete_group` deletes the group with
 ``ForceDelete`` (AWS terminates its instances) and waits until AWS no longer reports it; then
@@ -43,7 +45,9 @@ from capa_py.api.machinepool import (
     AWSMachinePool,
     AWSMachinePoolInstanceStatus,
     InstanceRefreshStatus,
+    InstancesDistribution,
     MachinePool,
+    MixedInstancesPolicy,
     RefreshPreferences,
 )
 from capa_py.aws.errors import InvalidRequest
@@ -54,7 +58,13 @@ from capa_py.logging import get_logger
 from controllers.aws_scope import ReconcileScope
 from controllers.services import images
 from controllers.services.instances import security_group_roles
-from resources.autoscaling_group import ACTIVE_REFRESH_STATES, AutoScalingGroup, AutoScalingGroupDesired
+from resources.autoscaling_group import (
+    ACTIVE_REFRESH_STATES,
+    AutoScalingGroup,
+    AutoScalingGroupDesired,
+    LifecycleHook,
+    MixedInstances,
+)
 from resources.instance import Instance
 from resources.launch_template import (
     LaunchTemplate,
@@ -278,6 +288,22 @@ def group_desired(scope: PoolScope) -> AutoScalingGroupDesired:
         desired_capacity=clamp(scope.machine_pool.spec.desired, spec.min_size, spec.max_size),
         subnet_ids=pool_subnets(scope),
         capacity_rebalance=spec.capacity_rebalance,
+        mixed_instances=mixed_instances(spec.mixed_instances_policy),
+    )
+
+
+def mixed_instances(policy: MixedInstancesPolicy | None) -> MixedInstances | None:
+    """The group's mixed instances policy from the pool's (CAPA's defaults where the distribution is
+    unset)."""
+    if policy is None:
+        return None
+    distribution = policy.instances_distribution or InstancesDistribution()
+    return MixedInstances(
+        on_demand_allocation_strategy=distribution.on_demand_allocation_strategy,
+        spot_allocation_strategy=distribution.spot_allocation_strategy,
+        on_demand_base_capacity=distribution.on_demand_base_capacity,
+        on_demand_percentage_above_base_capacity=distribution.on_demand_percentage_above_base_capacity,
+        instance_types=tuple(o.instance_type for o in policy.overrides),
     )
 
 
@@ -286,6 +312,7 @@ def reconcile_group(scope: PoolScope) -> None:
     observed = scope.engine.ensure(
         scope.groups, GROUP_ROLE, desired, scope.engine_scope, name=scope.obj.name, capa_role_value=NODE_ROLE
     )
+    reconcile_lifecycle_hooks(scope, observed.id)
     if observed.stale:
         fresh = scope.groups.describe_by_id(observed.id)
         observed = fresh if fresh is not None else observed
@@ -319,6 +346,45 @@ def reconcile_group(scope: PoolScope) -> None:
             "in service",
             10.0,
         )
+
+
+def reconcile_lifecycle_hooks(scope: PoolScope, group: str) -> None:
+    """Put the declared hooks that are missing or differ, delete those the pool put and no longer declares
+    (``status.lifecycleHooks``); others' hooks on the group are left alone. No call when the pool declares
+    none and put none; else one ``DescribeLifecycleHooks``, and a put or delete only where something
+    differs."""
+    declared = {
+        h.name: LifecycleHook(
+            name=h.name,
+            transition=h.lifecycle_transition,
+            notification_target_arn=h.notification_target_arn,
+            role_arn=h.role_arn,
+            heartbeat_timeout=h.heartbeat_seconds,
+            default_result=h.default_result,
+            notification_metadata=h.notification_metadata,
+        )
+        for h in scope.obj.spec.lifecycle_hooks
+    }
+    managed = list(scope.obj.status.lifecycle_hooks)
+    if not declared and not managed:
+        return
+    found = scope.groups.lifecycle_hooks(group)
+    for name, hook in declared.items():
+        current = found.get(name)
+        if current is None or not hook.matches(current):
+            scope.groups.put_lifecycle_hook(group, hook)
+            _log.info("lifecycle hook put", pool=scope.obj.name, hook=name)
+    for name in managed:
+        if name not in declared and name in found:
+            scope.groups.delete_lifecycle_hook(group, name)
+            _log.info("lifecycle hook deleted", pool=scope.obj.name, hook=name)
+    names = sorted(declared)
+    if names != managed:
+
+        def record(o: AWSMachinePool) -> None:
+            o.status.lifecycle_hooks = list(names)
+
+        scope.change_status(record)
 
 
 def mark_ready(scope: PoolScope) -> None:
