@@ -18,7 +18,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from capa_py.api.cluster import Cluster
 from capa_py.api.conditions import READY, set_condition, summarize_ready
+from capa_py.api.core import Secret
 from capa_py.api.meta import KubeObject
 from capa_py.aws.errors import AWSError, Fatal, Retryable
 from capa_py.aws.errors import NotFound as AWSNotFound
@@ -31,14 +33,60 @@ from capa_py.engine.recorder import StatusRecorder
 from capa_py.engine.tags import tagging_store_uid
 from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
-from capa_py.store.helpers import retry_on_conflict
+from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore
-from controllers.base import patch_status
+from controllers.base import patch_status, resolve_ref
 from controllers.events import ResourceEventReporter, failure_reason
 
 T = TypeVar("T", bound=KubeObject)
 FATAL_BACKOFF = 300.0
 _log = get_logger("controller.aws")
+
+
+BOOTSTRAP_KEY = "value"
+"""The key of a bootstrap data secret that holds the data (Cluster API's convention)."""
+
+OwnerT = TypeVar("OwnerT", bound=KubeObject)
+
+
+@dataclass(frozen=True)
+class Owners(Generic[OwnerT]):
+    """What an infrastructure object (AWSMachine, AWSMachinePool) hangs from: the Cluster API object that
+    owns it, that object's Cluster, and the Cluster's infrastructure (the AWSCluster, or whatever else the
+    reference names: callers check its type)."""
+
+    owner: OwnerT | None
+    cluster: Cluster | None
+    infrastructure: KubeObject | None
+
+
+def resolve_owners(
+    store: ObjectStore, obj: KubeObject, owner_kind: type[OwnerT], cluster_name: Callable[[OwnerT], str]
+) -> Owners[OwnerT]:
+    """Follow ``obj``'s owner reference of ``owner_kind`` to its owner, the owner's Cluster (by
+    ``cluster_name``) and the Cluster's infrastructure reference; a missing link leaves the rest None."""
+    ref = next((r for r in obj.metadata.owner_references if r.kind == owner_kind.KIND), None)
+    owner = get_or_none(store, owner_kind, ref.name, obj.namespace) if ref else None
+    cluster = get_or_none(store, Cluster, cluster_name(owner), obj.namespace) if owner else None
+    infrastructure = resolve_ref(store, cluster.spec.infrastructure_ref, obj.namespace) if cluster else None
+    return Owners(owner, cluster, infrastructure)
+
+
+def bootstrap_data(
+    store: ObjectStore, namespace: str | None, secret_name: str | None, unnamed: str
+) -> tuple[bytes, Secret] | str:
+    """The bootstrap data in the secret ``secret_name`` (its :data:`BOOTSTRAP_KEY`) and the secret, or why
+    it cannot be read yet (``unnamed`` when no secret is named): the caller waits with
+    ``WaitingForBootstrapData``."""
+    if not secret_name:
+        return unnamed
+    secret = get_or_none(store, Secret, secret_name, namespace)
+    if secret is None:
+        return f"secret {secret_name} does not exist"
+    try:
+        return secret.value(BOOTSTRAP_KEY), secret
+    except KeyError:
+        return f"secret {secret_name} has no key {BOOTSTRAP_KEY!r}"
 
 
 class FatalReconcileError(Exception):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from capa_py.api.cluster import (
     CLUSTER_FINALIZER,
@@ -24,10 +24,10 @@ from capa_py.api.cluster import (
     MachineAddress,
     MachinePhase,
 )
-from capa_py.api.conditions import READY, set_condition
+from capa_py.api.conditions import READY, HasConditions, set_condition
 from capa_py.api.machinepool import MachinePool
 from capa_py.api.machinesets import MachineDeployment, MachineSet
-from capa_py.api.meta import KubeObject, OwnerReference
+from capa_py.api.meta import KubeObject, ObjectReference, OwnerReference
 from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
 from capa_py.logging import get_logger
 from capa_py.runtime.queue import ObjectKey
@@ -73,7 +73,66 @@ def infra_failure(infra: KubeObject | None) -> tuple[str | None, str | None]:
     return _status_field(infra, "failure_reason"), _status_field(infra, "failure_message")  # type: ignore[return-value]
 
 
+def mark_core_conditions(
+    status: HasConditions,
+    *,
+    bootstrap_ready: bool,
+    data_secret_field: str,
+    infrastructure_ready: bool,
+    failure: tuple[str | None, str | None],
+    infrastructure: str,
+    phase: str,
+    ready_phase: str,
+    noun: str,
+) -> None:
+    """``BootstrapReady``, ``InfrastructureReady`` and ``Ready`` of a Machine or a MachinePool, as Cluster
+    API core sets them: the bootstrap data secret named (``data_secret_field``), the ``infrastructure``
+    ready or failed (``failure``: its reason and message), and ``Ready`` once ``phase`` is ``ready_phase``
+    (else the reason ``Phase<phase>`` and "<noun> is <phase>")."""
+    reason, message = failure
+    set_condition(
+        status,
+        BOOTSTRAP_READY,
+        bootstrap_ready,
+        None if bootstrap_ready else "WaitingForDataSecret",
+        None if bootstrap_ready else f"{data_secret_field} is not set",
+        None if bootstrap_ready else "Info",
+    )
+    set_condition(
+        status,
+        INFRASTRUCTURE_READY,
+        infrastructure_ready,
+        None if infrastructure_ready else (reason or "WaitingForInfrastructure"),
+        None if infrastructure_ready else (message or f"the {infrastructure} is not ready"),
+        None if infrastructure_ready else ("Error" if reason else "Info"),
+    )
+    done = phase == ready_phase
+    set_condition(
+        status, READY, done, None if done else "Phase" + phase, None if done else f"{noun} is {phase}"
+    )
+
+
 T = TypeVar("T", bound=KubeObject)
+
+
+def delete_infrastructure_first(
+    store: ObjectStore, obj: T, infrastructure_ref: ObjectReference | None, finalizer: str
+) -> Result:
+    """Delete a Machine or MachinePool: phase ``Deleting``, its infrastructure deleted and waited for,
+    then ``finalizer`` dropped."""
+
+    def apply(o: Any) -> None:
+        o.status.phase = "Deleting"
+
+    obj = patch_status(store, obj, apply)
+    infra = resolve_ref(store, infrastructure_ref, obj.namespace)
+    if infra is not None:
+        if not infra.being_deleted:
+            with contextlib.suppress(NotFound):
+                store.delete(type(infra), infra.name, infra.namespace)
+        return requeue_after(2.0)
+    remove_finalizer(store, obj, finalizer)
+    return no_requeue()
 
 
 def _referrers(store: ObjectStore, kind: type[T], infra: KubeObject) -> list[T]:
@@ -342,28 +401,16 @@ class MachineController:
             m.status.failure_reason = reason
             m.status.failure_message = message
             m.status.observed_generation = m.metadata.generation
-            set_condition(
+            mark_core_conditions(
                 m.status,
-                BOOTSTRAP_READY,
-                bootstrap_ready,
-                None if bootstrap_ready else "WaitingForDataSecret",
-                None if bootstrap_ready else "spec.bootstrap.dataSecretName is not set",
-                None if bootstrap_ready else "Info",
-            )
-            set_condition(
-                m.status,
-                INFRASTRUCTURE_READY,
-                ready,
-                None if ready else (reason or "WaitingForInfrastructure"),
-                None if ready else (message or "the infrastructure machine is not ready"),
-                None if ready else ("Error" if reason else "Info"),
-            )
-            set_condition(
-                m.status,
-                READY,
-                phase == "Provisioned",
-                None if phase == "Provisioned" else "Phase" + phase,
-                None if phase == "Provisioned" else f"machine is {phase}",
+                bootstrap_ready=bootstrap_ready,
+                data_secret_field="spec.bootstrap.dataSecretName",
+                infrastructure_ready=ready,
+                failure=(reason, message),
+                infrastructure="infrastructure machine",
+                phase=phase,
+                ready_phase="Provisioned",
+                noun="machine",
             )
 
         settle(self, key, machine)
@@ -371,15 +418,6 @@ class MachineController:
         return no_requeue()
 
     def _reconcile_delete(self, machine: Machine) -> Result:
-        def apply(m: Machine) -> None:
-            m.status.phase = "Deleting"
-
-        machine = patch_status(self.store, machine, apply)
-        infra = resolve_ref(self.store, machine.spec.infrastructure_ref, machine.namespace)
-        if infra is not None:
-            if not infra.being_deleted:
-                with contextlib.suppress(NotFound):
-                    self.store.delete(type(infra), infra.name, infra.namespace)
-            return requeue_after(2.0)
-        remove_finalizer(self.store, machine, MACHINE_FINALIZER)
-        return no_requeue()
+        return delete_infrastructure_first(
+            self.store, machine, machine.spec.infrastructure_ref, MACHINE_FINALIZER
+        )

@@ -13,7 +13,6 @@ deletes its infrastructure pool first and waits for it.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, PAUSED_ANNOTATION, Cluster
@@ -22,7 +21,6 @@ from capa_py.api.machinepool import MACHINEPOOL_FINALIZER, MachinePool, MachineP
 from capa_py.api.meta import KubeObject
 from capa_py.ctrlkit.result import Result, no_requeue, requeue_after
 from capa_py.runtime.queue import ObjectKey
-from capa_py.store.errors import NotFound
 from capa_py.store.helpers import get_or_none, retry_on_conflict
 from capa_py.store.protocol import ObjectStore, WatchEvent
 from controllers.base import (
@@ -31,12 +29,11 @@ from controllers.base import (
     ensure_owner,
     fetch,
     patch_status,
-    remove_finalizer,
     resolve_ref,
     settle,
 )
 from controllers.blocking import CLUSTER_NOT_FOUND
-from controllers.core import BOOTSTRAP_READY, INFRASTRUCTURE_READY, infra_failure, infra_ready
+from controllers.core import delete_infrastructure_first, infra_failure, infra_ready, mark_core_conditions
 
 
 def _replicas(infra: KubeObject | None) -> int:
@@ -148,28 +145,16 @@ class MachinePoolController:
             p.status.failure_reason = reason
             p.status.failure_message = message
             p.status.observed_generation = generation
-            set_condition(
+            mark_core_conditions(
                 p.status,
-                BOOTSTRAP_READY,
-                bootstrap_ready,
-                None if bootstrap_ready else "WaitingForDataSecret",
-                None if bootstrap_ready else "spec.template.spec.bootstrap.dataSecretName is not set",
-                None if bootstrap_ready else "Info",
-            )
-            set_condition(
-                p.status,
-                INFRASTRUCTURE_READY,
-                ready,
-                None if ready else (reason or "WaitingForInfrastructure"),
-                None if ready else (message or "the infrastructure machine pool is not ready"),
-                None if ready else ("Error" if reason else "Info"),
-            )
-            set_condition(
-                p.status,
-                READY,
-                phase == "Running",
-                None if phase == "Running" else "Phase" + phase,
-                None if phase == "Running" else f"machine pool is {phase}",
+                bootstrap_ready=bootstrap_ready,
+                data_secret_field="spec.template.spec.bootstrap.dataSecretName",
+                infrastructure_ready=ready,
+                failure=(reason, message),
+                infrastructure="infrastructure machine pool",
+                phase=phase,
+                ready_phase="Running",
+                noun="machine pool",
             )
 
         settle(self, key, pool)
@@ -177,15 +162,6 @@ class MachinePoolController:
         return no_requeue()
 
     def _reconcile_delete(self, pool: MachinePool) -> Result:
-        def apply(p: MachinePool) -> None:
-            p.status.phase = "Deleting"
-
-        pool = patch_status(self.store, pool, apply)
-        infra = resolve_ref(self.store, pool.spec.template.spec.infrastructure_ref, pool.namespace)
-        if infra is not None:
-            if not infra.being_deleted:
-                with contextlib.suppress(NotFound):
-                    self.store.delete(type(infra), infra.name, infra.namespace)
-            return requeue_after(2.0)
-        remove_finalizer(self.store, pool, MACHINEPOOL_FINALIZER)
-        return no_requeue()
+        return delete_infrastructure_first(
+            self.store, pool, pool.spec.template.spec.infrastructure_ref, MACHINEPOOL_FINALIZER
+        )

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from botocore.credentials import Credentials
@@ -59,6 +60,7 @@ from capa_py.api.meta import KubeObject
 from capa_py.aws.credentials import SESSION_NAME_PREFIX, RoleRequest, StaticKey, assume_role
 from capa_py.aws.errors import AWSError, Retryable
 from capa_py.aws.session import ClientPool
+from capa_py.ctrlkit.result import Result, requeue_after
 from capa_py.logging import get_logger
 from capa_py.manifests.rbac import NAMESPACE
 from capa_py.store.helpers import get_or_none
@@ -172,6 +174,18 @@ class Identities:
             for cached, (key, _) in list(self._pools.items()):
                 if any(part[:2] == (kind, name) and part[2] != keep_version for part in key):
                     del self._pools[cached]
+
+    def pool_or_wait(
+        self, awscluster: AWSCluster, waiting: Callable[[str, str, str], object]
+    ) -> ClientPool | Result:
+        """The pool of ``awscluster``'s identity, or, when it cannot be had, the result that looks again
+        after :data:`RECHECK_AFTER` (a watch event on the identity wakes it sooner), once
+        ``waiting(reason, message, severity)`` has said why on the object."""
+        try:
+            return self.pool_for(awscluster)
+        except IdentityError as exc:
+            waiting(exc.reason, f"the cluster's identity: {exc}", "Error")
+            return requeue_after(RECHECK_AFTER)
 
     def pool_for_identity(self, ref: AWSIdentityReference) -> ClientPool:
         """The pool of an identity itself, whoever asks (no namespace check): what an administrator's

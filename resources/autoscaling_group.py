@@ -28,13 +28,65 @@ IAM_ACTIONS: tuple[str, ...] = (
     "autoscaling:CreateAutoScalingGroup",
     "autoscaling:CreateOrUpdateTags",
     "autoscaling:DeleteAutoScalingGroup",
+    "autoscaling:DeleteLifecycleHook",
     "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeInstanceRefreshes",
+    "autoscaling:DescribeLifecycleHooks",
+    "autoscaling:PutLifecycleHook",
+    "autoscaling:StartInstanceRefresh",
     "autoscaling:UpdateAutoScalingGroup",
 )
 
 RESOURCE_TYPE = "auto-scaling-group"
+ACTIVE_REFRESH_STATES = frozenset({"Pending", "InProgress", "Cancelling", "RollbackInProgress", "Baking"})
+"""Instance refresh states in which AWS refuses to start another refresh on the group."""
 DELETING = "deleting"
 _DELETE_IN_PROGRESS = "Delete in progress"
+
+
+@dataclass(frozen=True)
+class MixedInstances:
+    """A mixed instances policy: the On-Demand/Spot distribution and the instance types that override the
+    template's (the template itself is the group's)."""
+
+    on_demand_allocation_strategy: str
+    spot_allocation_strategy: str
+    on_demand_base_capacity: int
+    on_demand_percentage_above_base_capacity: int
+    instance_types: tuple[str, ...] = ()
+
+    def policy(self, launch_template_id: str, version: str) -> dict[str, Any]:
+        """``MixedInstancesPolicy`` as Create/UpdateAutoScalingGroup take it."""
+        template: dict[str, Any] = {
+            "LaunchTemplateSpecification": {"LaunchTemplateId": launch_template_id, "Version": version}
+        }
+        if self.instance_types:
+            template["Overrides"] = [{"InstanceType": t} for t in self.instance_types]
+        return {
+            "LaunchTemplate": template,
+            "InstancesDistribution": {
+                "OnDemandAllocationStrategy": self.on_demand_allocation_strategy,
+                "SpotAllocationStrategy": self.spot_allocation_strategy,
+                "OnDemandBaseCapacity": self.on_demand_base_capacity,
+                "OnDemandPercentageAboveBaseCapacity": self.on_demand_percentage_above_base_capacity,
+            },
+        }
+
+
+def _mixed(policy: Mapping[str, Any] | None) -> MixedInstances | None:
+    if not policy:
+        return None
+    distribution = policy.get("InstancesDistribution") or {}
+    overrides = (policy.get("LaunchTemplate") or {}).get("Overrides") or []
+    return MixedInstances(
+        on_demand_allocation_strategy=str(distribution.get("OnDemandAllocationStrategy", "")),
+        spot_allocation_strategy=str(distribution.get("SpotAllocationStrategy", "")),
+        on_demand_base_capacity=int(distribution.get("OnDemandBaseCapacity", 0)),
+        on_demand_percentage_above_base_capacity=int(
+            distribution.get("OnDemandPercentageAboveBaseCapacity", 100)
+        ),
+        instance_types=tuple(o["InstanceType"] for o in overrides if o.get("InstanceType")),
+    )
 
 
 @dataclass(frozen=True)
@@ -47,10 +99,27 @@ class AutoScalingGroupDesired:
     desired_capacity: int
     subnet_ids: tuple[str, ...]
     capacity_rebalance: bool = False
+    mixed_instances: MixedInstances | None = None
+
+    def template_params(self) -> dict[str, Any]:
+        """The group's template: ``LaunchTemplate``, or with a mixed instances policy, the policy (which then
+        names the template: AWS takes one or the other)."""
+        if self.mixed_instances is not None:
+            policy = self.mixed_instances.policy(self.launch_template_id, self.launch_template_version)
+            return {"MixedInstancesPolicy": policy}
+        return {
+            "LaunchTemplate": {
+                "LaunchTemplateId": self.launch_template_id,
+                "Version": self.launch_template_version,
+            }
+        }
 
 
 def _group(item: Mapping[str, Any]) -> Observed:
-    template = item.get("LaunchTemplate") or {}
+    policy = item.get("MixedInstancesPolicy")
+    template = item.get("LaunchTemplate") or (
+        ((policy or {}).get("LaunchTemplate") or {}).get("LaunchTemplateSpecification") or {}
+    )
     status = item.get("Status")
     return Observed(
         id=item["AutoScalingGroupName"],
@@ -66,6 +135,7 @@ def _group(item: Mapping[str, Any]) -> Observed:
             "desired_capacity": item.get("DesiredCapacity"),
             "subnet_ids": tuple(s for s in str(item.get("VPCZoneIdentifier") or "").split(",") if s),
             "capacity_rebalance": bool(item.get("CapacityRebalance", False)),
+            "mixed_instances": _mixed(policy),
             "instances": [
                 {
                     "id": i["InstanceId"],
@@ -76,6 +146,59 @@ def _group(item: Mapping[str, Any]) -> Observed:
                 for i in item.get("Instances", [])
             ],
         },
+    )
+
+
+@dataclass(frozen=True)
+class InstanceRefresh:
+    """One instance refresh of a group, as ``DescribeInstanceRefreshes`` reports it."""
+
+    id: str
+    status: str
+    launch_template_version: str | None
+    """The version of the desired configuration it was started with (None when it was started without)."""
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_REFRESH_STATES
+
+
+DEFAULT_HEARTBEAT_TIMEOUT = 3600
+DEFAULT_HOOK_RESULT = "ABANDON"
+
+
+@dataclass(frozen=True)
+class LifecycleHook:
+    """A lifecycle hook, as PutLifecycleHook takes it and DescribeLifecycleHooks reports it."""
+
+    name: str
+    transition: str
+    notification_target_arn: str | None = None
+    role_arn: str | None = None
+    heartbeat_timeout: int | None = None
+    default_result: str | None = None
+    notification_metadata: str | None = None
+
+    def matches(self, found: LifecycleHook) -> bool:
+        """Whether ``found`` is this hook as AWS reports it (with AWS's defaults where this leaves a field
+        unset)."""
+        return (
+            found.transition == self.transition
+            and found.notification_target_arn == self.notification_target_arn
+            and found.role_arn == self.role_arn
+            and found.heartbeat_timeout == (self.heartbeat_timeout or DEFAULT_HEARTBEAT_TIMEOUT)
+            and found.default_result == (self.default_result or DEFAULT_HOOK_RESULT)
+            and found.notification_metadata == self.notification_metadata
+        )
+
+
+def _refresh(item: Mapping[str, Any]) -> InstanceRefresh:
+    template = (item.get("DesiredConfiguration") or {}).get("LaunchTemplate") or {}
+    version = template.get("Version")
+    return InstanceRefresh(
+        id=item["InstanceRefreshId"],
+        status=item.get("Status", ""),
+        launch_template_version=str(version) if version is not None else None,
     )
 
 
@@ -103,10 +226,7 @@ class AutoScalingGroup(ResourceClass[AutoScalingGroupDesired]):
         self.aws.autoscaling.call(
             "CreateAutoScalingGroup",
             AutoScalingGroupName=desired.name,
-            LaunchTemplate={
-                "LaunchTemplateId": desired.launch_template_id,
-                "Version": desired.launch_template_version,
-            },
+            **desired.template_params(),
             MinSize=desired.min_size,
             MaxSize=desired.max_size,
             DesiredCapacity=desired.desired_capacity,
@@ -160,17 +280,16 @@ class AutoScalingGroup(ResourceClass[AutoScalingGroupDesired]):
             self.aws.autoscaling.call("CreateOrUpdateTags", after_create=True, Tags=_tags(resource_id, tags))
 
     def update(self, observed: Observed, desired: AutoScalingGroupDesired) -> bool:
-        """Scale, move to another template version, change subnets or capacity rebalancing."""
+        """Scale, move to another template version or mixed instances policy, change subnets or capacity
+        rebalancing."""
         found = observed.attributes
         changes: dict[str, Any] = {}
-        if (found.get("launch_template_id"), str(found.get("launch_template_version"))) != (
-            desired.launch_template_id,
-            desired.launch_template_version,
-        ):
-            changes["LaunchTemplate"] = {
-                "LaunchTemplateId": desired.launch_template_id,
-                "Version": desired.launch_template_version,
-            }
+        if (
+            found.get("launch_template_id"),
+            str(found.get("launch_template_version")),
+            found.get("mixed_instances"),
+        ) != (desired.launch_template_id, desired.launch_template_version, desired.mixed_instances):
+            changes.update(desired.template_params())
         for key, attribute, wanted in (
             ("MinSize", "min_size", desired.min_size),
             ("MaxSize", "max_size", desired.max_size),
@@ -183,6 +302,9 @@ class AutoScalingGroup(ResourceClass[AutoScalingGroupDesired]):
             changes["VPCZoneIdentifier"] = ",".join(desired.subnet_ids)
         if not changes:
             return False
+        if desired.mixed_instances is not None:
+            # Sent with every update: AWS keeps a policy an update leaves out, moto 5.2.5 drops it.
+            changes.update(desired.template_params())
         self.aws.autoscaling.call("UpdateAutoScalingGroup", AutoScalingGroupName=observed.id, **changes)
         return True
 
@@ -214,6 +336,78 @@ class AutoScalingGroup(ResourceClass[AutoScalingGroupDesired]):
             if "not found" in str(error):  # AWS answers ValidationError for a name it does not know
                 raise NotFound(str(error), "autoscaling", "DeleteAutoScalingGroup", error.code) from error
             raise
+
+    # -- instance refreshes (replacing the instances when the group moves to another template version) -----
+
+    def instance_refreshes(self, group: str) -> list[InstanceRefresh]:
+        """The group's refreshes, newest first: one call (its first page holds the 50 most recent, which is
+        all a pool needs to know whether one is running and which version the latest was for)."""
+        found = self.aws.autoscaling.call("DescribeInstanceRefreshes", AutoScalingGroupName=group)
+        refreshes = sorted(
+            found.get("InstanceRefreshes", []), key=lambda r: str(r.get("StartTime") or ""), reverse=True
+        )
+        return [_refresh(r) for r in refreshes]
+
+    def start_instance_refresh(
+        self,
+        group: str,
+        launch_template_id: str,
+        version: str,
+        strategy: str,
+        preferences: Mapping[str, Any],
+    ) -> str:
+        """Start replacing the group's instances with ones of ``version`` (named in the desired
+        configuration, so that a later describe tells which version a refresh was for); its id."""
+        params: dict[str, Any] = {
+            "AutoScalingGroupName": group,
+            "Strategy": strategy,
+            "DesiredConfiguration": {
+                "LaunchTemplate": {"LaunchTemplateId": launch_template_id, "Version": version}
+            },
+        }
+        if preferences:
+            params["Preferences"] = dict(preferences)
+        answer = self.aws.autoscaling.call("StartInstanceRefresh", **params)
+        return str(answer["InstanceRefreshId"])
+
+    # -- lifecycle hooks ------------------------------------------------------------------------------------
+
+    def lifecycle_hooks(self, group: str) -> dict[str, LifecycleHook]:
+        """The group's hooks by name."""
+        found = self.aws.autoscaling.call("DescribeLifecycleHooks", AutoScalingGroupName=group)
+        return {
+            h["LifecycleHookName"]: LifecycleHook(
+                name=h["LifecycleHookName"],
+                transition=h.get("LifecycleTransition", ""),
+                notification_target_arn=h.get("NotificationTargetARN"),
+                role_arn=h.get("RoleARN"),
+                heartbeat_timeout=h.get("HeartbeatTimeout"),
+                default_result=h.get("DefaultResult"),
+                notification_metadata=h.get("NotificationMetadata"),
+            )
+            for h in found.get("LifecycleHooks", [])
+        }
+
+    def put_lifecycle_hook(self, group: str, hook: LifecycleHook) -> None:
+        """Create or replace a hook (``PutLifecycleHook`` does both)."""
+        params: dict[str, Any] = {
+            "AutoScalingGroupName": group,
+            "LifecycleHookName": hook.name,
+            "LifecycleTransition": hook.transition,
+        }
+        for key, value in (
+            ("NotificationTargetARN", hook.notification_target_arn),
+            ("RoleARN", hook.role_arn),
+            ("HeartbeatTimeout", hook.heartbeat_timeout),
+            ("DefaultResult", hook.default_result),
+            ("NotificationMetadata", hook.notification_metadata),
+        ):
+            if value is not None:
+                params[key] = value
+        self.aws.autoscaling.call("PutLifecycleHook", **params)
+
+    def delete_lifecycle_hook(self, group: str, name: str) -> None:
+        self.aws.autoscaling.call("DeleteLifecycleHook", AutoScalingGroupName=group, LifecycleHookName=name)
 
     def key_of(self, desired: AutoScalingGroupDesired) -> str:
         return desired.name

@@ -136,24 +136,57 @@ class CloudInit(KubeModel):
     )
 
 
-class AWSMachineSpec(KubeModel):
-    provider_id: str | None = Field(default=None, alias="providerID")
-    instance_id: str | None = Field(default=None, alias="instanceID")
+class LaunchFields(KubeModel):
+    """What an instance is launched with, the same fields on an AWSMachine's spec and an AWSMachinePool's
+    ``awsLaunchTemplate`` (as in Cluster API Provider AWS)."""
+
     ami: AMIReference = Field(default_factory=AMIReference)
     instance_type: str
-    additional_tags: dict[str, str] = Field(default_factory=dict)
     iam_instance_profile: str | None = None
-    public_ip: bool | None = Field(default=None, alias="publicIP")
     additional_security_groups: list[AWSResourceReference] = Field(default_factory=list)
-    subnet: AWSResourceReference | None = None
     ssh_key_name: str | None = None
     root_volume: Volume | None = None
-    spot_market_options: SpotMarketOptions | None = Field(
-        default=None, alias=keep_when_empty("spotMarketOptions")
-    )
     image_lookup_format: str | None = format_field()
     image_lookup_org: str | None = org_field()
     image_lookup_base_os: str | None = base_os_field()
+
+
+def launch_issues(fields: LaunchFields, path: str) -> list[FieldIssue]:
+    """What is wrong with the launch fields at ``path`` (``spec``, ``spec.awsLaunchTemplate``): the instance
+    type, the AMI id, the lookup settings, the root volume."""
+    issues: list[FieldIssue] = []
+    if fields.instance_type not in known_instance_types():
+        issues.append(
+            FieldIssue(
+                path=f"{path}.instanceType",
+                message=(
+                    f"not an EC2 instance type: {fields.instance_type!r} "
+                    "(expected one in botocore's EC2 model, e.g. t3.medium)"
+                ),
+            )
+        )
+    if fields.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", fields.ami.id):
+        issues.append(FieldIssue(path=f"{path}.ami.id", message=f"not an AMI id: {fields.ami.id!r}"))
+    issues += lookup_issues(fields, path)
+    volume = fields.root_volume
+    if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
+        issues.append(
+            FieldIssue(
+                path=f"{path}.rootVolume.iops", message=f"iops cannot be set for volume type {volume.type}"
+            )
+        )
+    return issues
+
+
+class AWSMachineSpec(LaunchFields):
+    provider_id: str | None = Field(default=None, alias="providerID")
+    instance_id: str | None = Field(default=None, alias="instanceID")
+    additional_tags: dict[str, str] = Field(default_factory=dict)
+    public_ip: bool | None = Field(default=None, alias="publicIP")
+    subnet: AWSResourceReference | None = None
+    spot_market_options: SpotMarketOptions | None = Field(
+        default=None, alias=keep_when_empty("spotMarketOptions")
+    )
     cloud_init: CloudInit | None = None
     ignition: Ignition | None = Field(
         default=None,
@@ -215,28 +248,10 @@ class AWSMachine(KubeObject):
         return immutable("spec", _immutable_part(old.spec), _immutable_part(self.spec))
 
     def semantic_issues(self) -> list[FieldIssue]:
-        issues: list[FieldIssue] = []
-        if not self.being_deleted and self.spec.instance_type not in known_instance_types():
-            issues.append(
-                FieldIssue(
-                    path="spec.instanceType",
-                    message=(
-                        f"not an EC2 instance type: {self.spec.instance_type!r} "
-                        "(expected one in botocore's EC2 model, e.g. t3.medium)"
-                    ),
-                )
-            )
-        if self.spec.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", self.spec.ami.id):
-            issues.append(FieldIssue(path="spec.ami.id", message=f"not an AMI id: {self.spec.ami.id!r}"))
-        issues += lookup_issues(self.spec, "spec")
-        issues += _cloud_init_issues(self.spec.cloud_init)
-        volume = self.spec.root_volume
-        if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
-            issues.append(
-                FieldIssue(
-                    path="spec.rootVolume.iops", message=f"iops cannot be set for volume type {volume.type}"
-                )
-            )
+        issues = launch_issues(self.spec, "spec") + _cloud_init_issues(self.spec.cloud_init)
+        if self.being_deleted:
+            # An instance type botocore no longer knows must not stop a machine from being deleted.
+            issues = [i for i in issues if i.path != "spec.instanceType"]
         return issues
 
 

@@ -62,6 +62,28 @@ class MachineTemplateSpec(KubeModel):
     spec: MachineSpec
 
 
+class ReplicatedSpec(KubeModel):
+    """What a MachineDeployment, a MachineSet and a MachinePool ask for alike: a cluster, a replica count
+    (default 1), a Machine template and how long a new one must be ready to count as available."""
+
+    cluster_name: str = Field(min_length=1)
+    replicas: int | None = Field(default=None, ge=0)
+    template: MachineTemplateSpec
+    min_ready_seconds: int | None = Field(default=None, ge=0)
+
+    @property
+    def desired(self) -> int:
+        return 1 if self.replicas is None else self.replicas
+
+
+def default_replicated(owner: KubeObject, spec: ReplicatedSpec) -> None:
+    """The defaults the three kinds share: the cluster label, one replica, the template's defaults."""
+    owner.metadata.labels[CLUSTER_NAME_LABEL] = spec.cluster_name
+    if spec.replicas is None:
+        spec.replicas = 1
+    default_template(owner, spec.cluster_name, spec.template)
+
+
 def _issue(path: str, message: str) -> FieldIssue:
     return FieldIssue(path=path, message=message)
 

@@ -10,8 +10,12 @@ no bootstrap provider) and its AWSMachinePool (``spec.template.spec.infrastructu
 it),
 ``status.replicas``, ``status.instances``, ``status.launchTemplateID`` and ``status.launchTemplateVersion``.
 
-Field names are CAPA's. What CAPA has and capa-py does not build yet (instance refresh, mixed instances
-policies, spot in pools, lifecycle hooks) is absent from the models, not accepted and ignored.
+Field names are CAPA's. ``refreshPreferences`` says whether and how an instance refresh replaces the
+instances when the group moves to a new launch template version (``status.instanceRefresh`` records it).
+``mixedInstancesPolicy`` lets the group launch several instance types, On-Demand and Spot;
+``lifecycleHooks`` are put on the group (and those the pool put and no longer declares, deleted).
+What CAPA has and capa-py does not build yet (``spotMarketOptions`` in pools, warm pools, the refresh
+preferences beyond the four above) is absent from the models, not accepted and ignored.
 """
 
 from __future__ import annotations
@@ -23,12 +27,12 @@ from pydantic import Field, field_validator
 
 from capa_py.api.aws_checks import check_tags, known_instance_types
 from capa_py.api.aws_common import INFRA_API_VERSION, IntentRecord, RecordedResource
-from capa_py.api.aws_machine import AMIReference, AWSResourceReference, Volume
-from capa_py.api.cluster import CLUSTER_API_VERSION, CLUSTER_NAME_LABEL, NodeReference
+from capa_py.api.aws_machine import AWSResourceReference, LaunchFields, launch_issues
+from capa_py.api.cluster import CLUSTER_API_VERSION, NodeReference
 from capa_py.api.contract import InfrastructureStatus
-from capa_py.api.image_lookup import ResolvedImage, base_os_field, format_field, lookup_issues, org_field
+from capa_py.api.image_lookup import ResolvedImage
 from capa_py.api.immutable import immutable
-from capa_py.api.machine_template import MachineTemplateSpec, default_template
+from capa_py.api.machine_template import ReplicatedSpec, default_replicated
 from capa_py.api.meta import Condition, FieldIssue, KubeModel, KubeObject
 
 AWSMACHINEPOOL_FINALIZER = "awsmachinepool.infrastructure.cluster.x-k8s.io"
@@ -45,17 +49,9 @@ def _issue(path: str, message: str) -> FieldIssue:
 # -- MachinePool (Cluster API core) ------------------------------------------------------------------------
 
 
-class MachinePoolSpec(KubeModel):
-    cluster_name: str = Field(min_length=1)
-    replicas: int | None = Field(default=None, ge=0)
-    template: MachineTemplateSpec
-    min_ready_seconds: int | None = Field(default=None, ge=0)
+class MachinePoolSpec(ReplicatedSpec):
     provider_id_list: list[str] = Field(default_factory=list, alias="providerIDList")
     failure_domains: list[str] = Field(default_factory=list)
-
-    @property
-    def desired(self) -> int:
-        return 1 if self.replicas is None else self.replicas
 
 
 MachinePoolPhase = Literal[
@@ -99,10 +95,7 @@ class MachinePool(KubeObject):
     status: MachinePoolStatus = Field(default_factory=MachinePoolStatus)
 
     def _default(self) -> None:
-        self.metadata.labels[CLUSTER_NAME_LABEL] = self.spec.cluster_name
-        if self.spec.replicas is None:
-            self.spec.replicas = 1
-        default_template(self, self.spec.cluster_name, self.spec.template)
+        default_replicated(self, self.spec)
 
     def prepare_for_create(self) -> None:
         self._default()
@@ -152,22 +145,113 @@ class MachinePool(KubeObject):
 # -- AWSMachinePool (Cluster API Provider AWS) -------------------------------------------------------------
 
 
-class AWSLaunchTemplate(KubeModel):
+class AWSLaunchTemplate(LaunchFields):
     """What the pool's instances are launched with (CAPA's ``awsLaunchTemplate``)."""
 
     name: str | None = Field(
         default=None,
         description="The launch template's name; default: <namespace>-<AWSMachinePool name>.",
     )
+
+
+class InstancesDistribution(KubeModel):
+    """How the group mixes On-Demand and Spot capacity (CAPA's ``instancesDistribution``, with its
+    defaults)."""
+
+    on_demand_allocation_strategy: Literal["prioritized", "lowest-price"] = "prioritized"
+    spot_allocation_strategy: Literal[
+        "lowest-price", "capacity-optimized", "capacity-optimized-prioritized", "price-capacity-optimized"
+    ] = "lowest-price"
+    on_demand_base_capacity: int = Field(default=0, ge=0)
+    on_demand_percentage_above_base_capacity: int = Field(default=100, ge=0, le=100)
+
+
+class InstanceTypeOverride(KubeModel):
+    """An instance type the group may launch instead of the template's (CAPA's ``overrides`` items)."""
+
     instance_type: str
-    ami: AMIReference = Field(default_factory=AMIReference)
-    image_lookup_format: str | None = format_field()
-    image_lookup_org: str | None = org_field()
-    image_lookup_base_os: str | None = base_os_field()
-    iam_instance_profile: str | None = None
-    ssh_key_name: str | None = None
-    additional_security_groups: list[AWSResourceReference] = Field(default_factory=list)
-    root_volume: Volume | None = None
+
+
+class MixedInstancesPolicy(KubeModel):
+    """The group launches several instance types, On-Demand and Spot (CAPA's ``mixedInstancesPolicy``)."""
+
+    instances_distribution: InstancesDistribution | None = None
+    overrides: list[InstanceTypeOverride] = Field(default_factory=list)
+
+
+_GO_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
+
+
+def duration_seconds(text: str) -> float | None:
+    """Seconds in a Go duration of hours, minutes and seconds (``"5m"``, ``"1h30m"``, ``"90s"``), or None."""
+    match = _GO_DURATION.match(text.strip())
+    if match is None or not any(match.groups()):
+        return None
+    hours, minutes, seconds = (float(g) if g else 0.0 for g in match.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+class AWSLifecycleHook(KubeModel):
+    """A lifecycle hook on the pool's group (CAPA's ``lifecycleHooks`` items; AWS's ``PutLifecycleHook``)."""
+
+    name: str = Field(min_length=1, max_length=255)
+    lifecycle_transition: Literal[
+        "autoscaling:EC2_INSTANCE_LAUNCHING", "autoscaling:EC2_INSTANCE_TERMINATING"
+    ]
+    notification_target_arn: str | None = Field(default=None, alias="notificationTargetARN")
+    role_arn: str | None = Field(default=None, alias="roleARN")
+    heartbeat_timeout: str | None = Field(
+        default=None,
+        description="How long an instance waits in the hook's state, as a duration (e.g. 5m); 30s to 2h. "
+        "AWS's default (one hour) when unset.",
+    )
+    default_result: Literal["CONTINUE", "ABANDON"] | None = None
+    notification_metadata: str | None = Field(default=None, max_length=1023)
+
+    @property
+    def heartbeat_seconds(self) -> int | None:
+        seconds = duration_seconds(self.heartbeat_timeout) if self.heartbeat_timeout else None
+        return int(seconds) if seconds is not None else None
+
+
+class RefreshPreferences(KubeModel):
+    """When and how the pool's instances are replaced after the group moves to a new launch template
+    version (CAPA's ``refreshPreferences``; AWS's ``StartInstanceRefresh``)."""
+
+    disable: bool = Field(
+        default=False,
+        description="Start no instance refresh when the launch template changes (running instances keep "
+        "the version they were launched from).",
+    )
+    strategy: Literal["Rolling"] | None = Field(
+        default=None, description="The refresh strategy; Rolling (the only one AWS has) when unset."
+    )
+    instance_warmup: int | None = Field(
+        default=None,
+        ge=0,
+        description="Seconds until a new instance counts as in service; AWS's default when unset (the "
+        "group's health check grace period).",
+    )
+    min_healthy_percentage: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="The percentage of the desired capacity that must stay healthy during the refresh; AWS's "
+        "default (90) when unset.",
+    )
+
+
+class InstanceRefreshStatus(KubeModel):
+    """What the pool knows of the refresh of its instances."""
+
+    launch_template_version: str = Field(
+        description="The launch template version the pool's instances were launched with or last refreshed "
+        "to (or, when refreshes are disabled, the version the group moved to)."
+    )
+    instance_refresh_id: str | None = Field(
+        default=None, alias="instanceRefreshID", description="The refresh started for that version."
+    )
+    status: str | None = Field(default=None, description="The refresh's status as AWS last reported it.")
 
 
 class AWSMachinePoolInstanceStatus(KubeModel):
@@ -185,6 +269,9 @@ class AWSMachinePoolSpec(KubeModel):
     additional_tags: dict[str, str] = Field(default_factory=dict)
     aws_launch_template: AWSLaunchTemplate = Field(alias="awsLaunchTemplate")
     capacity_rebalance: bool = False
+    refresh_preferences: RefreshPreferences | None = None
+    mixed_instances_policy: MixedInstancesPolicy | None = None
+    lifecycle_hooks: list[AWSLifecycleHook] = Field(default_factory=list)
     provider_id_list: list[str] = Field(default_factory=list, alias="providerIDList")
 
     _check_tags = field_validator("additional_tags")(check_tags)
@@ -196,6 +283,12 @@ class AWSMachinePoolStatus(InfrastructureStatus):
     launch_template_id: str | None = Field(default=None, alias="launchTemplateID")
     launch_template_version: str | None = None
     asg_status: str | None = None
+    instance_refresh: InstanceRefreshStatus | None = None
+    lifecycle_hooks: list[str] = Field(
+        default_factory=list,
+        description="The lifecycle hooks the controller put on the group (those it deletes when the spec "
+        "drops them).",
+    )
     failure_reason: str | None = None
     failure_message: str | None = None
     observed_generation: int | None = None
@@ -230,17 +323,7 @@ class AWSMachinePool(KubeObject):
             found.append(
                 _issue("spec.minSize", f"must not exceed spec.maxSize ({spec.min_size} > {spec.max_size})")
             )
-        if template.instance_type not in known_instance_types():
-            found.append(
-                _issue(
-                    "spec.awsLaunchTemplate.instanceType",
-                    f"not an EC2 instance type: {template.instance_type!r} (expected one in botocore's EC2 "
-                    "model, e.g. t3.medium)",
-                )
-            )
-        if template.ami.id is not None and not re.fullmatch(r"ami-[0-9a-f]{8,17}", template.ami.id):
-            found.append(_issue("spec.awsLaunchTemplate.ami.id", f"not an AMI id: {template.ami.id!r}"))
-        found += lookup_issues(template, "spec.awsLaunchTemplate")
+        found += launch_issues(template, "spec.awsLaunchTemplate")
         if template.name is not None and not _LAUNCH_TEMPLATE_NAME.match(template.name):
             found.append(
                 _issue(
@@ -248,6 +331,34 @@ class AWSMachinePool(KubeObject):
                     "must be 3 to 128 characters of letters, digits and ( ) . - / _",
                 )
             )
+        for index, override in enumerate(
+            spec.mixed_instances_policy.overrides if spec.mixed_instances_policy else []
+        ):
+            if override.instance_type not in known_instance_types():
+                found.append(
+                    _issue(
+                        f"spec.mixedInstancesPolicy.overrides[{index}].instanceType",
+                        f"not an EC2 instance type: {override.instance_type!r}",
+                    )
+                )
+        names = [h.name for h in spec.lifecycle_hooks]
+        for index, hook in enumerate(spec.lifecycle_hooks):
+            path = f"spec.lifecycleHooks[{index}]"
+            if names.count(hook.name) > 1:
+                found.append(_issue(f"{path}.name", f"{hook.name!r} is given more than once"))
+            if hook.heartbeat_timeout is not None:
+                seconds = duration_seconds(hook.heartbeat_timeout)
+                if seconds is None or not 30 <= seconds <= 7200:
+                    found.append(
+                        _issue(
+                            f"{path}.heartbeatTimeout",
+                            f"must be a duration from 30s to 2h (e.g. 5m), not {hook.heartbeat_timeout!r}",
+                        )
+                    )
+            if (hook.notification_target_arn is None) != (hook.role_arn is None):
+                found.append(
+                    _issue(f"{path}.roleARN", "give notificationTargetARN and roleARN together, or neither")
+                )
         if spec.subnets and spec.availability_zones:
             found.append(
                 _issue("spec.subnets", "give either spec.subnets or spec.availabilityZones, not both")
@@ -263,14 +374,6 @@ class AWSMachinePool(KubeObject):
                         f"not a security group id: {group.id!r}",
                     )
                 )
-        volume = template.root_volume
-        if volume is not None and volume.iops is not None and volume.type not in ("io1", "io2", "gp3"):
-            found.append(
-                _issue(
-                    "spec.awsLaunchTemplate.rootVolume.iops",
-                    f"iops cannot be set for volume type {volume.type}",
-                )
-            )
         return found
 
     def immutable_issues(self, old: AWSMachinePool) -> list[FieldIssue]:

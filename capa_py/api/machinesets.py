@@ -33,7 +33,8 @@ from capa_py.api.machine_template import (
     SUFFIX_ALPHABET,
     MachineTemplateMetadata,
     MachineTemplateSpec,
-    default_template,
+    ReplicatedSpec,
+    default_replicated,
     encode_digest,
     template_hash,
     template_issues,
@@ -114,20 +115,12 @@ class MachineDeploymentStrategy(KubeModel):
 
 
 # -- MachineDeployment -----------------------------------------------------------------------------
-class MachineDeploymentSpec(KubeModel):
-    cluster_name: str = Field(min_length=1)
-    replicas: int | None = Field(default=None, ge=0)
+class MachineDeploymentSpec(ReplicatedSpec):
     selector: LabelSelector = Field(default_factory=LabelSelector)
-    template: MachineTemplateSpec
     strategy: MachineDeploymentStrategy | None = None
-    min_ready_seconds: int | None = Field(default=None, ge=0)
     revision_history_limit: int | None = Field(default=None, ge=0)
     paused: bool = False
     progress_deadline_seconds: int | None = Field(default=None, ge=0)
-
-    @property
-    def desired(self) -> int:
-        return 1 if self.replicas is None else self.replicas
 
     @property
     def strategy_type(self) -> StrategyType:
@@ -182,9 +175,7 @@ class MachineDeployment(KubeObject):
 
     def _default(self) -> None:
         spec = self.spec
-        self.metadata.labels[CLUSTER_NAME_LABEL] = spec.cluster_name
-        if spec.replicas is None:
-            spec.replicas = 1
+        default_replicated(self, spec)
         if spec.revision_history_limit is None:
             spec.revision_history_limit = DEFAULT_REVISION_HISTORY_LIMIT
         if spec.progress_deadline_seconds is None:
@@ -206,7 +197,6 @@ class MachineDeployment(KubeObject):
             spec.selector.match_labels[DEPLOYMENT_NAME_LABEL] = self.name
             spec.template.metadata.labels[DEPLOYMENT_NAME_LABEL] = self.name
         spec.selector.match_labels[CLUSTER_NAME_LABEL] = spec.cluster_name
-        default_template(self, spec.cluster_name, spec.template)
 
     def prepare_for_create(self) -> None:
         self._default()
@@ -271,17 +261,9 @@ class MachineDeployment(KubeObject):
 
 
 # -- MachineSet ------------------------------------------------------------------------------------
-class MachineSetSpec(KubeModel):
-    cluster_name: str = Field(min_length=1)
-    replicas: int | None = Field(default=None, ge=0)
-    min_ready_seconds: int | None = Field(default=None, ge=0)
+class MachineSetSpec(ReplicatedSpec):
     delete_policy: DeletePolicy | None = None
     selector: LabelSelector = Field(default_factory=LabelSelector)
-    template: MachineTemplateSpec
-
-    @property
-    def desired(self) -> int:
-        return 1 if self.replicas is None else self.replicas
 
 
 class MachineSetStatus(KubeModel):
@@ -309,16 +291,13 @@ class MachineSet(KubeObject):
 
     def _default(self) -> None:
         spec = self.spec
-        self.metadata.labels[CLUSTER_NAME_LABEL] = spec.cluster_name
-        if spec.replicas is None:
-            spec.replicas = 1
+        default_replicated(self, spec)
         if spec.delete_policy is None:
             spec.delete_policy = "Random"
         if not spec.selector.match_labels and not spec.selector.match_expressions:
             spec.selector.match_labels[SET_NAME_LABEL] = self.name
             spec.template.metadata.labels[SET_NAME_LABEL] = self.name
         spec.selector.match_labels[CLUSTER_NAME_LABEL] = spec.cluster_name
-        default_template(self, spec.cluster_name, spec.template)
 
     def prepare_for_create(self) -> None:
         self._default()

@@ -11,12 +11,21 @@ Create, over a :class:`PoolScope`:
    as ``status.launchTemplateVersion``;
 3. :func:`reconcile_group` — the Auto Scaling group (class 1: tags on create, its name as natural key)
    over that version in the pool's subnets, ``DesiredCapacity`` the MachinePool's ``spec.replicas`` within
-   ``minSize``..``maxSize``; an existing group is scaled and moved to the new version
-   (``ASGReady``); ``status.replicas``, ``status.instances`` and ``spec.providerIDList`` report what AWS
+   ``minSize``..``maxSize``, with the pool's ``mixedInstancesPolicy`` if it has one (which then names the
+   template); an existing group is scaled and moved to the new version or policy (``ASGReady``);
+   ``status.replicas``, ``status.instances`` and ``spec.providerIDList`` report what AWS
    runs, and the pool is ready once every desired instance is ``InService``.
 
-Instances already running keep the version they were launched from: an instance refresh (replacing them
-when the template changes) is not built, and neither are mixed instances policies or lifecycle hooks.
+4. :func:`reconcile_instance_refresh` — once the group has moved to a new version, an instance refresh
+   (``StartInstanceRefresh``, CAPA's ``refreshPreferences``) replaces the instances launched from an
+   earlier one, unless ``refreshPreferences.disable``; none is started while another runs on the group,
+   and ``status.instanceRefresh`` (the version refreshed to, the refresh's id and status) and the condition
+   ``InstanceRefreshInProgress`` say where it stands. A pool whose instances are on its version makes no
+   call for this; while a refresh runs, the pool looks at it again every :data:`REFRESH_POLL` seconds
+   (``DescribeInstanceRefreshes``: one call).
+
+The group's lifecycle hooks (``spec.lifecycleHooks``) are converged with the group, before the wait for its
+instances (:func:`reconcile_lifecycle_hooks`).
 
 Delete, over a :class:`~controllers.aws_scope.ReconcileScope`: :func:`delete_group` deletes the group with
 ``ForceDelete`` (AWS terminates its instances) and waits until AWS no longer reports it; then
@@ -32,15 +41,30 @@ from typing import Any
 from capa_py.api.aws import AWSCluster
 from capa_py.api.aws_common import RecordedResource
 from capa_py.api.image_lookup import ImageLookup, ResolvedImage, lookup_name, lookup_settings
-from capa_py.api.machinepool import AWSMachinePool, AWSMachinePoolInstanceStatus, MachinePool
+from capa_py.api.machinepool import (
+    AWSMachinePool,
+    AWSMachinePoolInstanceStatus,
+    InstanceRefreshStatus,
+    InstancesDistribution,
+    MachinePool,
+    MixedInstancesPolicy,
+    RefreshPreferences,
+)
 from capa_py.aws.errors import InvalidRequest
+from capa_py.ctrlkit.result import Result, requeue_after
 from capa_py.engine.errors import Waiting
 from capa_py.engine.tags import NODE_ROLE
 from capa_py.logging import get_logger
 from controllers.aws_scope import ReconcileScope
 from controllers.services import images
 from controllers.services.instances import security_group_roles
-from resources.autoscaling_group import AutoScalingGroup, AutoScalingGroupDesired
+from resources.autoscaling_group import (
+    ACTIVE_REFRESH_STATES,
+    AutoScalingGroup,
+    AutoScalingGroupDesired,
+    LifecycleHook,
+    MixedInstances,
+)
 from resources.instance import Instance
 from resources.launch_template import (
     LaunchTemplate,
@@ -51,6 +75,10 @@ from resources.launch_template import (
     launch_data_fingerprint,
 )
 
+INSTANCE_REFRESH = "InstanceRefreshInProgress"
+"""True while a refresh of the pool's instances runs; not part of Ready (the pool serves meanwhile)."""
+REFRESH_POLL = 30.0
+"""Seconds between looks at a running refresh."""
 LAUNCH_TEMPLATE_READY = "LaunchTemplateReady"
 ASG_READY = "ASGReady"
 CONDITIONS = (LAUNCH_TEMPLATE_READY, ASG_READY)
@@ -260,6 +288,22 @@ def group_desired(scope: PoolScope) -> AutoScalingGroupDesired:
         desired_capacity=clamp(scope.machine_pool.spec.desired, spec.min_size, spec.max_size),
         subnet_ids=pool_subnets(scope),
         capacity_rebalance=spec.capacity_rebalance,
+        mixed_instances=mixed_instances(spec.mixed_instances_policy),
+    )
+
+
+def mixed_instances(policy: MixedInstancesPolicy | None) -> MixedInstances | None:
+    """The group's mixed instances policy from the pool's (CAPA's defaults where the distribution is
+    unset)."""
+    if policy is None:
+        return None
+    distribution = policy.instances_distribution or InstancesDistribution()
+    return MixedInstances(
+        on_demand_allocation_strategy=distribution.on_demand_allocation_strategy,
+        spot_allocation_strategy=distribution.spot_allocation_strategy,
+        on_demand_base_capacity=distribution.on_demand_base_capacity,
+        on_demand_percentage_above_base_capacity=distribution.on_demand_percentage_above_base_capacity,
+        instance_types=tuple(o.instance_type for o in policy.overrides),
     )
 
 
@@ -268,6 +312,7 @@ def reconcile_group(scope: PoolScope) -> None:
     observed = scope.engine.ensure(
         scope.groups, GROUP_ROLE, desired, scope.engine_scope, name=scope.obj.name, capa_role_value=NODE_ROLE
     )
+    reconcile_lifecycle_hooks(scope, observed.id)
     if observed.stale:
         fresh = scope.groups.describe_by_id(observed.id)
         observed = fresh if fresh is not None else observed
@@ -303,8 +348,141 @@ def reconcile_group(scope: PoolScope) -> None:
         )
 
 
+def reconcile_lifecycle_hooks(scope: PoolScope, group: str) -> None:
+    """Put the declared hooks that are missing or differ, delete those the pool put and no longer declares
+    (``status.lifecycleHooks``); others' hooks on the group are left alone. No call when the pool declares
+    none and put none; else one ``DescribeLifecycleHooks``, and a put or delete only where something
+    differs."""
+    declared = {
+        h.name: LifecycleHook(
+            name=h.name,
+            transition=h.lifecycle_transition,
+            notification_target_arn=h.notification_target_arn,
+            role_arn=h.role_arn,
+            heartbeat_timeout=h.heartbeat_seconds,
+            default_result=h.default_result,
+            notification_metadata=h.notification_metadata,
+        )
+        for h in scope.obj.spec.lifecycle_hooks
+    }
+    managed = list(scope.obj.status.lifecycle_hooks)
+    if not declared and not managed:
+        return
+    found = scope.groups.lifecycle_hooks(group)
+    for name, hook in declared.items():
+        current = found.get(name)
+        if current is None or not hook.matches(current):
+            scope.groups.put_lifecycle_hook(group, hook)
+            _log.info("lifecycle hook put", pool=scope.obj.name, hook=name)
+    for name in managed:
+        if name not in declared and name in found:
+            scope.groups.delete_lifecycle_hook(group, name)
+            _log.info("lifecycle hook deleted", pool=scope.obj.name, hook=name)
+    names = sorted(declared)
+    if names != managed:
+
+        def record(o: AWSMachinePool) -> None:
+            o.status.lifecycle_hooks = list(names)
+
+        scope.change_status(record)
+
+
 def mark_ready(scope: PoolScope) -> None:
     scope.mark_ready()
+
+
+# -- instance refresh --------------------------------------------------------------------------------------
+
+
+def refresh_preferences(prefs: RefreshPreferences) -> dict[str, int]:
+    """``StartInstanceRefresh``'s ``Preferences`` from the pool's (only what is set: AWS's defaults else)."""
+    found: dict[str, int] = {}
+    if prefs.instance_warmup is not None:
+        found["InstanceWarmup"] = prefs.instance_warmup
+    if prefs.min_healthy_percentage is not None:
+        found["MinHealthyPercentage"] = prefs.min_healthy_percentage
+    return found
+
+
+def _record_refresh(scope: PoolScope, version: str, refresh_id: str | None, status: str | None) -> None:
+    record = InstanceRefreshStatus(
+        launch_template_version=version, instance_refresh_id=refresh_id, status=status
+    )
+
+    def change(o: AWSMachinePool) -> None:
+        o.status.instance_refresh = record.model_copy()
+
+    scope.change_status(change)
+
+
+def reconcile_instance_refresh(scope: PoolScope) -> Result | None:
+    """Replace the instances of earlier launch template versions (see the module's step 4)."""
+    assert scope.template_id is not None
+    assert scope.version is not None
+    version = scope.version
+    record = scope.obj.status.instance_refresh
+    if record is None:
+        # The group was just made (or predates refreshes): its instances are launched from this version.
+        _record_refresh(scope, version, None, None)
+        return None
+    moved = record.launch_template_version != version
+    if not moved and record.status not in ACTIVE_REFRESH_STATES:
+        return None  # the instances are on the pool's version: nothing to look at
+    prefs = scope.obj.spec.refresh_preferences or RefreshPreferences()
+    group = scope.obj.launch_template_name
+    if moved and prefs.disable:
+        _record_refresh(scope, version, None, None)
+        scope.condition(
+            INSTANCE_REFRESH,
+            False,
+            "InstanceRefreshDisabled",
+            f"refreshPreferences.disable: instances launched before version {version} keep their version",
+            "Info",
+        )
+        return None
+    refreshes = scope.groups.instance_refreshes(group)
+    refresh_id: str | None
+    status: str | None
+    if moved:
+        started = next((r for r in refreshes if r.launch_template_version == version), None)
+        if started is None:
+            running = next((r for r in refreshes if r.active), None)
+            if running is not None:
+                scope.condition(
+                    INSTANCE_REFRESH,
+                    True,
+                    "WaitingForInstanceRefresh",
+                    f"refresh {running.id} is {running.status}: the refresh to launch template version "
+                    f"{version} starts once it ends",
+                )
+                return requeue_after(REFRESH_POLL)
+            refresh_id = scope.groups.start_instance_refresh(
+                group, scope.template_id, version, prefs.strategy or "Rolling", refresh_preferences(prefs)
+            )
+            status = "Pending"
+            _log.info("instance refresh started", pool=scope.obj.name, refresh=refresh_id, version=version)
+        else:  # started by an earlier pass that could not record it
+            refresh_id, status = started.id, started.status
+        _record_refresh(scope, version, refresh_id, status)
+    else:
+        refresh_id = record.instance_refresh_id
+        mine = next((r for r in refreshes if r.id == refresh_id), None)
+        status = mine.status if mine is not None else None
+        _record_refresh(scope, version, refresh_id, status)
+    about = f"instance refresh {refresh_id} to launch template version {version}"
+    if status in ACTIVE_REFRESH_STATES:
+        scope.condition(INSTANCE_REFRESH, True, f"InstanceRefresh{status}", f"{about}: {status}")
+        return requeue_after(REFRESH_POLL)
+    ended = status or "NoLongerReported"
+    failed = ended not in ("Successful", "NoLongerReported")
+    scope.condition(
+        INSTANCE_REFRESH,
+        False,
+        f"InstanceRefresh{ended}",
+        f"{about}: {ended}",
+        "Warning" if failed else "Info",
+    )
+    return None
 
 
 # -- delete ------------------------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from capa_app.audit import AuditClass, AuditOptions, DeletionSettings, delete_leaks, plan_deletion, run_audit
 from capa_py.api.cluster import Cluster
 from capa_py.api.core import Secret
@@ -18,8 +20,11 @@ from capa_py.api.machinepool import AWSMachinePool, MachinePool
 from capa_py.api.meta import KubeObject
 from capa_py.aws.accounting import call_scope
 from capa_py.store.helpers import retry_on_conflict
+from controllers.run import converge
+from controllers.services import machinepool
 from controllers.services.machinepool import clamp
 from tests.controllers.conftest import Harness
+from tests.harness.moto_autoscaling import set_refresh_status
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "aws-cluster-machinepool.yaml"
 NS = "default"
@@ -60,7 +65,21 @@ def _scale(h: Harness, replicas: int) -> MachinePool:
     return retry_on_conflict(h.store, h.store.get(MachinePool, "pool-workers", NS), change)
 
 
-def test_a_machine_pool_launches_scales_and_goes_with_its_cluster(harness: Harness) -> None:
+def _finish_refreshes(h: Harness) -> None:
+    """Play AWS finishing every refresh the pool starts (the test server's refreshes wait for this)."""
+    for group in _groups(h):
+        for refresh in h.aws.autoscaling.call("DescribeInstanceRefreshes", AutoScalingGroupName=group)[
+            "InstanceRefreshes"
+        ]:
+            if refresh["Status"] == "Pending":
+                set_refresh_status(
+                    h.server.url, "us-east-1", group, refresh["InstanceRefreshId"], "Successful"
+                )
+
+
+def test_a_machine_pool_launches_scales_and_goes_with_its_cluster(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
     h = harness
     targets = _targets(h.apply(_objects()))
     up = h.converge(targets, timeout=120)
@@ -92,6 +111,7 @@ def test_a_machine_pool_launches_scales_and_goes_with_its_cluster(harness: Harne
     assert again.converged
     assert "ec2:CreateLaunchTemplateVersion" not in calls.mutating_operations(), "unchanged data: no version"
     assert "autoscaling:UpdateAutoScalingGroup" not in calls.mutating_operations()
+    assert "autoscaling:DescribeInstanceRefreshes" not in calls.by_operation(), "no refresh to look at"
 
     scaled = h.converge([_scale(h, 3)], timeout=60)
     assert scaled.converged, scaled.states
@@ -102,8 +122,13 @@ def test_a_machine_pool_launches_scales_and_goes_with_its_cluster(harness: Harne
         p.spec.aws_launch_template.instance_type = "t3.large"
 
     changed = retry_on_conflict(h.store, h.store.get(AWSMachinePool, "pool-workers", NS), bigger)
-    moved = h.converge([changed], timeout=60)
+    monkeypatch.setattr(machinepool, "REFRESH_POLL", 0.2)  # the running refresh is looked at again soon
+    moved = converge(h.store, h.controllers(), [changed], timeout=60, on_tick=lambda _: _finish_refreshes(h))
     assert moved.converged, moved.states
+    (refresh,) = h.aws.autoscaling.call(
+        "DescribeInstanceRefreshes", AutoScalingGroupName="default-pool-workers"
+    )["InstanceRefreshes"]
+    assert refresh["DesiredConfiguration"]["LaunchTemplate"]["Version"] == "2", "the instances are replaced"
     infra = h.store.get(AWSMachinePool, "pool-workers", NS)
     assert infra.status.launch_template_version == "2"
     group = _groups(h)["default-pool-workers"]

@@ -149,7 +149,10 @@ def serve(port: int, delays: Delays, honour_tokens: bool = False) -> None:
     """Install the delays (and the ClientToken wrapper if asked) and serve moto on 127.0.0.1:``port``."""
     from moto.server import main as moto_main
 
+    from tests.harness import moto_autoscaling
+
     install(delays)
+    moto_autoscaling.install()
     if honour_tokens:
         from tests.harness import moto_tokens
 

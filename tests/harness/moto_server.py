@@ -3,7 +3,9 @@
 A test talks to the server with a real boto3 client (real wire format, real error parsing), exactly as
 capa-py talks to AWS; only the endpoint URL differs. Two flavours:
 
-* plain moto (``python -m moto.server``), with moto's gaps — it ignores ``ClientToken``;
+* plain moto, with moto's gaps — it ignores ``ClientToken`` (run as ``tests/harness/moto_autoscaling.py``,
+  which every flavour installs: the instance refresh calls moto 5.2.5 lacks, the lifecycle hook fields it
+  drops);
 * moto with ``ClientToken`` honoured (``tests/harness/moto_tokens.py`` run as the server program);
 * either of them with AWS-like delays: NAT gateways, load balancers and instances not ready for a while
   after their creation (``delays=Delays(...)``: ``tests/harness/moto_delays.py`` as the server program).
@@ -98,7 +100,7 @@ def _command(port: int, honour_tokens: bool, delays: Delays | None = None) -> li
         return module_command("tests.harness.moto_delays", "--port", str(port), *delays.arguments(), *tokens)
     if honour_tokens:
         return module_command("tests.harness.moto_tokens", "--port", str(port))
-    return module_command("moto.server", "--host", HOST, "--port", str(port))
+    return module_command("tests.harness.moto_autoscaling", "--port", str(port))
 
 
 def _server_env(load_default_amis: bool) -> dict[str, str]:

@@ -140,10 +140,14 @@ def installed() -> bool:
 
 
 def serve(port: int) -> None:
-    """Install the token wrapper and serve moto on 127.0.0.1:``port`` until interrupted."""
+    """Install the token wrapper (and the Auto Scaling calls moto lacks:
+    ``tests/harness/moto_autoscaling.py``) and serve moto on 127.0.0.1:``port`` until interrupted."""
     from moto.server import main as moto_main
 
+    from tests.harness import moto_autoscaling
+
     install()
+    moto_autoscaling.install()
     moto_main(["--host", "127.0.0.1", "--port", str(port)])
 
 
