@@ -47,7 +47,8 @@ AN_HOUR = 3600.0
 
 @pytest.fixture(autouse=True)
 def identity_recheck_an_hour(monkeypatch: pytest.MonkeyPatch) -> None:
-    for module in ("controllers.awscluster", "controllers.awsmachine", "controllers.awsmachinepool"):
+    # The AWSCluster controller's own wait, and the one the machine and pool controllers share.
+    for module in ("controllers.awscluster", "controllers.identity"):
         monkeypatch.setattr(f"{module}.RECHECK_AFTER", AN_HOUR)
 
 
