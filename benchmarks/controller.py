@@ -50,6 +50,7 @@ if __package__ in (None, ""):  # run by its path: the repository's root makes `b
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from benchmarks.moto_env import MotoEnv  # noqa: E402
 from benchmarks.run import environment, finish  # noqa: E402
 from capa_app.cli.durations import parse_duration  # noqa: E402
 from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
@@ -861,7 +862,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from moto_env import MotoEnv
 
     started = time.monotonic()
     figures: dict[str, Any] = {
