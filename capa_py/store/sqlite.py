@@ -67,6 +67,7 @@ from capa_py.store.sqlite_layout import (
     check_layout,
     version_key,
 )
+from capa_py.store.sqlite_notify import ChangeSignal
 from capa_py.store.sqlite_rows import ORPHAN_FINALIZER, SQLiteRows
 from capa_py.store.sqlite_watch import follow_events
 
@@ -390,6 +391,11 @@ class SQLiteStore(SQLiteRows):
     def current_resource_version(self) -> str:
         with self._read() as conn:
             return str(conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0])
+
+    def change_signal(self) -> ChangeSignal:
+        """This file's commits, this process's and others'
+        (:class:`~capa_py.store.protocol.ChangeNotification`)."""
+        return self.changes
 
     def change_sequence(self) -> str:
         """The latest resourceVersion, from one row (:class:`~capa_py.store.protocol.ChangeSequence`)."""

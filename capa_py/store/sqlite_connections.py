@@ -23,6 +23,7 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_ex
 from capa_py.api.registry import KindRegistry
 from capa_py.logging import get_logger
 from capa_py.store.errors import Damaged, ReadOnly, Unavailable, WriteFailed
+from capa_py.store.sqlite_notify import ChangeSignal, signal_for
 
 BUSY_SECONDS = 60.0
 """How long a connection waits for another process's lock before giving up."""
@@ -109,6 +110,9 @@ class SQLiteConnections:
         self.read_only: str | None = None
         """Why the store is open for reading only (``None``: it can be written)."""
         self._read_mode = "mode=ro"
+        self.changes: ChangeSignal = signal_for(path)
+        """This file's changes as the process learns of them: raised after each commit (and by other
+        processes' commits, once something here waits for changes)."""
 
     def _translate(self, exc: sqlite3.Error) -> Unavailable:
         """The store error a SQLite failure is, for the caller."""
@@ -183,6 +187,7 @@ class SQLiteConnections:
             if not depth:
                 with self._raw_transaction(conn, "BEGIN IMMEDIATE"):
                     yield conn
+                self.changes.changed()
                 return
             # Inside atomic(): a savepoint, so a write that fails undoes only itself.
             savepoint = f"write_{depth}"
