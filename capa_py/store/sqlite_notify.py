@@ -43,13 +43,44 @@ _signals_lock = threading.Lock()
 
 
 def signal_for(path: Path) -> ChangeSignal:
-    """The process's signal of the store file at ``path`` (one per file, shared by every store on it)."""
+    """The process's signal of the store file at ``path`` (one per file, shared by every store open on it);
+    each store :func:`release` s it when it closes."""
     resolved = path.resolve()
     with _signals_lock:
         found = _signals.get(resolved)
         if found is None:
             found = _signals[resolved] = ChangeSignal(resolved)
+        found.users += 1
         return found
+
+
+def release(signal: ChangeSignal) -> None:
+    """A store on the signal's file closed: the last one to close stops listening (socket and thread)."""
+    with _signals_lock:
+        signal.users -= 1
+        if signal.users > 0:
+            return
+        if _signals.get(signal.path) is signal:
+            del _signals[signal.path]
+    signal.stop()
+
+
+def _reset_after_fork() -> None:
+    global _signals_lock
+    _signals_lock = threading.Lock()
+    for signal in _signals.values():
+        signal._after_fork()
+
+
+def _at_exit() -> None:
+    for signal in list(_signals.values()):
+        signal._forget_socket()
+
+
+atexit.register(_at_exit)
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _private_root() -> Path | None:
@@ -113,7 +144,20 @@ class ChangeSignal:
         self._listening = False
         self._available = hasattr(socket, "AF_UNIX")
         self._sender: socket.socket | None = None
+        self._receiver: socket.socket | None = None
         self._send_lock = threading.Lock()
+        self._owner_pid = 0
+        self._stopping = False
+        self.users = 0
+        """Stores open on the file in this process (:func:`signal_for`, :func:`release`)."""
+
+    def _after_fork(self) -> None:
+        """In a forked child: the parent's socket and receiving thread are not this process's."""
+        self._close_sockets()
+        self._listening = False
+        self._own = None
+        self._send_lock = threading.Lock()
+        self._condition = threading.Condition()
 
     @property
     def listening(self) -> bool:
@@ -181,8 +225,9 @@ class ChangeSignal:
                 self._available = False
                 return
             self._own = own
+            self._receiver = receiver
+            self._owner_pid = os.getpid()
             self._listening = True
-            atexit.register(self._forget_socket)
             threading.Thread(
                 target=self._receive, args=(receiver,), name="capa-store-notify", daemon=True
             ).start()
@@ -193,14 +238,48 @@ class ChangeSignal:
                 receiver.recv(64)
             except OSError:
                 return
+            if self._stopping:
+                receiver.close()
+                return
             self._raise()
 
+    def stop(self) -> None:
+        """Stop listening: the receiving thread ends (woken by a datagram of our own), the socket goes."""
+        with self._send_lock:
+            self._stopping = True
+            receiver, own = self._receiver, self._own
+            if receiver is not None and own is not None and self._owner_pid == os.getpid():
+                with contextlib.suppress(OSError):
+                    wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                    try:
+                        wake.sendto(b"!", str(own))
+                    finally:
+                        wake.close()
+            self._receiver = None  # closed by its thread
+            if self._sender is not None:
+                self._sender.close()
+                self._sender = None
+            self._listening = False
+            self._available = False
+            self._unlink_own()
+
+    def _close_sockets(self) -> None:
+        for sock in (self._sender, self._receiver):
+            if sock is not None:
+                sock.close()
+        self._sender = self._receiver = None
+
     def _forget_socket(self) -> None:
-        if self._own is not None:
+        self._close_sockets()
+        self._unlink_own()
+
+    def _unlink_own(self) -> None:
+        if self._own is not None and self._owner_pid == os.getpid():  # never a forked child's doing
             with contextlib.suppress(OSError):
                 self._own.unlink()
             with contextlib.suppress(OSError):
                 self._own.parent.rmdir()  # the last reader of this store leaves no directory behind
+        self._own = None
 
     # -- writers --------------------------------------------------------------------------------------
     def changed(self) -> None:

@@ -1,9 +1,9 @@
 """A store file signals its commits to the other processes reading it: a watch wakes on another process's
 write instead of polling for it, and falls back to polling where no signal can be sent.
 
-The watches here poll once a minute at most (``poll_interval`` and the fallback set to 60 s) and the tests
-wait 20 s for an event: an event that arrives came through the signal, not through a poll. The writers are real
-processes (``spawn``), each opening its own store on the file.
+The watches here poll once a minute at most (``poll_interval`` and the fallback set to 60 s) and the
+tests wait 20 s for an event: an event that arrives came through the signal, not through a poll. The
+writers are real processes (``spawn``), each opening its own store on the file.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def test_a_process_that_watched_leaves_no_socket_and_a_dead_ones_socket_is_remov
         child = spawn.Process(target=watch_then_exit, args=(str(path), ready))
         child.start()
         child.join(SAFETY_TIMEOUT)
-        assert child.exitcode == 0 and ready.is_set()
+        assert child.exitcode == 0
+        assert ready.is_set()
         assert _sockets(signal) == []  # removed when the child exited
         # A process killed while watching leaves its socket: the next commit finds nobody there, removes it.
         directory = signal._socket_directory()
@@ -145,7 +146,8 @@ def test_without_a_private_directory_watches_poll_and_still_see_other_processes(
         finally:
             child.join(SAFETY_TIMEOUT)
             events.close()
-        assert first is not None and first.object.name == "polled"
+        assert first is not None
+        assert first.object.name == "polled"
         assert not store.change_signal().listening
         assert os.listdir(shared_tmp / f"capa-py-{os.getuid()}") == []
 
@@ -175,3 +177,50 @@ def test_stores_on_one_file_in_one_process_share_the_signal(tmp_path: Path, no_p
         stop.set()
         reader.join(SAFETY_TIMEOUT)
     assert received == ["same-process"]
+
+
+def test_a_forked_child_listens_for_itself_and_leaves_the_parents_socket(tmp_path: Path) -> None:
+    fork = multiprocessing.get_context("fork")
+    path = tmp_path / "state.db"
+    with SQLiteStore(path) as store:
+        list(store.watch(Cluster, resource_version=store.current_resource_version(), timeout=0))
+        signal = store.change_signal()
+        parents = _sockets(signal)
+        assert len(parents) == 1
+        child = fork.Process(target=watch_then_exit, args=(str(path), fork.Event()))
+        child.start()
+        child.join(SAFETY_TIMEOUT)
+        assert child.exitcode == 0
+        sockets = _sockets(signal)
+        assert parents[0] in sockets, "the child did not remove its parent's socket"
+        assert len(sockets) == 2, "the child bound a socket of its own"
+        # A forked multiprocessing child ends without exit handlers: the next commit finds its socket dead.
+        store.create(Cluster.model_validate({"metadata": {"name": "after"}}))
+        assert _sockets(signal) == parents
+
+
+def _notify_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "capa-store-notify")
+
+
+def test_closing_the_last_store_on_a_file_stops_listening(tmp_path: Path) -> None:
+    before = _notify_threads()
+    path = tmp_path / "state.db"
+    first, second = SQLiteStore(path), SQLiteStore(path)
+    list(first.watch(Cluster, resource_version=first.current_resource_version(), timeout=0))
+    signal = first.change_signal()
+    assert signal.listening
+    assert len(_sockets(signal)) == 1
+    assert _notify_threads() == before + 1
+    first.close()
+    assert signal.listening, "another store on the file is still open"
+    second.close()
+    assert not signal.listening
+    directory = signal._socket_directory()
+    assert directory is not None
+    assert not directory.exists()
+    for _ in range(200):
+        if _notify_threads() == before:
+            break
+        threading.Event().wait(0.05)
+    assert _notify_threads() == before
