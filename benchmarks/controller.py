@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ipaddress
+import itertools
 import os
 import platform
 import re
@@ -50,6 +51,7 @@ if __package__ in (None, ""):  # run by its path: the repository's root makes `b
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
+from benchmarks.moto_env import MotoEnv  # noqa: E402
 from benchmarks.run import environment, finish  # noqa: E402
 from capa_app.cli.durations import parse_duration  # noqa: E402
 from capa_py.api.aws import AWSCluster, AWSMachine  # noqa: E402
@@ -61,6 +63,7 @@ NAME_PREFIX = "bench"
 POLL_SECONDS = 1.0
 """How often readiness is polled (read from the store file) while converging."""
 MEMORY_SAMPLE_SECONDS = 5.0
+BURST_SAMPLE_SECONDS = 1.0
 STOP_SECONDS = 60.0
 STDERR_LIMIT = 6000
 
@@ -559,6 +562,19 @@ def report_steady(figures: dict[str, Any]) -> None:
         if resync["byOperation"]:
             rows = [[op, f"{n:.1f}"] for op, n in sorted(resync["byOperation"].items(), key=lambda i: -i[1])]
             print(table(["calls per resync, by operation", "calls"], rows))
+    bursts = steady.get("resyncBursts")
+    if bursts:
+        if bursts["complete"]:
+            print(
+                f"  AWS calls per resync burst (the window's {bursts['complete']} complete bursts): "
+                f"{bursts['meanCalls']:.1f} on average, {bursts['perCluster']:.2f} per cluster; each: "
+                + ", ".join(str(c) for c in bursts["callsPerBurst"])
+            )
+        else:
+            print("  AWS calls per resync burst: no complete burst in the window (make it longer)")
+        if bursts["partialCalls"]:
+            cut = ", ".join(str(c) for c in bursts["partialCalls"])
+            print(f"  calls of bursts cut by the window's edges: {cut}")
     if calls["errors"]:
         print("  calls answered with an error: " + ", ".join(f"{k} {v}" for k, v in calls["errors"].items()))
     mem = steady["memory"]
@@ -732,13 +748,20 @@ def _measure(
     cpu_start = cpu_readings(pids)
     window_max = 0
     end_at = start.at + args.window
+    samples = [(start.at, float(sum(start.aws.values())))]
+    next_memory = start.at
     while (left := end_at - time.monotonic()) > 0:
-        time.sleep(min(MEMORY_SAMPLE_SECONDS, left))
+        time.sleep(min(BURST_SAMPLE_SECONDS, left))
         controller.check_alive()
         if serve is not None:
             serve.check_alive()
-        window_max = max(window_max, memory(controller.pid).get("rssKiB", 0))
+        reading = scrape(metrics_url)
+        samples.append((reading.at, float(sum(reading.aws.values()))))
+        if reading.at >= next_memory:
+            window_max = max(window_max, memory(controller.pid).get("rssKiB", 0))
+            next_memory = reading.at + MEMORY_SAMPLE_SECONDS
     end = scrape(metrics_url)
+    samples.append((end.at, float(sum(end.aws.values()))))
     cpu_end = cpu_readings(pids)
     seconds = end.at - start.at
     calls = calls_figures(end, start)
@@ -758,12 +781,70 @@ def _measure(
             op: per_minute(n, seconds) for op, n in calls["byOperation"].items()
         },
         "callsPerResync": per_resync(calls, seconds, args.sync_seconds, args.clusters),
+        "resyncBursts": burst_figures(call_bursts(samples, quiet_gap(args.sync_seconds)), args.clusters),
         "memory": mem,
         **serve_memory(),
         "cpu": cpu_figures(cpu_end, cpu_start, seconds),
     }
     report_steady(figures)
     sys.stdout.flush()
+
+
+@dataclass(frozen=True)
+class Burst:
+    """A run of AWS calls with no quiet gap inside: one resync of every object, as the controller made it."""
+
+    start: float
+    end: float
+    calls: float
+    complete: bool
+    """False when the burst touches the window's first or last reading (it may go on outside)."""
+
+
+def quiet_gap(sync_seconds: float) -> float:
+    """The pause in calls that separates two resync bursts: a quarter of the sync period, at least 2 s."""
+    return max(2.0, sync_seconds / 4) if sync_seconds > 0 else 2.0
+
+
+def call_bursts(samples: Sequence[tuple[float, float]], gap: float) -> list[Burst]:
+    """The bursts in readings ``(time, calls so far)``: calls seen between consecutive readings are one
+    burst until ``gap`` seconds or more pass without a call. A burst is complete when the window shows a
+    quiet ``gap`` before it and after it."""
+    if not samples:
+        return []
+    bursts: list[Burst] = []
+    start = end = calls = 0.0
+    open_burst = starts_inside = False
+    last_call_at = float("-inf")
+    for (t0, c0), (t1, c1) in itertools.pairwise(samples):
+        made = c1 - c0
+        if made <= 0:
+            continue
+        if open_burst and t0 - last_call_at >= gap:
+            bursts.append(Burst(start, end, calls, starts_inside))
+            open_burst = False
+        if not open_burst:
+            open_burst, start, calls = True, t0, 0.0
+            starts_inside = t0 - samples[0][0] >= gap
+        end = t1
+        calls += made
+        last_call_at = t1
+    if open_burst:
+        bursts.append(Burst(start, end, calls, starts_inside and samples[-1][0] - last_call_at >= gap))
+    return bursts
+
+
+def burst_figures(bursts: Sequence[Burst], clusters: int) -> dict[str, Any]:
+    """Calls per resync as the window's complete bursts show them (partial ones are counted apart)."""
+    complete = [b.calls for b in bursts if b.complete]
+    return {
+        "bursts": len(bursts),
+        "complete": len(complete),
+        "callsPerBurst": [round(c) for c in complete],
+        "meanCalls": round(sum(complete) / len(complete), 1) if complete else None,
+        "perCluster": round(sum(complete) / len(complete) / clusters, 2) if complete and clusters else None,
+        "partialCalls": [round(b.calls) for b in bursts if not b.complete],
+    }
 
 
 def per_resync(
@@ -861,7 +942,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from moto_env import MotoEnv
 
     started = time.monotonic()
     figures: dict[str, Any] = {

@@ -16,16 +16,23 @@ Then ``get`` of one object, ``list`` of every object, a create into the full sto
 (``metadata.ownerReferences.uid=<uid>``) against the same scan, and — the measurement behind how the store
 hands out independent objects — per example kind, ``model_copy(deep=True)`` of a parsed object against
 validating its stored JSON again.
+
+Last, **watch latency across processes**: another process creates Clusters one by one, each stamped with
+the time it was written, while this one watches; the figure is how long each took to arrive. And the **idle
+cost**: CPU time a process watching five kinds of an unchanging store uses in ten seconds, per minute.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
 import sqlite3
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -137,6 +144,84 @@ def copy_or_validate(store: SQLiteStore, repeat: int) -> dict[str, dict[str, flo
     return results
 
 
+WATCH_WRITES = 100
+WATCH_GAP = 0.02  # seconds between two of the writer's creates
+IDLE_SECONDS = 10.0
+
+
+def stamped_writes(path: str, count: int, gap: float) -> None:
+    """Another process: create ``count`` Clusters, each stamped with the wall-clock time of its write."""
+    with SQLiteStore(path) as store:
+        for i in range(count):
+            time.sleep(gap)
+            cluster = {"metadata": {"name": f"w-{i}", "namespace": "watch", "annotations": {}}}
+            cluster["metadata"]["annotations"]["bench/written-at"] = repr(time.time())  # type: ignore[index]
+            store.create(Cluster.model_validate(cluster))
+
+
+def idle_watcher(path: str, seconds: float, result: Any) -> None:
+    """Another process: watch five kinds of a store nobody writes for ``seconds``; report its CPU time."""
+    from capa_py.api import AWSCluster, AWSMachine, Machine, Secret
+
+    with SQLiteStore(path) as store:
+        stop = threading.Event()
+        threads = [
+            threading.Thread(target=lambda k=kind: list(store.watch(k, resource_version="1", stop=stop)))
+            for kind in (Cluster, Machine, AWSCluster, AWSMachine, Secret)
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(1.0)  # settled: every watch has read the table once
+        before = os.times()
+        time.sleep(seconds)
+        after = os.times()
+        stop.set()
+        for thread in threads:
+            thread.join()
+    result.put((after.user - before.user) + (after.system - before.system))
+
+
+def watch_figures(tmp: Path) -> dict[str, Any]:
+    """Cross-process watch latency and a watcher's idle CPU (see the module's docstring)."""
+    spawn = multiprocessing.get_context("spawn")
+    path = tmp / "watch.db"
+    figures: dict[str, Any] = {}
+    with SQLiteStore(path) as store:
+        start = store.current_resource_version()
+        writer = spawn.Process(target=stamped_writes, args=(str(path), WATCH_WRITES, WATCH_GAP))
+        writer.start()
+        latencies: list[float] = []
+        for event in store.watch(Cluster, "watch", resource_version=start, timeout=120):
+            written = float(event.object.metadata.annotations["bench/written-at"])
+            latencies.append(time.time() - written)
+            if len(latencies) == WATCH_WRITES:
+                break
+        writer.join(60)
+        listening = store.change_signal().listening
+    how = "signalled" if listening else "polled (no change signal here)"
+    print(f"watch latency across processes ({WATCH_WRITES} creates {WATCH_GAP * 1000:.0f} ms apart, {how})")
+    latencies.sort()
+    figures["watch_latency_ms"] = {
+        "p50": round(statistics.median(latencies) * 1000, 2),
+        "p99": round(latencies[int(len(latencies) * 0.99) - 1] * 1000, 2),
+        "max": round(latencies[-1] * 1000, 2),
+        "signalled": listening,
+    }
+    lat = figures["watch_latency_ms"]
+    print(f"  p50 {lat['p50']:.2f} ms, p99 {lat['p99']:.2f} ms, max {lat['max']:.2f} ms")
+    result = spawn.Queue()
+    idle = spawn.Process(target=idle_watcher, args=(str(path), IDLE_SECONDS, result))
+    idle.start()
+    cpu = result.get(timeout=120)
+    idle.join(60)
+    figures["idle_watch_cpu_seconds_per_minute"] = round(cpu * 60 / IDLE_SECONDS, 3)
+    print(
+        f"  a process watching 5 kinds of an unchanging store: {cpu * 60 / IDLE_SECONDS:.3f} CPU-seconds "
+        "per minute"
+    )
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--objects", type=int, default=10_000)
@@ -218,6 +303,7 @@ def main() -> None:
             report["create"] = show("create one Cluster (3 labels)", timed(create_one, args.repeat * 10))
             print("independent copies: deep copy of a parsed object vs validating the stored JSON")
             report["copy_or_validate"] = copy_or_validate(store, 5)
+        report["watch"] = watch_figures(Path(tmp))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
 

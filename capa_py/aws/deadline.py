@@ -3,8 +3,8 @@
 ``capa apply --timeout 20s`` bounds the whole command, the reconciles it runs included. A reconcile makes
 many AWS calls, some slow; waiting for it to end after the timeout could take minutes. So the command sets
 a deadline (:func:`aws_deadline`) and every AWS call checks it as it starts (the client pool's
-``before-call`` hook, :func:`check`): the call in flight at the deadline finishes, the next one raises
-:class:`DeadlinePassed` instead of starting.
+``before-call`` hook, :func:`check`) and again as its signed request leaves (``before-send``): the call in
+flight at the deadline finishes, the next one raises :class:`DeadlinePassed` instead of starting.
 
 :class:`DeadlinePassed` is a :class:`BaseException`, as :class:`KeyboardInterrupt` is: the reconcile
 steps' ``except Exception`` handlers, which record a failure (an event, a condition) for an AWS error, do

@@ -311,6 +311,10 @@ class AWSClients:
             deadline.check(service, model.name)
             note_call(service, model.name)
 
+        def before_send(event_name: str, **_: Any) -> None:
+            # Checked again as the request leaves: signing it (after ``before-call``) takes a moment.
+            deadline.check(service, operation_of_event(event_name))
+
         def after_call(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
             outcome = _outcome(parsed, http_response.status_code)
             record_call(service, model.name, outcome)
@@ -319,10 +323,14 @@ class AWSClients:
 
         def after_call_error(exception: Exception, event_name: str, **_: Any) -> None:
             # No response (a refused connection, a timeout): the event name is the only place botocore
-            # names the operation ("after-call-error.<service-id>.<Operation>").
+            # names the operation ("after-call-error.<service-id>.<Operation>"). A request the deadline
+            # stopped as it was about to leave was never sent.
+            if isinstance(exception, deadline.DeadlinePassed):
+                return
             record_call(service, operation_of_event(event_name), type(exception).__name__)
 
         raw.meta.events.register("before-call", before_call)
+        raw.meta.events.register("before-send", before_send)
         raw.meta.events.register("after-call", after_call)
         raw.meta.events.register("after-call-error", after_call_error)
 

@@ -135,7 +135,11 @@ class ReadThrough(Generic[D]):
             due = [i for i in recorded_ids if observations.get(self.kind, i) is MISS]
             if due:
                 with observations.refreshing(self.kind):
-                    self._refresh(observations, due)
+                    # Decided again under the lock: a reconcile that waited here while another refreshed
+                    # the kind finds its ids fresh now, and describes nothing.
+                    due = [i for i in due if observations.get(self.kind, i) is MISS]
+                    if due:
+                        self._refresh(observations, due)
             return
         if len(recorded_ids) >= 2:
             for resource_id, observed in self.rc.describe_many(recorded_ids).items():

@@ -38,9 +38,15 @@ from capa_py.runtime.controller import (
 )
 from capa_py.runtime.queue import ObjectKey, QueueRouter, WorkQueue
 from capa_py.store.errors import Conflict, Expired, NotFound, ObjectRef
-from capa_py.store.protocol import ObjectStore, WatchEvent, change_sequence_of
+from capa_py.store.protocol import ObjectStore, WatchEvent, change_sequence_of, change_signal_of
 
 _log = get_logger("runtime")
+
+IDLE_WAIT_SECONDS = 1.0
+"""How long :meth:`Manager.run` waits for a change of a store that signals them before looking anyway."""
+TICK_SECONDS = 0.1
+"""The longest wait between two ``on_tick`` calls of :meth:`Manager.run` (a progress view, or a condition
+on the work queue rather than on the store)."""
 
 
 def _is_about(exc: NotFound, key: ObjectKey) -> bool:
@@ -327,8 +333,10 @@ class Manager:
             thread.start()
         deadline = None if timeout is None else time.monotonic() + timeout
         outcome = False
+        signal = change_signal_of(self.store)
         try:
             while not stop.is_set():
+                generation = signal.generation() if signal is not None else 0
                 self.poll_changes()
                 if on_tick is not None:
                     on_tick()
@@ -337,7 +345,17 @@ class Manager:
                     break
                 if deadline is not None and time.monotonic() >= deadline:
                     break
-                stop.wait(self.poll_interval)
+                if signal is None:
+                    stop.wait(self.poll_interval)
+                    continue
+                # Woken by the store's next commit (this process's reconciles' or another's); where other
+                # processes cannot signal, polled as before.
+                wait = max(self.poll_interval, IDLE_WAIT_SECONDS) if signal.listening else self.poll_interval
+                if on_tick is not None:
+                    wait = min(wait, TICK_SECONDS)
+                if deadline is not None:
+                    wait = min(wait, max(0.0, deadline - time.monotonic()))
+                signal.wait(generation, wait, stop)
         finally:
             done.set()
             for thread in threads:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, Protocol, TypeVar, cast
 
 from capa_py.api.meta import KubeObject
+from capa_py.store.sqlite_notify import ChangeSignal
 
 T = TypeVar("T", bound=KubeObject)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
@@ -98,6 +99,13 @@ class ChangeSequence(Protocol):
     def change_sequence(self) -> str: ...
 
 
+class ChangeNotification(Protocol):
+    """An optional capability: a store that signals its changes (the embedded SQLite store: its commits, in
+    this process and others) implements ``change_signal``; a poller waits on it instead of polling."""
+
+    def change_signal(self) -> ChangeSignal: ...
+
+
 class Transactions(Protocol):
     """An optional capability: a store whose writes in a block can be one transaction, all stored or none
     (the embedded SQLite store). Offered, like :class:`ChangeSequence`, by defining ``atomic`` on the
@@ -118,3 +126,10 @@ def change_sequence_of(store: object) -> Callable[[], str] | None:
     if not callable(getattr(type(store), "change_sequence", None)):
         return None
     return cast(ChangeSequence, store).change_sequence
+
+
+def change_signal_of(store: object) -> ChangeSignal | None:
+    """The store's :class:`ChangeNotification` signal, or None when its class does not offer one."""
+    if not callable(getattr(type(store), "change_signal", None)):
+        return None
+    return cast(ChangeNotification, store).change_signal()

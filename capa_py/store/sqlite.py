@@ -67,6 +67,7 @@ from capa_py.store.sqlite_layout import (
     check_layout,
     version_key,
 )
+from capa_py.store.sqlite_notify import ChangeSignal
 from capa_py.store.sqlite_rows import ORPHAN_FINALIZER, SQLiteRows
 from capa_py.store.sqlite_watch import follow_events
 
@@ -128,7 +129,7 @@ class SQLiteStore(SQLiteRows):
             self._open_for_reading(open_failure(exc))
 
     def _open_for_writing(self) -> None:
-        with self._raw_transaction(self._conn(), "BEGIN IMMEDIATE") as conn:
+        with self._lease() as leased, self._raw_transaction(leased, "BEGIN IMMEDIATE") as conn:
             self._check_layout(conn)
             for statement in (SCHEMA + INDEX_SCHEMA).split(";"):
                 if statement.strip():
@@ -153,7 +154,7 @@ class SQLiteStore(SQLiteRows):
         for mode in ("mode=ro", "immutable=1"):
             self._read_mode = mode
             try:
-                with self._raw_transaction(self._conn(), "BEGIN") as conn:
+                with self._lease() as leased, self._raw_transaction(leased, "BEGIN") as conn:
                     self._check_layout(conn)
                 _log.info("store opened read-only", path=str(self.path), mode=mode, reason=why)
                 return
@@ -161,7 +162,7 @@ class SQLiteStore(SQLiteRows):
                 self.close()
                 raise
             except (sqlite3.Error, OSError) as exc:
-                self.close()
+                self._drop_connections()
                 failure = exc
         assert failure is not None
         if isinstance(failure, sqlite3.Error):
@@ -390,6 +391,11 @@ class SQLiteStore(SQLiteRows):
     def current_resource_version(self) -> str:
         with self._read() as conn:
             return str(conn.execute("SELECT value FROM counters WHERE name='rv'").fetchone()[0])
+
+    def change_signal(self) -> ChangeSignal:
+        """This file's commits, this process's and others'
+        (:class:`~capa_py.store.protocol.ChangeNotification`)."""
+        return self.changes
 
     def change_sequence(self) -> str:
         """The latest resourceVersion, from one row (:class:`~capa_py.store.protocol.ChangeSequence`)."""

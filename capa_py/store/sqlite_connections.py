@@ -1,10 +1,11 @@
 """The SQLite store's connections and transactions, and how SQLite's failures become store errors.
 
-Each thread has its own connection to the file (WAL mode, a busy timeout of :data:`BUSY_SECONDS`), opened
-``mode=ro`` or ``immutable`` when the store is open for reading only and ``mode=rw`` when it must not be
-created. A write runs in a ``BEGIN IMMEDIATE`` transaction, so writers are serialised across processes by
-SQLite's lock; inside :meth:`SQLiteConnections.atomic` each write is a savepoint of one transaction. A
-transaction an interrupted call left open is rolled back before the next one begins.
+Threads share a small pool of connections to the file (:data:`POOL_SIZE`; WAL mode, a busy timeout of
+:data:`BUSY_SECONDS`), each held by one thread for one transaction; they are opened ``mode=ro`` or
+``immutable`` when the store is open for reading only and ``mode=rw`` when it must not be created. A write
+runs in a ``BEGIN IMMEDIATE`` transaction, so writers are serialised across processes by SQLite's lock;
+inside :meth:`SQLiteConnections.atomic` each write is a savepoint of one transaction. A transaction an
+interrupted call left open is rolled back before the next one begins.
 """
 
 from __future__ import annotations
@@ -23,9 +24,15 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_random_ex
 from capa_py.api.registry import KindRegistry
 from capa_py.logging import get_logger
 from capa_py.store.errors import Damaged, ReadOnly, Unavailable, WriteFailed
+from capa_py.store.sqlite_notify import ChangeSignal, release, signal_for
 
 BUSY_SECONDS = 60.0
 """How long a connection waits for another process's lock before giving up."""
+
+POOL_SIZE = 4
+"""Connections a store keeps to its file, shared by every thread: a thread holds one for a transaction
+(or a whole :meth:`SQLiteConnections.atomic` block), and waits when all are in use. Each connection has a
+page cache of its own: a connection per thread made a controller's memory grow with its threads."""
 
 _log = get_logger("store.sqlite")
 
@@ -105,35 +112,88 @@ class SQLiteConnections:
         self.registry = registry
         self._local = threading.local()
         self._connections: list[sqlite3.Connection] = []
+        self._idle: list[sqlite3.Connection] = []
+        self._opened = 0
         self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)
         self.read_only: str | None = None
         """Why the store is open for reading only (``None``: it can be written)."""
         self._read_mode = "mode=ro"
+        self.changes: ChangeSignal = signal_for(path)
+        self._released = False
+        """This file's changes as the process learns of them: raised after each commit (and by other
+        processes' commits, once something here waits for changes)."""
 
     def _translate(self, exc: sqlite3.Error) -> Unavailable:
         """The store error a SQLite failure is, for the caller."""
         return translate(exc, str(self.path))
 
-    def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            # mode=rw opens an existing database only: a store opened without creating stays absent.
-            uri = bool(self.read_only) or not self._creates
-            target: str | Path = self.path
-            if self.read_only:
-                target = f"{self.path.resolve().as_uri()}?{self._read_mode}"
-            elif not self._creates:
-                target = f"{self.path.resolve().as_uri()}?mode=rw"
-            conn = sqlite3.connect(
-                target, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
-            )
+    def _open_connection(self) -> sqlite3.Connection:
+        # mode=rw opens an existing database only: a store opened without creating stays absent.
+        uri = bool(self.read_only) or not self._creates
+        target: str | Path = self.path
+        if self.read_only:
+            target = f"{self.path.resolve().as_uri()}?{self._read_mode}"
+        elif not self._creates:
+            target = f"{self.path.resolve().as_uri()}?mode=rw"
+        conn = sqlite3.connect(
+            target, timeout=BUSY_SECONDS, isolation_level=None, check_same_thread=False, uri=uri
+        )
+        try:
             conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
             if not self.read_only:
                 _enter_wal(conn)
                 conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextmanager
+    def _lease(self) -> Iterator[sqlite3.Connection]:
+        """A connection of the pool for this thread until the block ends; inside another lease of the same
+        thread (a transaction's reads and writes, :meth:`atomic`'s nested writes) that same connection."""
+        held: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        conn = self._checkout()
+        self._local.conn = conn
+        try:
+            yield conn
+        finally:
+            self._local.conn = None
+            self._checkin(conn)
+
+    def _checkout(self) -> sqlite3.Connection:
+        with self._returned:
+            while not self._idle and self._opened >= POOL_SIZE:
+                self._returned.wait()
+            if self._idle:
+                return self._idle.pop()
+            self._opened += 1  # a place taken before connecting, outside the lock
+        try:
+            conn = self._open_connection()
+        except BaseException:
+            with self._returned:
+                self._opened -= 1
+                self._returned.notify()
+            raise
+        with self._returned:
+            self._connections.append(conn)
+        return conn
+
+    def _checkin(self, conn: sqlite3.Connection) -> None:
+        with self._returned:
+            if conn in self._connections:
+                self._idle.append(conn)
+            self._returned.notify()
+
+    def _conn(self) -> sqlite3.Connection:
+        """The connection this thread holds (inside :meth:`_lease`)."""
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            raise RuntimeError("a store connection used outside a lease")
         return conn
 
     @contextmanager
@@ -177,12 +237,12 @@ class SQLiteConnections:
     def _write(self) -> Iterator[sqlite3.Connection]:
         if self.read_only:
             raise ReadOnly(str(self.path), self.read_only)
-        with self._translated():
-            conn = self._conn()
+        with self._translated(), self._lease() as conn:
             depth: int = getattr(self._local, "depth", 0)
             if not depth:
                 with self._raw_transaction(conn, "BEGIN IMMEDIATE"):
                     yield conn
+                self.changes.changed()
                 return
             # Inside atomic(): a savepoint, so a write that fails undoes only itself.
             savepoint = f"write_{depth}"
@@ -201,8 +261,7 @@ class SQLiteConnections:
 
     @contextmanager
     def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._translated():
-            conn = self._conn()
+        with self._translated(), self._lease() as conn:
             if getattr(self._local, "depth", 0):
                 yield conn  # inside atomic(): read what the transaction wrote so far
                 return
@@ -222,10 +281,20 @@ class SQLiteConnections:
                 self._local.depth = depth
 
     def close(self) -> None:
+        """Close the store: its connections, and its share of the file's change signal."""
+        self._drop_connections()
+        if not self._released:
+            self._released = True
+            release(self.changes)
+
+    def _drop_connections(self) -> None:
         with self._lock:
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
+            self._idle.clear()
+            self._opened = 0
+            self._returned.notify_all()
         self._local = threading.local()
 
     def __enter__(self) -> Self:

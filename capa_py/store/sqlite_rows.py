@@ -262,7 +262,8 @@ class SQLiteRows(SQLiteConnections):
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"])
         try:  # a plain read, whether or not this thread is inside a transaction
-            row = self._conn().execute("SELECT value FROM store_meta WHERE name=?", (WRITER_KEY,)).fetchone()
+            with self._lease() as conn:
+                row = conn.execute("SELECT value FROM store_meta WHERE name=?", (WRITER_KEY,)).fetchone()
         except sqlite3.Error:
             row = None
         writer = None if row is None else str(row[0])

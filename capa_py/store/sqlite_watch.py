@@ -1,9 +1,12 @@
 """How a SQLite store watch follows the events table after a resource version.
 
-The table is polled (which is how a watch sees writes made by other processes) in pages of 500 events; with a
-label selector, an object that starts matching arrives as ADDED and one that stops matching as DELETED, as the
-Kubernetes watch cache reports them. Events compacted away before the watch read them end it with
-:class:`~capa_py.store.errors.Expired`, as a 410 from the API server would.
+The table is read in pages of 500 events whenever the file's change signal
+(:mod:`~capa_py.store.sqlite_notify`) says a commit happened, in this process or another; where other
+processes cannot signal, it is polled at the store's interval, and otherwise read again every
+:data:`FALLBACK_SECONDS` all the same. With a label selector, an object that starts matching arrives as
+ADDED and one that stops matching as DELETED, as the Kubernetes watch cache reports them. Events compacted
+away before the watch read them end it with :class:`~capa_py.store.errors.Expired`, as a 410 from the API
+server would.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ from capa_py.store.errors import Expired
 from capa_py.store.protocol import T, WatchEvent
 from capa_py.store.selectors import LabelSelector
 from capa_py.store.sqlite_rows import SQLiteRows, labels_of
+
+FALLBACK_SECONDS = 2.0
+"""How long a watch whose file signals changes waits before reading the table anyway (a signal lost to a full
+socket queue, or a writer that cannot signal, delays its events at most this long)."""
 
 
 def follow_events(
@@ -35,9 +42,11 @@ def follow_events(
     query = (
         "SELECT seq, type, namespace, doc, prev_labels FROM events WHERE api_version=? AND kind=? AND seq > ?"
     )
+    changes = store.changes
     while True:
         if stop is not None and stop.is_set():
             return
+        generation = changes.generation()
         with store._read() as conn:
             rows = conn.execute(
                 query + " ORDER BY seq LIMIT 500", (kind.API_VERSION, kind.KIND, since)
@@ -78,11 +87,8 @@ def follow_events(
             continue
         if deadline is not None and time.monotonic() >= deadline:
             return
-        wait = poll_interval
+        wait = FALLBACK_SECONDS if changes.listening else poll_interval
         if deadline is not None:
             wait = min(wait, max(0.0, deadline - time.monotonic()))
-        if stop is not None:
-            if stop.wait(wait):
-                return
-        else:
-            time.sleep(wait)
+        changes.wait(generation, wait, stop)
+

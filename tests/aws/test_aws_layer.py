@@ -7,6 +7,7 @@ import io
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ import structlog
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from capa_py.aws import errors
+from capa_py.aws import deadline, errors
 from capa_py.aws.accounting import CallCounter, call_scope, is_mutating, record_call
 from capa_py.aws.ratelimit import BucketSpec, RateLimiter, operation_class
 from capa_py.aws.session import AWSClients, AWSSettings, RetryPolicy, is_safe_to_repeat
@@ -213,3 +214,20 @@ def test_no_credentials_and_no_endpoint_names_the_local_endpoint(
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(errors.MissingCredentials, match="--aws-endpoint local"):
         AWSClients(AWSSettings())
+
+
+def test_a_request_the_deadline_passes_while_it_is_signed_is_not_sent(clients: AWSClients) -> None:
+    # Signing happens after the ``before-call`` check; a deadline passing meanwhile (here: a signer that
+    # takes longer than the time left) stops the request as it is about to leave.
+    def slow_signing(**_: Any) -> None:
+        time.sleep(0.3)
+
+    clients.ec2.raw.meta.events.register_first("request-created.ec2.CreateVpc", slow_signing)
+    with (
+        call_scope() as calls,
+        deadline.aws_deadline(time.monotonic() + 0.1),
+        pytest.raises(deadline.DeadlinePassed),
+    ):
+        clients.ec2.call("CreateVpc", CidrBlock="10.0.0.0/16")
+    assert calls.by_outcome() == {}, "a request never sent is not counted as a call"
+    assert len(clients.ec2.call("DescribeVpcs")["Vpcs"]) == 1, "only the default VPC: nothing was created"

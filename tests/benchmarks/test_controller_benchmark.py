@@ -130,3 +130,21 @@ def test_help_and_a_refused_option() -> None:
     )
     assert refused.returncode == 2
     assert "--clusters must be between 1 and 256" in refused.stderr
+
+
+def test_resync_bursts_are_the_calls_between_quiet_gaps_and_edges_are_partial() -> None:
+    # Readings once a second: calls in seconds 1-2 (cut by the window's start), 20-22 and 40-41 (complete),
+    # 59-60 (cut by its end).
+    made = {1: 4, 2: 3, 20: 10, 21: 5, 22: 2, 40: 12, 41: 5, 60: 7}
+    samples, total = [], 0.0
+    for second in range(61):
+        total += made.get(second, 0)
+        samples.append((float(second), total))
+    bursts = bench.call_bursts(samples, gap=bench.quiet_gap(20.0))
+    assert [(b.calls, b.complete) for b in bursts] == [(7, False), (17, True), (17, True), (7, False)]
+    figures = bench.burst_figures(bursts, clusters=2)
+    assert figures["callsPerBurst"] == [17, 17]
+    assert figures["meanCalls"] == 17.0
+    assert figures["perCluster"] == 8.5
+    assert figures["partialCalls"] == [7, 7]
+    assert bench.burst_figures([], clusters=2)["meanCalls"] is None

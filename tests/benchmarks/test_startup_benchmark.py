@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.support.programs import module_command, program_env
@@ -60,3 +63,39 @@ def test_a_command_that_fails_stops_the_benchmark_naming_it(tmp_path: Path) -> N
     assert "capa_app.cli --state" in done.stderr, done.stderr
     assert "--help exited 1" in done.stderr, done.stderr
     assert "not this capa" in done.stderr, done.stderr
+
+
+def test_every_benchmark_make_bench_runs_starts_as_make_bench_runs_it() -> None:
+    # `make bench` runs each benchmark as a module of the benchmarks package (not by its path, which puts
+    # benchmarks/ itself on sys.path): each must at least import and show its help that way.
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile[makefile.index("\nbench:") :].split("\n\n", 1)[0]
+    modules = re.findall(r"-m (benchmarks\.\w+)", recipe)
+    assert len(modules) >= 5, recipe
+    for module in modules:
+        shown = subprocess.run(
+            [sys.executable, "-m", module, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            cwd=ROOT,
+        )
+        assert shown.returncode == 0, (module, shown.stderr)
+
+
+def test_benchmarks_import_each_other_through_the_package() -> None:
+    # A bare `import moto_env` works only when a script is run by its path; `make bench` runs modules.
+    siblings = {p.stem for p in (ROOT / "benchmarks").glob("*.py")}
+    bare = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            bare += [f"{path.name}:{node.lineno} {n}" for n in names if n.split(".")[0] in siblings]
+    assert bare == []

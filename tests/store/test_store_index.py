@@ -273,18 +273,18 @@ def test_a_selector_list_validates_only_the_objects_it_returns(
 
 def _vm_steps(store: SQLiteStore, selector: str) -> int:
     """SQLite virtual-machine steps one list takes: the work of its query, independent of the clock."""
-    conn = store._conn()
     steps = [0]
 
     def tick() -> int:
         steps[0] += 1
         return 0
 
-    conn.set_progress_handler(tick, 1)
-    try:
-        store.list(Cluster, "default", label_selector=selector)
-    finally:
-        conn.set_progress_handler(None, 1)
+    with store._lease() as conn:  # the list, in this thread, runs on the connection held here
+        conn.set_progress_handler(tick, 1)
+        try:
+            store.list(Cluster, "default", label_selector=selector)
+        finally:
+            conn.set_progress_handler(None, 1)
     return steps[0]
 
 
