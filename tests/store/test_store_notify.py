@@ -57,35 +57,47 @@ def _sockets(signal: notify.ChangeSignal) -> list[str]:
     return sorted(os.listdir(directory)) if directory.exists() else []
 
 
+class Watching:
+    """A watch of Clusters read in a thread, from now on; ``received`` holds the names it saw."""
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.stop = threading.Event()
+        events = store.watch(
+            Cluster, resource_version=store.current_resource_version(), timeout=WATCH_TIMEOUT, stop=self.stop
+        )
+        self.received: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.received.extend(e.object.name for e in events))
+        self.reader.start()
+        signal = store.change_signal()
+        for _ in range(200):  # the watch listens just before its first read of the table
+            if signal.listening:
+                break
+            threading.Event().wait(0.05)
+        assert signal.listening
+        threading.Event().wait(0.5)  # and waits once that read is done
+
+    def first(self) -> list[str]:
+        """What arrived within :data:`GIVE_UP` seconds; the watch is stopped."""
+        for _ in range(int(GIVE_UP / 0.05)):
+            if self.received:
+                break
+            threading.Event().wait(0.05)
+        self.stop.set()
+        self.reader.join(SAFETY_TIMEOUT)
+        return self.received
+
+
 def test_a_watch_wakes_on_another_process_commit_without_polling(
     tmp_path: Path, spawn: SpawnContext, no_polling: None
 ) -> None:
     path = tmp_path / "state.db"
     with SQLiteStore(path, poll_interval=60.0) as store:
-        stop = threading.Event()
-        events = store.watch(
-            Cluster, resource_version=store.current_resource_version(), timeout=WATCH_TIMEOUT, stop=stop
-        )
-        received: list[str] = []
-        reader = threading.Thread(target=lambda: received.extend(e.object.name for e in events))
-        reader.start()
-        signal = store.change_signal()
-        for _ in range(200):  # the watch binds its socket on its first read
-            if signal.listening:
-                break
-            threading.Event().wait(0.05)
-        assert signal.listening
+        watching = Watching(store)
         child = spawn.Process(target=create_cluster, args=(str(path), "from-child"))
         child.start()
         child.join(SAFETY_TIMEOUT)
         assert child.exitcode == 0
-        for _ in range(int(GIVE_UP / 0.05)):
-            if received:
-                break
-            threading.Event().wait(0.05)
-        stop.set()
-        reader.join(SAFETY_TIMEOUT)
-    assert received == ["from-child"]
+        assert watching.first() == ["from-child"]
 
 
 def test_a_process_that_watched_leaves_no_socket_and_a_dead_ones_socket_is_removed(
@@ -156,27 +168,9 @@ def test_stores_on_one_file_in_one_process_share_the_signal(tmp_path: Path, no_p
     path = tmp_path / "state.db"
     with SQLiteStore(path, poll_interval=60.0) as watching, SQLiteStore(path) as writing:
         assert change_signal_of(watching) is change_signal_of(writing)
-        stop = threading.Event()
-        events = watching.watch(
-            Cluster, resource_version=watching.current_resource_version(), timeout=WATCH_TIMEOUT, stop=stop
-        )
-        received: list[str] = []
-        reader = threading.Thread(target=lambda: received.extend(e.object.name for e in events))
-        reader.start()
-        signal = watching.change_signal()
-        for _ in range(200):  # the watch is waiting once it has read the table (just after it listens)
-            if signal.listening:
-                break
-            threading.Event().wait(0.05)
-        threading.Event().wait(0.5)
+        watch = Watching(watching)
         writing.create(Cluster.model_validate({"metadata": {"name": "same-process"}}))
-        for _ in range(int(GIVE_UP / 0.05)):
-            if received:
-                break
-            threading.Event().wait(0.05)
-        stop.set()
-        reader.join(SAFETY_TIMEOUT)
-    assert received == ["same-process"]
+        assert watch.first() == ["same-process"]
 
 
 def test_a_forked_child_listens_for_itself_and_leaves_the_parents_socket(tmp_path: Path) -> None:
