@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.meta import KubeObject, ObjectMeta, utcnow
 from capa_py.api.tinkerbell import (
     END_STATES,
@@ -44,12 +45,15 @@ from capa_py.api.tinkerbell import (
     Workflow,
     WorkflowSpec,
 )
+from capa_py.api.tinkerbell_capi import TinkerbellMachine
 from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.result import Result, no_requeue
+from capa_py.logging import get_logger
 from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
+from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore, WatchEvent
-from controllers.base import fetch, remove_finalizer, settle
+from controllers.base import fetch, pause_reason, remove_finalizer, settle
 from controllers.tinkerbell_preparation import (
     HARDWARE_NOT_FOUND,
     PREPARED,
@@ -70,6 +74,7 @@ from controllers.tinkerbell_supervision import (
 )
 
 Clock = Callable[[], datetime]
+_log = get_logger("controller.workflow")
 
 
 @dataclass
@@ -97,6 +102,9 @@ class WorkflowController:
     def recorder(self) -> EventRecorder:
         assert self.events is not None
         return self.events
+
+    def _paused(self, workflow: Workflow) -> str | None:
+        return _paused_cluster(self.store, workflow)
 
     # -- events -------------------------------------------------------------------------------------
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
@@ -129,6 +137,12 @@ class WorkflowController:
         if workflow.being_deleted and WORKFLOW_FINALIZER not in workflow.metadata.finalizers:
             return no_requeue()  # nothing of ours holds it: it is going
         if not workflow.being_deleted and preparable(workflow):
+            paused = self._paused(workflow)
+            if paused is not None:
+                # Cluster API's pause covers what its provider made for the cluster's machines: a workflow
+                # `capa move` has just created on the target, its status not restored yet, is not new work.
+                _log.debug("workflow not prepared: paused", workflow=workflow.ref(), reason=paused)
+                return no_requeue()
             preparation = Preparation(self, workflow, now)
             result = preparation.run()
             settle(self, key, preparation.workflow)
@@ -139,6 +153,20 @@ class WorkflowController:
         result = supervision.run()
         settle(self, key, supervision.workflow)
         return result
+
+
+def _paused_cluster(store: ObjectStore, workflow: Workflow) -> str | None:
+    """Why a workflow made for a Cluster API machine (owned by a TinkerbellMachine) must not be prepared:
+    its machine's cluster is paused (or it carries the paused annotation itself); None otherwise, and for a
+    workflow no machine owns."""
+    owner = next((r for r in workflow.metadata.owner_references if r.kind == TinkerbellMachine.KIND), None)
+    if owner is None:
+        return None
+    namespace = workflow.metadata.namespace
+    machine = get_or_none(store, TinkerbellMachine, owner.name, namespace)
+    cluster_name = machine.metadata.labels.get(CLUSTER_NAME_LABEL) if machine is not None else None
+    cluster = get_or_none(store, Cluster, cluster_name, namespace) if cluster_name else None
+    return pause_reason(workflow, cluster)
 
 
 def _drawable(phase: type[Preparation] | type[Supervision]) -> Action:

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
+from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.conditions import get_condition
-from capa_py.api.meta import ObjectMeta
+from capa_py.api.meta import ObjectMeta, OwnerReference
 from capa_py.api.tinkerbell import (
     DHCP,
     WORKFLOW_FINALIZER,
@@ -29,6 +30,7 @@ from capa_py.api.tinkerbell import (
     Workflow,
     WorkflowSpec,
 )
+from capa_py.api.tinkerbell_capi import TinkerbellMachine
 from capa_py.operations import apply_objects
 from capa_py.runtime.events import EventRecorder, events_for
 from capa_py.runtime.manager import Manager
@@ -594,3 +596,39 @@ def test_the_supervision_graph_cancels_then_enforces_deadlines_then_lets_go() ->
     order = [name for name in ("CancelOnDeletion", "EnforceDeadlines", "LetEndedGo") if name in drawn]
     assert order == ["CancelOnDeletion", "EnforceDeadlines", "LetEndedGo"]
     assert drawn.index("CancelOnDeletion") < drawn.index("EnforceDeadlines") < drawn.index("LetEndedGo")
+
+
+def test_a_workflow_made_for_a_paused_clusters_machine_is_not_prepared_until_it_is_unpaused(
+    world: World,
+) -> None:
+    # As `capa move` leaves a workflow on the target between its create and the write of its status: the
+    # cluster paused, the workflow owned by its TinkerbellMachine, no status yet. Preparing it then would
+    # dispatch the machine's provisioning again.
+    cluster = Cluster.model_validate(
+        {"metadata": {"name": "lab", "namespace": "default"}, "spec": {"paused": True}}
+    )
+    machine = TinkerbellMachine.model_validate(
+        {"metadata": {"name": "lab-cp-0", "namespace": "default", "labels": {CLUSTER_NAME_LABEL: "lab"}}}
+    )
+    applied = apply_objects(world.store, [cluster, machine])
+    owned = workflow()
+    owned.metadata.owner_references = [
+        OwnerReference(
+            api_version=TinkerbellMachine.API_VERSION,
+            kind="TinkerbellMachine",
+            name="lab-cp-0",
+            uid=applied[1].object.uid or "",
+        )
+    ]
+    setup(world, owned)
+    world.reconcile()
+    left = world.workflow()
+    assert left.status.state is None, "a paused cluster's workflow is not prepared"
+    assert WORKFLOW_FINALIZER not in left.metadata.finalizers
+
+    def unpause(c: Cluster) -> None:
+        c.spec.paused = False
+
+    retry_on_conflict(world.store, world.store.get(Cluster, "lab", "default"), unpause)
+    world.reconcile()
+    assert world.workflow().status.state == "Pending"
