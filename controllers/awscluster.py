@@ -57,7 +57,7 @@ from controllers.base import (
 )
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import CONDITIONS as IDENTITY_CONDITIONS
-from controllers.identity import RECHECK_AFTER, Identities, IdentityError
+from controllers.identity import RECHECK_AFTER, AWSController, Identities, IdentityError
 from controllers.identity import WATCHED_KINDS as IDENTITY_WATCHED_KINDS
 from controllers.services import bastion, dns, loadbalancer, network, objectstore, securitygroups, sweep
 from controllers.services.bastion import BastionStep
@@ -176,7 +176,7 @@ balancer, the bastion host (its interface holds a subnet and its group), the clu
 bastion's (their rules name it), the network (the VPC last), then strays."""
 
 
-class AWSClusterController:
+class AWSClusterController(AWSController):
     name = "awscluster"
     kind = AWSCluster
     watched_kinds: tuple[type[KubeObject], ...] = (Cluster, AWSMachine, *IDENTITY_WATCHED_KINDS)
@@ -190,11 +190,7 @@ class AWSClusterController:
         events: EventRecorder | None = None,
         identities: Identities | None = None,
     ) -> None:
-        self.store = store
-        self.pool = pool
-        self.identities = identities if identities is not None else Identities(store, pool)
-        self.engine = engine
-        self.events = events if events is not None else EventRecorder(store)
+        super().__init__(store, pool, engine, events, identities)
         # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
         self.views = {"Cluster": cluster_view}
 

@@ -61,8 +61,10 @@ from capa_py.aws.credentials import SESSION_NAME_PREFIX, RoleRequest, StaticKey,
 from capa_py.aws.errors import AWSError, Retryable
 from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.result import Result, requeue_after
+from capa_py.engine.engine import Engine
 from capa_py.logging import get_logger
 from capa_py.manifests.rbac import NAMESPACE
+from capa_py.runtime.events import EventRecorder
 from capa_py.store.helpers import get_or_none
 from capa_py.store.protocol import ObjectStore
 
@@ -391,3 +393,22 @@ def _value(secret: Secret, key: str) -> str | None:
         return secret.value(key).decode() or None
     except (KeyError, UnicodeDecodeError, ValueError):
         return None
+
+
+class AWSController:
+    """What every controller that calls AWS is built with: the store, the default client pool, the
+    engine, where its events go, and the identities its clusters name (one pool per identity, shared)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        pool: ClientPool,
+        engine: Engine,
+        events: EventRecorder | None = None,
+        identities: Identities | None = None,
+    ) -> None:
+        self.store = store
+        self.pool = pool
+        self.identities = identities if identities is not None else Identities(store, pool)
+        self.engine = engine
+        self.events = events if events is not None else EventRecorder(store)

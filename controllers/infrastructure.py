@@ -47,7 +47,7 @@ from controllers.base import (
 )
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import WATCHED_KINDS as IDENTITY_WATCHED_KINDS
-from controllers.identity import Identities, cluster_name_of
+from controllers.identity import AWSController, Identities, cluster_name_of
 from controllers.services import images
 from controllers.services.instances import security_group_roles
 
@@ -89,9 +89,9 @@ def network_view(awscluster: AWSCluster) -> object:
     )
 
 
-class AWSInfrastructureController:
-    """The AWSMachine and AWSMachinePool controllers' common part: what they are built with, and what
-    wakes them of an AWSCluster (:func:`network_view`) and of a Cluster (its pause)."""
+class AWSInfrastructureController(AWSController):
+    """The AWSMachine and AWSMachinePool controllers' common part: what wakes them of an AWSCluster
+    (:func:`network_view`) and of a Cluster (its pause)."""
 
     def __init__(
         self,
@@ -101,11 +101,7 @@ class AWSInfrastructureController:
         events: EventRecorder | None = None,
         identities: Identities | None = None,
     ) -> None:
-        self.store = store
-        self.pool = pool
-        self.identities = identities if identities is not None else Identities(store, pool)
-        self.engine = engine
-        self.events = events if events is not None else EventRecorder(store)
+        super().__init__(store, pool, engine, events, identities)
         # Machines need the cluster's subnets, security groups and target group, not every status write,
         # and of the Cluster only whether it is paused.
         self.views = {"AWSCluster": network_view, "Cluster": paused_view}
