@@ -32,6 +32,9 @@ from capa_py.logging import get_logger
 
 _log = get_logger("store.notify")
 
+THREAD_NAME = "capa-store-notify"
+"""The receiving threads' names: this, a dash and the store's socket directory's name."""
+
 STOP_CHECK_SECONDS = 0.25
 """How often a waiter given a ``stop`` event looks at it."""
 
@@ -229,7 +232,10 @@ class ChangeSignal:
             self._owner_pid = os.getpid()
             self._listening = True
             threading.Thread(
-                target=self._receive, args=(receiver,), name="capa-store-notify", daemon=True
+                target=self._receive,
+                args=(receiver,),
+                name=f"{THREAD_NAME}-{directory.name}",
+                daemon=True,
             ).start()
 
     def _receive(self, receiver: socket.socket) -> None:

@@ -193,19 +193,21 @@ def test_a_forked_child_listens_for_itself_and_leaves_the_parents_socket(tmp_pat
         assert _sockets(signal) == parents
 
 
-def _notify_threads() -> int:
-    return sum(1 for t in threading.enumerate() if t.name == "capa-store-notify")
+def _notify_threads(signal: notify.ChangeSignal) -> int:
+    """The receiving threads of this store file's signal (other tests' stores may be stopping theirs)."""
+    directory = signal._socket_directory()
+    assert directory is not None
+    return sum(1 for t in threading.enumerate() if t.name == f"{notify.THREAD_NAME}-{directory.name}")
 
 
 def test_closing_the_last_store_on_a_file_stops_listening(tmp_path: Path) -> None:
-    before = _notify_threads()
     path = tmp_path / "state.db"
     first, second = SQLiteStore(path), SQLiteStore(path)
     list(first.watch(Cluster, resource_version=first.current_resource_version(), timeout=0))
     signal = first.change_signal()
     assert signal.listening
     assert len(_sockets(signal)) == 1
-    assert _notify_threads() == before + 1
+    assert _notify_threads(signal) == 1
     first.close()
     assert signal.listening, "another store on the file is still open"
     second.close()
@@ -214,7 +216,7 @@ def test_closing_the_last_store_on_a_file_stops_listening(tmp_path: Path) -> Non
     assert directory is not None
     assert not directory.exists()
     for _ in range(200):
-        if _notify_threads() == before:
+        if _notify_threads(signal) == 0:
             break
         threading.Event().wait(0.05)
-    assert _notify_threads() == before
+    assert _notify_threads(signal) == 0
