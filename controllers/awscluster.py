@@ -24,24 +24,21 @@ gateways, NAT and route tables are then the user's business too).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar
 
 from capa_py.api.aws import AWSCLUSTER_FINALIZER, AWSCluster, AWSMachine
 from capa_py.api.cluster import CLUSTER_NAME_LABEL, Cluster
 from capa_py.api.conditions import READY, set_condition
 from capa_py.api.meta import KubeObject
-from capa_py.aws.session import ClientPool
 from capa_py.ctrlkit.action import Action
 from capa_py.ctrlkit.combinators import If, Join, Sequential
 from capa_py.ctrlkit.result import Result, ignore_exit, no_requeue, requeue_after
-from capa_py.engine.engine import Engine
 from capa_py.engine.recorder import StatusRecorder
 from capa_py.logging import get_logger
 from capa_py.runtime.controller import key_of
-from capa_py.runtime.events import EventRecorder
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store.helpers import get_or_none
-from capa_py.store.protocol import ObjectStore, WatchEvent
+from capa_py.store.protocol import WatchEvent
 from controllers.aws_scope import Step, in_scope
 from controllers.base import (
     add_finalizer,
@@ -57,7 +54,7 @@ from controllers.base import (
 )
 from controllers.events import DELETION_BLOCKED
 from controllers.identity import CONDITIONS as IDENTITY_CONDITIONS
-from controllers.identity import RECHECK_AFTER, AWSController, Identities, IdentityError
+from controllers.identity import RECHECK_AFTER, AWSController, IdentityError
 from controllers.identity import WATCHED_KINDS as IDENTITY_WATCHED_KINDS
 from controllers.services import bastion, dns, loadbalancer, network, objectstore, securitygroups, sweep
 from controllers.services.bastion import BastionStep
@@ -181,18 +178,8 @@ class AWSClusterController(AWSController):
     kind = AWSCluster
     watched_kinds: tuple[type[KubeObject], ...] = (Cluster, AWSMachine, *IDENTITY_WATCHED_KINDS)
     status_kinds = ()
-
-    def __init__(
-        self,
-        store: ObjectStore,
-        pool: ClientPool,
-        engine: Engine,
-        events: EventRecorder | None = None,
-        identities: Identities | None = None,
-    ) -> None:
-        super().__init__(store, pool, engine, events, identities)
-        # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
-        self.views = {"Cluster": cluster_view}
+    # What an AWSCluster needs of its Cluster: that it exists, its uid and whether it is paused.
+    views: ClassVar[dict[str, Callable[[Any], object]]] = {"Cluster": cluster_view}
 
     def map_event(self, event: WatchEvent[Any]) -> Iterable[ObjectKey]:
         obj = event.object

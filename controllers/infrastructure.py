@@ -93,18 +93,9 @@ class AWSInfrastructureController(AWSController):
     """The AWSMachine and AWSMachinePool controllers' common part: what wakes them of an AWSCluster
     (:func:`network_view`) and of a Cluster (its pause)."""
 
-    def __init__(
-        self,
-        store: ObjectStore,
-        pool: ClientPool,
-        engine: Engine,
-        events: EventRecorder | None = None,
-        identities: Identities | None = None,
-    ) -> None:
-        super().__init__(store, pool, engine, events, identities)
-        # Machines need the cluster's subnets, security groups and target group, not every status write,
-        # and of the Cluster only whether it is paused.
-        self.views = {"AWSCluster": network_view, "Cluster": paused_view}
+    # Machines need the cluster's subnets, security groups and target group, not every status write,
+    # and of the Cluster only whether it is paused.
+    views: ClassVar[dict[str, Callable[[Any], object]]] = {"AWSCluster": network_view, "Cluster": paused_view}
 
     infrastructure: ClassVar[InfrastructureKind[Any, Any]]
 
