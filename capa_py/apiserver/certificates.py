@@ -23,6 +23,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from capa_py.scratch import process_directory
+
 CA_CERT, CA_KEY = "ca.crt", "ca.key"
 SERVING_CERT, SERVING_KEY = "tls.crt", "tls.key"
 SIGNING_KEY = "sa.key"
@@ -226,8 +228,10 @@ def _ensure(directory: Path, hosts: tuple[str, ...]) -> ServingFiles:
 
 
 def ephemeral_serving_files(hosts: tuple[str, ...]) -> tuple[ServingFiles, tempfile.TemporaryDirectory[str]]:
-    """A fresh set of serving files in a new temporary directory (removed when it is cleaned up)."""
-    holder = tempfile.TemporaryDirectory(prefix="capa-serve-")
+    """A fresh set of serving files in a new temporary directory (removed when it is cleaned up), inside
+    this process's scratch directory: a killed process's files are removed by the next one."""
+    scratch = process_directory()
+    holder = tempfile.TemporaryDirectory(prefix="capa-serve-", dir=None if scratch is None else str(scratch))
     return ensure_serving_files(Path(holder.name) / "pki", hosts), holder
 
 

@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from capa_py.api.meta import KubeObject
+from capa_py.scratch import kube_client_files
 from capa_py.store.errors import (
     AlreadyExists,
     Conflict,
@@ -100,6 +101,7 @@ def client_from_kubeconfig(path: str | Path, context: str | None = None) -> clie
             context=context,
             client_configuration=configuration,
             persist_config=False,
+            temp_file_path=kube_client_files(),
         )
         return api_client(configuration)
     except (

@@ -22,13 +22,12 @@ import hashlib
 import os
 import secrets
 import socket
-import stat
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 from capa_py.logging import get_logger
+from capa_py.scratch import PROCESSES, private_root
 
 _log = get_logger("store.notify")
 
@@ -86,21 +85,6 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _private_root() -> Path | None:
-    """``<tmp>/capa-py-<uid>``, made private to the user; None when it is not ours or not private."""
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    root = Path(tempfile.gettempdir()) / f"capa-py-{uid}"
-    try:
-        root.mkdir(mode=0o700, exist_ok=True)
-        info = root.lstat()
-    except OSError:
-        return None
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != uid or info.st_mode & 0o077:
-        _log.warning("store change notification off: its directory is not private", directory=str(root))
-        return None
-    return root
-
-
 def _remove_dead(peer: Path) -> None:
     """Remove the socket of a process that is gone, and its directory once empty."""
     with contextlib.suppress(OSError):
@@ -127,6 +111,8 @@ def sweep(root: Path) -> None:
     (stores whose readers all went away, their files perhaps deleted since)."""
     with contextlib.suppress(OSError):
         for directory in root.iterdir():
+            if directory.name == PROCESSES:
+                continue  # processes' scratch directories: capa_py.scratch sweeps them
             with contextlib.suppress(OSError):
                 for peer in directory.iterdir():
                     if peer.name.endswith(".sock") and not _alive(peer):
@@ -169,7 +155,7 @@ class ChangeSignal:
 
     def _socket_directory(self) -> Path | None:
         if self._directory is None and self._available:
-            root = _private_root()
+            root = private_root()
             if root is None:
                 self._available = False
                 return None

@@ -56,6 +56,7 @@ from kubernetes.dynamic.exceptions import (
 
 from capa_py.apiserver.patch import MERGE, merge_patch
 from capa_py.logging import get_logger
+from capa_py.scratch import kube_client_files
 from capa_py.workflow.kubeconfigs import (
     KUBECONFIG_KEY,
     cluster_kubeconfig,
@@ -102,11 +103,18 @@ def _api_client(kubeconfig: dict[str, Any] | Path) -> client.ApiClient:
     configuration = client.Configuration()
     try:
         if isinstance(kubeconfig, Path):
-            return config.new_client_from_config(  # type: ignore[no-untyped-call,no-any-return]
-                config_file=str(kubeconfig), persist_config=False, client_configuration=configuration
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(kubeconfig),
+                persist_config=False,
+                client_configuration=configuration,
+                temp_file_path=kube_client_files(),
             )
+            return client.ApiClient(configuration)
         return config.new_client_from_config_dict(  # type: ignore[no-untyped-call,no-any-return]
-            config_dict=kubeconfig, persist_config=False, client_configuration=configuration
+            config_dict=kubeconfig,
+            persist_config=False,
+            client_configuration=configuration,
+            temp_file_path=kube_client_files(),
         )
     except ConfigException as exc:
         raise ManifestError(f"{where}: not usable: {exc}") from exc

@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import socket
+import tempfile
 import threading
 from multiprocessing.context import SpawnContext
 from pathlib import Path
@@ -146,7 +147,7 @@ def test_without_a_private_directory_watches_poll_and_still_see_other_processes(
     shared_tmp.mkdir()
     (shared_tmp / f"capa-py-{os.getuid()}").mkdir(mode=0o777)
     os.chmod(shared_tmp / f"capa-py-{os.getuid()}", 0o777)  # not private: someone else could bind there
-    monkeypatch.setattr(notify.tempfile, "gettempdir", lambda: str(shared_tmp))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(shared_tmp))
     path = tmp_path / "state.db"
     with SQLiteStore(path, poll_interval=0.05) as store:
         start = store.current_resource_version()
