@@ -128,4 +128,3 @@ def test_a_crash_after_creating_a_version_adopts_it_instead_of_making_another(
     assert pool.status.launch_template_version == "2"
     assert str(_groups(h)["default-pool-workers"]["LaunchTemplate"]["Version"]) == "2"
     assert pool.status.intents == {}
-

@@ -24,9 +24,9 @@ OTHER_VERSION = "capa-ami-ubuntu-24.04-v1.30.4-1"
 def _publish(inspector: MotoInspector, name: str) -> str:
     source = next(
         image["ImageId"]
-        for image in inspector.ec2.describe_images(
-            Filters=[{"Name": "architecture", "Values": ["x86_64"]}]
-        )["Images"]
+        for image in inspector.ec2.describe_images(Filters=[{"Name": "architecture", "Values": ["x86_64"]}])[
+            "Images"
+        ]
         if image.get("VirtualizationType") == "hvm"
     )
     return str(inspector.ec2.copy_image(SourceImageId=source, SourceRegion="us-east-1", Name=name)["ImageId"])

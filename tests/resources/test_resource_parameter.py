@@ -49,7 +49,6 @@ def test_a_value_over_the_standard_tier_is_refused_before_any_call(aws: AWSClien
     assert _names(aws) == []
 
 
-
 def test_deleting_a_parameter_that_is_gone_is_not_found(aws: AWSClients) -> None:
     Parameter(aws).create(DESIRED, managed_tags("alpha", ROLE), None)
     Parameter(aws).delete(DESIRED.name)
