@@ -106,6 +106,21 @@ CREATE: Action = Sequential(
                 condition_on_success=False,
             ),
             Join(
+                # The load balancer first: it takes longest to become active (minutes on AWS).
+                Sequential(
+                    _created_then_waited(
+                        "ReconcileLoadBalancer",
+                        loadbalancer.reconcile_load_balancer,
+                        "WaitForLoadBalancer",
+                        loadbalancer.wait_for_load_balancer,
+                        LOAD_BALANCER_READY,
+                    ),
+                    # The API server's name points at the load balancer: it waits for nothing else.
+                    If(
+                        dns.wants_api_server_dns,
+                        Step("ReconcileAPIServerDNS", dns.reconcile_api_server_dns, dns.API_SERVER_DNS_READY),
+                    ),
+                ),
                 Step(
                     "ReconcilePublicRouteTable", network.reconcile_public_route_table, INTERNET_GATEWAY_READY
                 ),
@@ -121,20 +136,6 @@ CREATE: Action = Sequential(
                         "ReconcilePrivateRouteTables",
                         network.reconcile_private_route_tables,
                         ROUTE_TABLES_READY,
-                    ),
-                ),
-                Sequential(
-                    _created_then_waited(
-                        "ReconcileLoadBalancer",
-                        loadbalancer.reconcile_load_balancer,
-                        "WaitForLoadBalancer",
-                        loadbalancer.wait_for_load_balancer,
-                        LOAD_BALANCER_READY,
-                    ),
-                    # The API server's name points at the load balancer: it waits for nothing else.
-                    If(
-                        dns.wants_api_server_dns,
-                        Step("ReconcileAPIServerDNS", dns.reconcile_api_server_dns, dns.API_SERVER_DNS_READY),
                     ),
                 ),
             ),

@@ -262,7 +262,8 @@ def reconcile_bastion(scope: ClusterScope) -> None:
     if not instances.is_ready(observed):
         created = ClusterScope.created(before, observed)
         raise Waiting(
-            f"bastion instance {observed.id} is {observed.state}", INSTANCE_RUNNING.requeue(created)
+            f"bastion instance {observed.id} is {observed.state}",
+            INSTANCE_RUNNING.requeue(created, observed.created_at),
         )
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TypeVar
 
 from capa_py.api.aws import (
@@ -120,6 +121,8 @@ class PendingNatGateways:
     """zone → NAT gateway id observed in this pass and not available yet."""
     created: bool = False
     """Whether one of them was created (or adopted) in this pass."""
+    created_at: datetime | None = None
+    """When the youngest of those not available yet was created, as AWS says."""
 
 
 @dataclass
@@ -132,6 +135,8 @@ class PendingLoadBalancer:
     """Its state, when observed in this pass and not active yet."""
     created: bool = False
     """Whether it was created (or adopted) in this pass."""
+    created_at: datetime | None = None
+    """When it was created, as AWS says."""
 
 
 @dataclass

@@ -211,7 +211,9 @@ def reconcile_instance(scope: MachineScope) -> None:
         scope.update_spec(set_spec)
     if not scope.instances.is_ready(observed):
         created = before is None or before.id != instance_id or just_created(observed.created_at)
-        raise Waiting(f"instance {instance_id} is {state}", INSTANCE_RUNNING.requeue(created))
+        raise Waiting(
+            f"instance {instance_id} is {state}", INSTANCE_RUNNING.requeue(created, observed.created_at)
+        )
 
 
 def _remembers(obj: AWSMachine, prefix: str, count: int) -> bool:

@@ -123,6 +123,7 @@ def _ensure_load_balancer(scope: ClusterScope, name: str) -> None:
     if not rcs.load_balancer.is_ready(lb) and lb.state is not None:
         scope.load_balancer.unready = lb.state
         scope.load_balancer.created = scope.created(before, lb)
+        scope.load_balancer.created_at = lb.created_at
 
 
 def wait_for_load_balancer(scope: ClusterScope) -> None:
@@ -144,11 +145,12 @@ def wait_for_load_balancer(scope: ClusterScope) -> None:
             scope.network.load_balancer = status.model_copy(update={"dns_name": dns_name})
             if not rc.is_ready(observed) and observed.state is not None:
                 pending.unready = observed.state
+                pending.created_at = observed.created_at
     if pending.unready is not None:
         assert scope.network.load_balancer is not None
         raise Waiting(
             f"load balancer {scope.network.load_balancer.name} is {pending.unready}",
-            LOAD_BALANCER_AVAILABLE.requeue(pending.created),
+            LOAD_BALANCER_AVAILABLE.requeue(pending.created, pending.created_at),
         )
 
 

@@ -30,7 +30,7 @@ from controllers.services.zones import (
     recorded_zones,
     subnet_roles,
 )
-from controllers.waits import NAT_GATEWAY_AVAILABLE
+from controllers.waits import NAT_GATEWAY_AVAILABLE, youngest
 from resources.elastic_ip import ElasticIpDesired
 from resources.internet_gateway import InternetGatewayAttachmentDesired, InternetGatewayDesired
 from resources.nat_gateway import NatGatewayDesired
@@ -204,6 +204,7 @@ def _ensure_nat_gateway(scope: ClusterScope, zone: str) -> None:
         pending = scope.nat_gateways
         pending.unready[zone] = nat.id
         pending.created = pending.created or scope.created(before, nat)
+        pending.created_at = youngest(pending.created_at, nat.created_at)
 
 
 def wait_for_nat_gateways(scope: ClusterScope) -> None:
@@ -222,6 +223,7 @@ def wait_for_nat_gateways(scope: ClusterScope) -> None:
                 _ensure_nat_gateway(scope, zone)
             elif not rc.is_ready(observed):
                 pending.unready[zone] = nat_id
+                pending.created_at = youngest(pending.created_at, observed.created_at)
     if pending.unready:
         ids = ", ".join(sorted(set(pending.unready.values())))
         scope.condition(
@@ -232,7 +234,8 @@ def wait_for_nat_gateways(scope: ClusterScope) -> None:
             "Info",
         )
         raise Waiting(
-            f"NAT gateways {ids} are not available yet", NAT_GATEWAY_AVAILABLE.requeue(pending.created)
+            f"NAT gateways {ids} are not available yet",
+            NAT_GATEWAY_AVAILABLE.requeue(pending.created, pending.created_at),
         )
 
 

@@ -35,7 +35,9 @@ from controllers.waits import (
     FIRST_POLL_AFTER_CREATE,
     INSTANCE_RUNNING,
     LOAD_BALANCER_AVAILABLE,
+    MIN_POLL,
     NAT_GATEWAY_AVAILABLE,
+    POLL_SHARE,
 )
 from tests.controllers.conftest import Harness
 from tests.controllers.pending import PendingStates, passes_until, reconcile_pass
@@ -116,10 +118,42 @@ def test_the_waiters_cadence_is_read_from_botocore() -> None:
     assert NAT_GATEWAY_AVAILABLE.cadence == WAITER_CADENCE
     assert LOAD_BALANCER_AVAILABLE.cadence == WAITER_CADENCE
     assert INSTANCE_RUNNING.cadence == WAITER_CADENCE
+    # Without a creation time from AWS: the first look soon after a create, then the cadence.
     assert NAT_GATEWAY_AVAILABLE.requeue(created_this_pass=True) == min(
         FIRST_POLL_AFTER_CREATE, WAITER_CADENCE
     )
     assert NAT_GATEWAY_AVAILABLE.requeue(created_this_pass=False) == WAITER_CADENCE
+
+
+def test_a_pending_resource_is_looked_at_again_after_a_tenth_of_its_age(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+    monkeypatch.setattr(waits, "utc_now", lambda: now)
+
+    def after(age: float, created_this_pass: bool = False) -> float:
+        return LOAD_BALANCER_AVAILABLE.requeue(created_this_pass, now - timedelta(seconds=age))
+
+    assert after(0.0, created_this_pass=True) == MIN_POLL  # just created: its create's answer said pending
+    assert after(-30.0) == MIN_POLL  # a clock behind AWS's
+    assert after(15.0) == MIN_POLL
+    assert after(30.0) == pytest.approx(30.0 * POLL_SHARE)  # noticed at most 3 s late after a 30 s wait
+    assert after(100.0) == pytest.approx(10.0)
+    assert after(3600.0) == WAITER_CADENCE  # never longer than botocore's waiter between two looks
+    naive = (now - timedelta(seconds=50)).replace(tzinfo=None)  # moto's timestamps may carry no zone
+    assert LOAD_BALANCER_AVAILABLE.requeue(False, naive) == pytest.approx(5.0)
+
+
+def test_looks_at_a_thirty_second_wait_stay_few_and_notice_it_within_a_tenth() -> None:
+    """The schedule the rule above makes, from a create: how many looks a wait of T seconds costs, and how
+    late the last one comes."""
+    for wait, most_looks in ((10.0, 5), (30.0, 15), (150.0, 32)):
+        age, looks = 0.0, 0
+        while age < wait:
+            age += min(WAITER_CADENCE, max(MIN_POLL, age * POLL_SHARE))
+            looks += 1
+        assert looks <= most_looks, (wait, looks)
+        assert age - wait <= max(MIN_POLL, wait * POLL_SHARE), (wait, age)
 
 
 def test_pending_nat_gateways_hold_back_only_the_private_route_tables(
@@ -156,9 +190,13 @@ def test_pending_nat_gateways_hold_back_only_the_private_route_tables(
 
 
 def test_a_pass_waiting_only_on_nat_gateways_polls_just_them_once_at_the_waiter_cadence(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+    harness: Harness, example: Callable[[], list[KubeObject]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _, controllers = _start(harness, example, ["nat-gateway"])
+    an_hour_on = datetime.now(UTC) + timedelta(
+        hours=1
+    )  # they have been pending long: looked at every cadence
+    monkeypatch.setattr(waits, "utc_now", lambda: an_hour_on)
 
     def only_nat_pending() -> bool:
         awscluster = _awscluster(harness)
@@ -190,9 +228,11 @@ def test_a_pass_waiting_only_on_nat_gateways_polls_just_them_once_at_the_waiter_
 
 
 def test_a_pass_waiting_only_on_the_load_balancer_polls_just_it(
-    harness: Harness, example: Callable[[], list[KubeObject]]
+    harness: Harness, example: Callable[[], list[KubeObject]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pending, controllers = _start(harness, example, ["load-balancer"])
+    an_hour_on = datetime.now(UTC) + timedelta(hours=1)  # pending long: looked at every cadence
+    monkeypatch.setattr(waits, "utc_now", lambda: an_hour_on)
 
     def only_lb_pending() -> bool:
         awscluster = _awscluster(harness)
@@ -265,14 +305,24 @@ def test_a_pending_instance_is_polled_at_the_instance_running_cadence(
 
     results = _passes_until(harness, controllers, launched, "instances launched")
     for key in keys:
-        assert results[key].requeue_after == min(FIRST_POLL_AFTER_CREATE, WAITER_CADENCE), (key, results[key])
-    # A reconcile moments after the launch (its own status write wakes it) still polls soon: AWS says the
-    # instance was launched less than the first poll's delay ago.
+        assert results[key].requeue_after == MIN_POLL, (key, results[key])
+    # A reconcile moments after the launch (its own status write wakes it) still looks soon.
     results = reconcile_pass(controllers, harness.store)
     for key in keys:
-        assert results[key].requeue_after == min(FIRST_POLL_AFTER_CREATE, WAITER_CADENCE), (key, results[key])
-    later = datetime.now(UTC) + timedelta(seconds=FIRST_POLL_AFTER_CREATE)  # the launch is older than that
-    monkeypatch.setattr(waits, "utc_now", lambda: later)
+        assert results[key].requeue_after == MIN_POLL, (key, results[key])
+    # A minute after the launch (the clock moved on instead of the test waiting): a tenth of that, give or
+    # take the launch time's precision; an hour after: the waiter's cadence.
+    now = datetime.now(UTC)
+    since_start = (now - started).total_seconds()  # the launches came between the test's start and now
+    minute = now + timedelta(seconds=60)
+    monkeypatch.setattr(waits, "utc_now", lambda: minute)
+    results = reconcile_pass(controllers, harness.store)
+    for key in keys:
+        after = results[key].requeue_after
+        assert after is not None, (key, results[key])
+        assert 60 * POLL_SHARE - 0.1 <= after <= (60 + since_start) * POLL_SHARE + 0.1, (key, results[key])
+    hour = datetime.now(UTC) + timedelta(hours=1)
+    monkeypatch.setattr(waits, "utc_now", lambda: hour)
     results = reconcile_pass(controllers, harness.store)
     for key in keys:
         assert results[key].requeue_after == WAITER_CADENCE, (key, results[key])
