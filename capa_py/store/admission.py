@@ -6,14 +6,15 @@ whether it is written to the SQLite file or sent to an API server whose admissio
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from capa_py.api.core import Secret
 from capa_py.api.custom_resource import CustomResource
 from capa_py.api.loader import format_loc
-from capa_py.api.meta import KubeObject
+from capa_py.api.meta import KubeObject, _prune_empty
 from capa_py.api.registry import KindRegistry
 from capa_py.store.errors import Invalid
 
@@ -40,3 +41,46 @@ def validated_document(registry: KindRegistry, obj: KubeObject) -> dict[str, Any
     for issue in checked.semantic_issues():
         raise Invalid(issue.message, issue.path)
     return doc
+
+
+@cache
+def _status_model(kind: type[KubeObject]) -> type[BaseModel] | None:
+    field = kind.model_fields.get("status")
+    annotation = None if field is None else field.annotation
+    if (
+        isinstance(annotation, type)
+        and issubclass(annotation, BaseModel)
+        and field is not None
+        and field.alias in (None, "status")
+    ):
+        return annotation
+    return None
+
+
+def validated_status(registry: KindRegistry, obj: KubeObject) -> tuple[dict[str, Any] | None, bool]:
+    """The wire form of the object's status alone (None when it has none), validated as its status model
+    and the kind's cross-field checks; raises Invalid naming the field. The second value says whether the
+    check was of the status alone (False: the kind's status is not a model of its own, and the whole
+    object was validated as :func:`validated_document` does).
+
+    A status write stores the status only, so only the status is checked: serializing and re-validating
+    the whole object (most of a status write's cost) would check a spec the write does not store."""
+    model = _status_model(type(obj))
+    if model is None:
+        return validated_document(registry, obj).get("status"), False
+    check_registered(registry, type(obj))
+    status = getattr(obj, "status", None)
+    if status is None:
+        return None, True
+    dumped = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    doc: dict[str, Any] | None = _prune_empty({"status": dumped}).get("status")
+    try:
+        model.model_validate(doc or {})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise Invalid(
+            error["msg"].removeprefix("Value error, "), format_loc(("status", *error["loc"]))
+        ) from exc
+    for issue in obj.semantic_issues():
+        raise Invalid(issue.message, issue.path)
+    return doc, True

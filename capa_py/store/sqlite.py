@@ -39,6 +39,7 @@ from capa_py import __version__
 from capa_py.api.meta import KubeObject, utcnow
 from capa_py.api.registry import REGISTRY, KindRegistry
 from capa_py.logging import get_logger
+from capa_py.store.admission import validated_status
 from capa_py.store.errors import (
     AlreadyExists,
     Conflict,
@@ -314,28 +315,40 @@ class SQLiteStore(SQLiteRows):
         return self._to_model(kind, result)
 
     def update_status(self, obj: T) -> T:
+        """Store the object's status (the rest stays as stored). The status alone is validated and
+        serialized; the stored document is changed in place by SQLite (``json_set``), so the object is not
+        read into Python and written back, and the result is parsed once from the text written."""
         kind = type(obj)
         if not kind.HAS_STATUS:
             raise Invalid(f"{kind.KIND} has no status subresource", "status")
-        new = self._validated(obj)
+        status, _ = validated_status(self.registry, obj)
+        managed = obj.metadata.managed_fields
+        managed_doc = (
+            None
+            if not managed
+            else [m.model_dump(mode="json", by_alias=True, exclude_none=True) for m in managed]
+        )
         ns = self._namespace(kind, obj.metadata.namespace)
         with self._write() as conn:
-            row = self._row(conn, kind, obj.metadata.name, ns)
+            row = conn.execute(
+                "SELECT rv, json_extract(doc, '$.metadata.uid'), json_extract(doc, '$.status'),"
+                " json_extract(doc, '$.metadata.managedFields')"
+                " FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?",
+                (kind.API_VERSION, kind.KIND, ns, obj.metadata.name),
+            ).fetchone()
             if row is None:
                 raise NotFound(f"{obj.ref()} not found", ObjectRef.of(kind.KIND, obj.metadata.name, ns))
-            rv, current = row
-            self._check_preconditions(obj, rv, current)
-            merged = json.loads(json.dumps(current))
-            merged.pop("status", None)
-            if "status" in new:
-                merged["status"] = new["status"]
-            if "managedFields" in new["metadata"]:
-                # Who wrote the status (capa serve records it); a write that carries none keeps them.
-                merged["metadata"]["managedFields"] = new["metadata"]["managedFields"]
-            if merged == current:
-                return self._to_model(kind, current)
-            result = self._put(conn, merged, "MODIFIED", current)
-        return self._to_model(kind, result)
+            rv, uid, stored_status, stored_managed = row
+            self._check_version(obj, int(rv), uid)
+            unchanged = (None if stored_status is None else json.loads(stored_status)) == status and (
+                managed_doc is None
+                or (None if stored_managed is None else json.loads(stored_managed)) == managed_doc
+            )
+            if unchanged:
+                text = self._doc_text(conn, kind, obj.metadata.name, ns)
+            else:
+                text = self._put_status(conn, kind, obj.metadata.name, ns, status, managed_doc)
+        return self._from_text(kind, text)
 
     def delete(
         self,

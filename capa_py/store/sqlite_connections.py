@@ -4,7 +4,10 @@ Threads share a small pool of connections to the file (:data:`POOL_SIZE`; WAL mo
 :data:`BUSY_SECONDS`), each held by one thread for one transaction; they are opened ``mode=ro`` or
 ``immutable`` when the store is open for reading only and ``mode=rw`` when it must not be created. A write
 runs in a ``BEGIN IMMEDIATE`` transaction, so writers are serialised across processes by SQLite's lock;
-inside :meth:`SQLiteConnections.atomic` each write is a savepoint of one transaction. A transaction an
+within a process they first queue on one lock per file (:func:`writer_lock`): SQLite makes a writer that
+finds the file locked sleep and retry (1, 2, 5, 10… ms), so threads racing for it in one process waited in
+those sleeps, while a lock hands the file to the next writer the moment the last one commits. Inside
+:meth:`SQLiteConnections.atomic` each write is a savepoint of one transaction. A transaction an
 interrupted call left open is rolled back before the next one begins.
 """
 
@@ -35,6 +38,30 @@ POOL_SIZE = 4
 page cache of its own: a connection per thread made a controller's memory grow with its threads."""
 
 _log = get_logger("store.sqlite")
+
+
+_writer_locks: dict[Path, threading.Lock] = {}
+_writer_locks_lock = threading.Lock()
+
+
+def writer_lock(resolved: Path) -> threading.Lock:
+    """The lock this process's writers of the store file at ``resolved`` (a resolved path) take before
+    ``BEGIN IMMEDIATE``: one per file, shared by every store open on it."""
+    found = _writer_locks.get(resolved)
+    if found is not None:
+        return found
+    with _writer_locks_lock:
+        return _writer_locks.setdefault(resolved, threading.Lock())
+
+
+def _reset_writer_locks() -> None:
+    # A child forked while another thread of its parent wrote would find that lock held for ever.
+    global _writer_locks_lock
+    _writer_locks_lock = threading.Lock()
+    _writer_locks.clear()
+
+
+os.register_at_fork(after_in_child=_reset_writer_locks)
 
 
 def _locked(exc: BaseException) -> bool:
@@ -120,6 +147,7 @@ class SQLiteConnections:
         """Why the store is open for reading only (``None``: it can be written)."""
         self._read_mode = "mode=ro"
         self.changes: ChangeSignal = signal_for(path)
+        self._resolved = path.resolve()
         self._released = False
         """This file's changes as the process learns of them: raised after each commit (and by other
         processes' commits, once something here waits for changes)."""
@@ -237,13 +265,25 @@ class SQLiteConnections:
     def _write(self) -> Iterator[sqlite3.Connection]:
         if self.read_only:
             raise ReadOnly(str(self.path), self.read_only)
-        with self._translated(), self._lease() as conn:
-            depth: int = getattr(self._local, "depth", 0)
-            if not depth:
-                with self._raw_transaction(conn, "BEGIN IMMEDIATE"):
+        depth: int = getattr(self._local, "depth", 0)
+        if not depth:
+            writer = writer_lock(self._resolved)
+            if not writer.acquire(timeout=BUSY_SECONDS):
+                raise Unavailable(
+                    str(self.path), f"another writer of this process held it for more than {BUSY_SECONDS:g}s"
+                )
+            try:
+                with (
+                    self._translated(),
+                    self._lease() as conn,
+                    self._raw_transaction(conn, "BEGIN IMMEDIATE"),
+                ):
                     yield conn
-                self.changes.changed()
-                return
+            finally:
+                writer.release()
+            self.changes.changed()
+            return
+        with self._translated(), self._lease() as conn:
             # Inside atomic(): a savepoint, so a write that fails undoes only itself.
             savepoint = f"write_{depth}"
             conn.execute(f"SAVEPOINT {savepoint}")

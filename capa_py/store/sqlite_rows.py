@@ -92,27 +92,89 @@ class SQLiteRows(SQLiteConnections):
             "ON CONFLICT (api_version, kind, namespace, name) DO UPDATE SET rv=excluded.rv, doc=excluded.doc",
             (doc["apiVersion"], doc["kind"], namespace, meta["name"], meta["uid"], rv, text),
         )
-        self._record_event(conn, rv, event, doc, prev)
+        self._record_event(conn, rv, event, doc, prev, text)
         return doc
 
+    def _put_status(
+        self,
+        conn: sqlite3.Connection,
+        kind: type[KubeObject],
+        name: str,
+        namespace: str,
+        status: dict[str, Any] | None,
+        managed_fields: list[dict[str, Any]] | None,
+    ) -> str:
+        """Replace a stored object's status (and its managedFields, when given) in place, with the next
+        resourceVersion and its MODIFIED event; the document as written. A status write changes no
+        label, so the event's previous labels are the object's own."""
+        rv = self._next_rv(conn)
+        changes = "json_set(doc, '$.metadata.resourceVersion', ?"
+        params: list[Any] = [rv, str(rv)]
+        if managed_fields is not None:
+            changes += ", '$.metadata.managedFields', json(?)"
+            params.append(json.dumps(managed_fields, separators=(",", ":")))
+        if status is None:
+            changes = f"json_remove({changes}), '$.status')"
+        else:
+            changes += ", '$.status', json(?))"
+            params.append(json.dumps(status, separators=(",", ":")))
+        row = conn.execute(
+            f"UPDATE objects SET rv=?, doc={changes} "
+            "WHERE api_version=? AND kind=? AND namespace=? AND name=? "
+            "RETURNING doc, json_extract(doc, '$.metadata.labels')",
+            (*params, kind.API_VERSION, kind.KIND, namespace, name),
+        ).fetchone()
+        text, labels = row
+        self._insert_event(
+            conn, rv, "MODIFIED", (kind.API_VERSION, kind.KIND, namespace, name), text, labels or "{}"
+        )
+        self._compact(conn, rv)
+        return str(text)
+
+    def _doc_text(self, conn: sqlite3.Connection, kind: type[KubeObject], name: str, namespace: str) -> str:
+        row = conn.execute(
+            "SELECT doc FROM objects WHERE api_version=? AND kind=? AND namespace=? AND name=?",
+            (kind.API_VERSION, kind.KIND, namespace, name),
+        ).fetchone()
+        return str(row[0])
+
     def _record_event(
-        self, conn: sqlite3.Connection, rv: int, event: str, doc: dict[str, Any], prev: dict[str, Any] | None
+        self,
+        conn: sqlite3.Connection,
+        rv: int,
+        event: str,
+        doc: dict[str, Any],
+        prev: dict[str, Any] | None,
+        text: str | None = None,
     ) -> None:
+        """Append the event of a write (``text``: the document as already serialized, when it was)."""
         meta = doc["metadata"]
+        self._insert_event(
+            conn,
+            rv,
+            event,
+            (doc["apiVersion"], doc["kind"], meta.get("namespace", ""), meta["name"]),
+            json.dumps(doc, separators=(",", ":")) if text is None else text,
+            None if prev is None else json.dumps(labels_of(prev)),
+        )
+
+    def _insert_event(
+        self,
+        conn: sqlite3.Connection,
+        rv: int,
+        event: str,
+        names: tuple[str, str, str, str],
+        text: str,
+        prev_labels: str | None,
+    ) -> None:
         conn.execute(
             "INSERT INTO events (seq, type, api_version, kind, namespace, name, doc, prev_labels) "
             "VALUES (?,?,?,?,?,?,?,?)",
-            (
-                rv,
-                event,
-                doc["apiVersion"],
-                doc["kind"],
-                meta.get("namespace", ""),
-                meta["name"],
-                json.dumps(doc, separators=(",", ":")),
-                None if prev is None else json.dumps(labels_of(prev)),
-            ),
+            (rv, event, *names, text, prev_labels),
         )
+        self._compact(conn, rv)
+
+    def _compact(self, conn: sqlite3.Connection, rv: int) -> None:
         # Compact in batches, but never let the table grow past twice what the caller asked us to keep.
         if rv % max(1, min(1000, self.retain_events)) == 0 and rv > self.retain_events:
             floor = rv - self.retain_events
@@ -212,13 +274,18 @@ class SQLiteRows(SQLiteConnections):
         return result
 
     def _check_preconditions(self, obj: KubeObject, rv: int, current: dict[str, Any]) -> None:
+        self._check_version(obj, rv, current["metadata"]["uid"])
+
+    def _check_version(self, obj: KubeObject, rv: int, uid: str) -> None:
+        """Conflict unless the object's resourceVersion (when it names one) is the stored ``rv`` and its
+        uid (when it names one) the stored ``uid``."""
         wanted = obj.metadata.resource_version
         if wanted and wanted != str(rv):
             raise Conflict(
                 f"{obj.ref()}: the object has been modified (resourceVersion {wanted} is stale, "
                 f"current is {rv}); read it again and re-apply the change"
             )
-        if obj.metadata.uid and obj.metadata.uid != current["metadata"]["uid"]:
+        if obj.metadata.uid and obj.metadata.uid != uid:
             raise Conflict(f"{obj.ref()}: uid precondition failed (the object was re-created)")
 
     def _delete_doc(

@@ -36,7 +36,8 @@ runs on informer threads, on the timer thread and in the calls the gRPC layer ma
 * **Rejections** put a workflow back to Pending and hold it back for ``base * 2**(n-1)`` seconds (capped)
   after its n-th rejection. The count lives in this process's memory: a restarted server forgets it.
 
-Workflows and Hardware are followed with informers (watches), never polled.
+Workflows and Hardware are followed with informers (watches), never polled. The watch event of a state the
+server wrote itself is passed over: the writer indexed it and decided what to send once it was stored.
 """
 
 from __future__ import annotations
@@ -166,6 +167,8 @@ class Dispatcher(AgentSessions):
         assert isinstance(workflow, Workflow)
         key = key_of(workflow)
         with self._lock:
+            if event.type != "DELETED" and self._written_here(workflow):
+                return  # the server's own write: indexed when written, and acted on by its writer
             before = self._workflows.get(key)
             if event.type == "DELETED":
                 self._forget(key)
@@ -259,7 +262,7 @@ class Dispatcher(AgentSessions):
                 # Held Pending: looked at again on the next change of the hardware's workflows.
                 _log.warning("workflow not dispatched", workflow=workflow_id(key), error=str(exc))
                 continue
-            scheduled = workflow.model_copy(deep=True)
+            scheduled = states.for_transition(workflow)
             try:
                 states.scheduled(scheduled, now)
             except states.TransitionError as exc:
@@ -363,7 +366,7 @@ class Dispatcher(AgentSessions):
                         grpc.StatusCode.NOT_FOUND, f"workflow {event.workflow_id} has no action {action!r}"
                     )
                 # An event changes the status only: the rest is shared with the known state, not copied.
-                changed = current.model_copy(update={"status": current.status.model_copy(deep=True)})
+                changed = states.for_transition(current)
                 now = self.clock()
                 try:
                     apply_event(changed, event, kind, action, now)

@@ -50,6 +50,9 @@ class DispatchState:
         self._by_agent_id: dict[str, set[HardwareKey]] = {}
         self._sessions: list[Session] = []
         self._rejections: dict[WorkflowKey, tuple[int, datetime]] = {}
+        self._own_writes: dict[WorkflowKey, str] = {}
+        """The resourceVersion of each workflow's last state this server wrote itself and has acted on
+        since: its watch event needs no second look (taken once, by :meth:`_written_here`)."""
 
     # -- the workflows --------------------------------------------------------------------------------
     def _remember(self, workflow: Workflow) -> None:
@@ -65,6 +68,7 @@ class DispatchState:
 
     def _forget(self, key: WorkflowKey) -> None:
         known = self._workflows.pop(key, None)
+        self._own_writes.pop(key, None)
         if known is not None:
             self._by_hardware.get(hardware_of(known), set()).discard(key)
         self._rejections.pop(key, None)
@@ -85,7 +89,18 @@ class DispatchState:
             raise Conflict(f"workflow {workflow_id(key)} changed meanwhile") from None
         with self._lock:
             self._remember(written)
+            if written.metadata.resource_version:
+                self._own_writes[key] = written.metadata.resource_version
         return written
+
+    def _written_here(self, workflow: Workflow) -> bool:
+        """Whether this state is one this server wrote (with the lock held): its writer decided what to
+        send after writing it, so the watch event that brings it back changes nothing."""
+        key = key_of(workflow)
+        if self._own_writes.get(key) != workflow.metadata.resource_version:
+            return False
+        del self._own_writes[key]
+        return True
 
     def _known(self, key: WorkflowKey) -> Workflow | None:
         """The newest state of a workflow this server has seen (not a copy: never change it)."""

@@ -20,6 +20,10 @@ workflow is ``Canceled``. Actions start in order: only the first not yet succeed
 
 Every state change sets ``status.lastTransitionTime``; ``status.currentAction`` names the action running
 (or the last one that ran).
+
+The transitions assign fields of the status and of its actions' statuses, never change a list or a
+rendered action in place: :func:`for_transition` copies only what they may change, so a caller holding a
+shared workflow (the server's known state) need not deep-copy it.
 """
 
 from __future__ import annotations
@@ -33,6 +37,20 @@ REASON_TIMEOUT = "Timeout"
 REASON_SCHEDULING_TIMEOUT = "SchedulingTimeout"
 REASON_CANCEL_TIMEOUT = "CancelTimeout"
 REASON_CANCELED = "Canceled"
+
+
+def for_transition(workflow: Workflow) -> Workflow:
+    """A copy of ``workflow`` the transitions may change without changing ``workflow``: the status and each
+    action's status are new objects; the spec, metadata, conditions and rendered actions (which no
+    transition changes) are shared."""
+    status = workflow.status
+    copied = status.model_copy(
+        update={
+            "actions": {name: action.model_copy() for name, action in status.actions.items()},
+            "conditions": list(status.conditions),
+        }
+    )
+    return workflow.model_copy(update={"status": copied})
 
 
 class TransitionError(ValueError):

@@ -167,3 +167,44 @@ def test_the_authenticator_reads_the_cached_hardware_itself(
     assert dispatcher.auth.store.get(Hardware, "hw1", "default") is cached
     # Readers that may change what they read still get copies.
     assert dispatcher.reads.get(Hardware, "hw1", "default") is not cached
+
+
+def test_an_event_leaves_the_state_it_started_from_unchanged(
+    unwatched: tuple[SQLiteStore, Dispatcher, Box],
+) -> None:
+    # The transition works on a copy of what it may change only (the status and each action's status);
+    # the known state others may be reading at the same moment is never changed in place.
+    store, dispatcher, _ = unwatched
+    before = dispatcher._known(("default", "wf"))
+    assert before is not None
+    dispatcher.publish(event("started", "a"))
+    assert before.status.state == "Scheduled", "the known state was changed in place"
+    assert before.status.actions["a"].state == "Pending", "the known action status was changed in place"
+    assert before.status.actions["a"].started_at is None
+    assert store.get(Workflow, "wf", "default").status.actions["a"].state == "Running"
+
+
+def test_the_watch_event_of_the_servers_own_write_is_passed_over(
+    unwatched: tuple[SQLiteStore, Dispatcher, Box], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, dispatcher, _ = unwatched
+    decisions: list[Any] = []
+    decide = dispatcher._dispatch
+
+    def counted(session: Any, hardware: Any) -> None:
+        decisions.append(hardware)
+        decide(session, hardware)
+
+    monkeypatch.setattr(dispatcher, "_dispatch", counted)
+    dispatcher.publish(event("started", "a"))
+    assert len(decisions) == 1, "the event's writer decides once, after its write"
+    fed(dispatcher, store, Workflow, 1)  # the watch brings the server's own write back
+    assert len(decisions) == 1, "the server's own write was looked at again"
+    other = store.get(Workflow, "wf", "default")
+    other.status.conditions.append(Condition(type="Audited", status="True", reason="ByAnotherWriter"))
+    store.update_status(other)
+    fed(dispatcher, store, Workflow, 1)  # another writer's change is acted on
+    assert len(decisions) == 2, "another writer's change was passed over"
+    known = dispatcher._known(("default", "wf"))
+    assert known is not None
+    assert any(c.type == "Audited" for c in known.status.conditions)
