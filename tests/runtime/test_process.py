@@ -283,3 +283,43 @@ def test_the_manager_forgets_a_deleted_object(store: SQLiteStore, built: list[Fl
     assert key not in manager._seen
     assert key not in manager._settled
     assert key not in manager.error_streaks
+
+
+def test_workers_start_on_demand_up_to_the_concurrency(store: SQLiteStore, built: list[Flaky]) -> None:
+    process = start(store, built, concurrency={"flaky": 3})
+    blocker = threading.Event()
+    built[0].blocker = blocker
+    process.start_informers()
+    process.start_workers()
+    try:
+        # Nothing to reconcile: no worker thread at all (the process's threads follow its work).
+        assert process.workers_started() == {"flaky": 0}
+        assert not [t for t in threading.enumerate() if t.name.startswith("capa-flaky-worker")]
+        for name in ("a", "b", "c", "d", "e"):
+            store.create(cluster(name))
+        # Five keys, every reconcile blocked: workers start until the limit, and no further.
+        assert built[0].started.wait(SAFETY_TIMEOUT)
+        with built[0]._cond:
+            built[0]._cond.wait_for(lambda: process.workers_started()["flaky"] == 3, SAFETY_TIMEOUT)
+        assert process.workers_started() == {"flaky": 3}
+        blocker.set()
+        assert built[0].wait_done("a", "b", "c", "d", "e")
+        assert process.workers_started() == {"flaky": 3}
+        names = sorted(t.name for t in threading.enumerate() if t.name.startswith("capa-flaky-worker"))
+        assert names == ["capa-flaky-worker-0", "capa-flaky-worker-1", "capa-flaky-worker-2"]
+    finally:
+        assert process.shutdown(SAFETY_TIMEOUT)
+
+
+def test_one_worker_is_enough_for_keys_coming_one_at_a_time(store: SQLiteStore, built: list[Flaky]) -> None:
+    process = start(store, built, concurrency={"flaky": 4})
+    process.start_informers()
+    process.start_workers()
+    try:
+        for name in ("a", "b", "c"):
+            store.create(cluster(name))
+            assert built[0].wait_done(name)
+        # Each key found the first worker waiting: no second one was started.
+        assert process.workers_started() == {"flaky": 1}
+    finally:
+        assert process.shutdown(SAFETY_TIMEOUT)
