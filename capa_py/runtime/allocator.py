@@ -10,8 +10,10 @@ for reuse. Measured at 5 ready clusters: 164 MiB of malloc arenas, 29 MiB of the
   between threads instead of kept per thread; called once, before the process starts its threads. A
   ``MALLOC_ARENA_MAX`` set in the environment wins (glibc read it at start).
 * :func:`trim` returns the free pages of every arena to the system (``malloc_trim(0)``).
-* :class:`Trimmer` trims after activity, once the process is quiet again: a thread that looks every
-  ``interval`` seconds whether the activity counter moved since the last trim and nothing is in progress.
+* :class:`Trimmer` trims after activity, once the process is quiet again: a thread woken by
+  :meth:`Trimmer.poke` (the controller process pokes it when its last reconcile in progress ends) and
+  every ``interval`` seconds, that trims when the activity counter moved since the last trim and nothing is
+  in progress.
 
 On a C library other than glibc (musl, macOS) every function here does nothing and says so (False).
 """
@@ -89,6 +91,11 @@ class Trimmer:
         """How many times it trimmed (for tests and logs)."""
         self._seen = activity()
         self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def poke(self) -> None:
+        """Look now (work just ended) rather than at the next interval."""
+        self._wake.set()
 
     def check(self) -> bool:
         """Trim if there was activity since the last trim and nothing is in progress; True when it did."""
@@ -106,7 +113,11 @@ class Trimmer:
             return
 
         def loop() -> None:
-            while not stop.wait(self.interval):
+            while True:
+                self._wake.wait(self.interval)
+                if stop.is_set():
+                    return
+                self._wake.clear()
                 try:
                     self.check()
                 except Exception:
@@ -116,6 +127,7 @@ class Trimmer:
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> None:
+        self._wake.set()  # the stop event is set: the loop ends at once
         if self._thread is not None:
             self._thread.join(timeout)
 

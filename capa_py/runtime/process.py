@@ -116,7 +116,7 @@ class ControllerProcess:
         self._resyncer: threading.Thread | None = None
         self.trimmer = Trimmer(
             lambda: sum(self.manager.reconciles.values()),
-            lambda: self.router.in_progress() > 0,
+            lambda: not self.router.quiet(),
             self.options.trim_interval,
         )
 
@@ -209,6 +209,8 @@ class ControllerProcess:
                     _log.exception("could not requeue", key=str(key))
             finally:
                 queue.done(key)
+                if queue.in_progress() == 0 and not queue.has_due():
+                    self.trimmer.poke()  # maybe the end of a burst: the trimmer looks at every queue
 
     def resync(self) -> int:
         """Queue every cached object of every reconciled kind; returns how many."""

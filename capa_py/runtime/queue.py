@@ -178,6 +178,11 @@ class WorkQueue:
         with self._cond:
             return len(self._processing)
 
+    def has_due(self) -> bool:
+        """Whether a key is due now (waiting for a worker), as opposed to queued for later."""
+        with self._cond:
+            return self._due_now(time.monotonic())
+
     def __len__(self) -> int:
         with self._cond:
             return len(self._due)
@@ -214,6 +219,10 @@ class QueueRouter:
 
     def in_progress(self) -> int:
         return sum(queue.in_progress() for queue in self.queues.values())
+
+    def quiet(self) -> bool:
+        """No reconcile running and none due: the end of a burst."""
+        return not any(q.in_progress() or q.has_due() for q in self.queues.values())
 
     def __len__(self) -> int:
         return sum(len(queue) for queue in self.queues.values())

@@ -3,6 +3,7 @@ readiness probe following the informers, resync, graceful shutdown."""
 
 from __future__ import annotations
 
+import platform
 import threading
 import urllib.error
 import urllib.request
@@ -22,6 +23,7 @@ from capa_py.runtime.process import ControllerProcess, ProcessOptions
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store import SQLiteStore, WatchEvent
 from capa_py.store.protocol import ObjectStore
+from tests.support.eventually import eventually
 
 SAFETY_TIMEOUT = 30.0
 """Only turns a hang into a failure; nothing waits for it on a healthy machine."""
@@ -321,5 +323,24 @@ def test_one_worker_is_enough_for_keys_coming_one_at_a_time(store: SQLiteStore, 
             assert built[0].wait_done(name)
         # Each key found the first worker waiting: no second one was started.
         assert process.workers_started() == {"flaky": 1}
+    finally:
+        assert process.shutdown(SAFETY_TIMEOUT)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_freed_memory_is_handed_back_once_a_burst_ends(store: SQLiteStore, built: list[Flaky]) -> None:
+    # An interval of an hour: the trim that follows comes from the end of the burst, not from the timer.
+    process = start(store, built, concurrency={"flaky": 2}, trim_interval=3600.0)
+    process.start_informers()
+    process.start_workers()
+    try:
+        assert process.trimmer.trims == 0, "nothing reconciled yet: nothing to hand back"
+        for name in ("a", "b", "c"):
+            store.create(cluster(name))
+        assert built[0].wait_done("a", "b", "c")
+        eventually(lambda: process.trimmer.trims >= 1, "a trim after the burst", timeout=SAFETY_TIMEOUT)
+        trims = process.trimmer.trims
+        assert not process.trimmer.check(), "no reconcile since the last trim: no other one"
+        assert process.trimmer.trims == trims
     finally:
         assert process.shutdown(SAFETY_TIMEOUT)
