@@ -97,6 +97,10 @@ class Trimmer:
         """Look now (work just ended) rather than at the next interval."""
         self._wake.set()
 
+    def behind(self) -> bool:
+        """Whether there was activity since the last trim (or since it was made)."""
+        return self.activity() != self._seen
+
     def check(self) -> bool:
         """Trim if there was activity since the last trim and nothing is in progress; True when it did."""
         current = self.activity()

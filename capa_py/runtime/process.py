@@ -46,6 +46,7 @@ _log = get_logger("runtime.process")
 DEFAULT_CONCURRENCY = 10
 SYNC_JITTER = 0.1
 INFORMER_STOP_TIMEOUT = 10.0
+WORKER_IDLE_WAKE = 60.0
 
 
 @dataclass
@@ -194,7 +195,9 @@ class ControllerProcess:
 
     def _work(self, queue: WorkQueue) -> None:
         while not self._workers_stop.is_set():
-            key = queue.get(timeout=0.2)
+            # Stopping shuts the queues down, which wakes every worker waiting here at once: the timeout
+            # is only a safety net, not how a stop is noticed (an idle worker wakes once a minute).
+            key = queue.get(timeout=WORKER_IDLE_WAKE)
             if key is None:
                 continue
             try:

@@ -178,6 +178,11 @@ class WorkQueue:
         with self._cond:
             return len(self._processing)
 
+    def waiting(self) -> int:
+        """How many workers are waiting in :meth:`get` for a key."""
+        with self._cond:
+            return self._waiting
+
     def has_due(self) -> bool:
         """Whether a key is due now (waiting for a worker), as opposed to queued for later."""
         with self._cond:
