@@ -372,15 +372,31 @@ def reconcile_figures(new: Scrape, old: Scrape | None) -> dict[str, dict[str, in
     return out
 
 
+_STATUS_FIGURES = {
+    "VmRSS": "rssKiB",
+    "VmHWM": "peakRssKiB",
+    "RssAnon": "anonKiB",
+    "RssFile": "fileKiB",
+    "Threads": "threads",
+}
+
+
 def memory(pid: int) -> dict[str, int]:
-    """VmRSS and VmHWM of a process, in KiB (Linux /proc)."""
+    """VmRSS and VmHWM of a process in KiB, the RSS split into anonymous memory (heap, stacks, malloc
+    arenas) and mapped files (code, shared libraries), and its thread count (Linux /proc)."""
     figures: dict[str, int] = {}
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                figures[{"VmRSS": "rssKiB", "VmHWM": "peakRssKiB"}[key]] = int(value.split()[0])
+            if key in _STATUS_FIGURES:
+                figures[_STATUS_FIGURES[key]] = int(value.split()[0])
     return figures
+
+
+def breakdown_text(mem: Mapping[str, int]) -> str:
+    if "threads" not in mem:
+        return ""
+    return f"; anonymous {mib(mem.get('anonKiB'))}, files {mib(mem.get('fileKiB'))}; {mem['threads']} threads"
 
 
 def cpu_seconds(pid: int) -> float | None:
@@ -496,7 +512,8 @@ def report_converge(figures: dict[str, Any]) -> None:
     idle = figures.get("startupMemory", {})
     print(
         f"  controller memory once converged: RSS {mib(mem.get('rssKiB'))}, "
-        f"peak {mib(mem.get('peakRssKiB'))} (RSS {mib(idle.get('rssKiB'))} before the apply, with no object)"
+        f"peak {mib(mem.get('peakRssKiB'))} (RSS {mib(idle.get('rssKiB'))} before the apply, with no object"
+        f"{breakdown_text(idle)}){breakdown_text(mem)}"
     )
     serve_memory_line("once converged", conv)
     print(f"  CPU used while converging: {cpu_text(conv['cpu'])}")
@@ -581,6 +598,7 @@ def report_steady(figures: dict[str, Any]) -> None:
     print(
         f"  controller memory at the end of the window: RSS {mib(mem.get('rssKiB'))}, peak "
         f"{mib(mem.get('peakRssKiB'))} (highest RSS sampled in the window {mib(mem.get('windowMaxRssKiB'))})"
+        f"{breakdown_text(mem)}"
     )
     serve_memory_line("at the end of the window", steady)
     print(f"  CPU used in the window: {cpu_text(steady['cpu'])}")

@@ -23,8 +23,7 @@ import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-import botocore.session
-
+from capa_py.aws.models import session_with_shared_data
 from capa_py.logging import get_logger
 
 DEFAULT_CADENCE = 15.0
@@ -95,7 +94,7 @@ INSTANCE_RUNNING = Waiter("ec2", "InstanceRunning")
 @functools.cache
 def _waiter_delay(service: str, name: str) -> float:
     try:
-        model = botocore.session.get_session().get_waiter_model(service).get_waiter(name)
+        model = session_with_shared_data().get_waiter_model(service).get_waiter(name)
         delay = float(model.delay)
     except Exception as exc:  # a botocore without this waiter (or its data): the documented default
         _log.warning("waiter model unreadable; using the default cadence", waiter=name, error=str(exc))

@@ -16,7 +16,6 @@ from capa_py.runtime.endpoints import BindAddress, parse_bind_address
 from capa_py.runtime.leader import LEASE_DURATION_ENV, LeaseTiming
 from capa_py.store.errors import NotFound
 from capa_py.store.protocol import ObjectStore
-from capa_py.webhooks import CertificateReloader, WebhookConfigError
 from controllers.tinkerbell import WorkflowTimeouts
 
 if TYPE_CHECKING:
@@ -111,6 +110,9 @@ def webhook_options(cert_dir: Path | None, bind_address: str) -> WebhookOptions 
         fail(f"--webhook-bind-address: {exc}", EXIT_INVALID)
     if cert_dir is None or address is None:
         return None
+    # Imported only when webhooks are asked for: they bring the API server's validation (15 MiB resident).
+    from capa_py.webhooks import CertificateReloader, WebhookConfigError
+
     try:
         CertificateReloader(cert_dir)
     except WebhookConfigError as exc:

@@ -15,9 +15,9 @@ _RESERVED_TAG_PREFIX = "aws:"
 @cache
 def known_regions() -> frozenset[str]:
     """Every region botocore's endpoint data knows, across partitions (read offline)."""
-    import botocore.session
+    from capa_py.aws.models import session_with_shared_data
 
-    session = botocore.session.get_session()
+    session = session_with_shared_data()
     regions: set[str] = set()
     for partition in session.get_available_partitions():
         regions.update(session.get_available_regions("ec2", partition_name=partition))
@@ -27,9 +27,10 @@ def known_regions() -> frozenset[str]:
 @cache
 def known_instance_types() -> frozenset[str]:
     """Every EC2 instance type in botocore's EC2 service model (the ``InstanceType`` enum, read offline)."""
-    import botocore.loaders
+    from capa_py.aws.models import shared_loader
 
-    model = botocore.loaders.create_loader().load_service_model("ec2", "service-2")
+    # The process's loader: the EC2 model the clients use, not a second copy of it.
+    model = shared_loader().load_service_model("ec2", "service-2")
     return frozenset(model["shapes"]["InstanceType"]["enum"])
 
 

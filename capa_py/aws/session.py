@@ -42,6 +42,7 @@ from capa_py.aws import deadline
 from capa_py.aws.accounting import record_call
 from capa_py.aws.calllog import note_call
 from capa_py.aws.errors import AWSError, MissingCredentials, NotFound, Throttled, Transient, classify
+from capa_py.aws.models import forget_repeated_paths, session_with_shared_data
 from capa_py.aws.observations import Observations
 from capa_py.aws.ratelimit import RateLimiter
 from capa_py.logging import get_logger
@@ -230,14 +231,15 @@ class AWSClients:
         self.limiter = limiter or RateLimiter()
         endpoint = settings.effective_endpoint
         self._credentials: dict[str, str] = {}
+        # Every session reads botocore's models through the process's one loader (:mod:`capa_py.aws.models`).
         if credentials is not None:
             from capa_py.aws.credentials import botocore_session
 
-            self.session = boto3.session.Session(
-                botocore_session=botocore_session(credentials), region_name=settings.region
-            )
+            core = session_with_shared_data(botocore_session(credentials))
         else:
-            self.session = boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
+            core = session_with_shared_data(profile=settings.profile)
+        self.session = boto3.session.Session(botocore_session=core, region_name=settings.region)
+        forget_repeated_paths()
         if self.session.get_credentials() is None:
             if endpoint is None:
                 raise MissingCredentials(

@@ -6,7 +6,12 @@ works on every store:
 * one :class:`~capa_py.runtime.informer.Informer` per kind the controllers reconcile or watch, scoped to a
   namespace and (for Cluster API kinds) to a label selector; reconciles read through their cache;
 * each controller has its own :class:`~capa_py.runtime.queue.WorkQueue` with controller-runtime's rate
-  limiter and its own pool of worker threads (``concurrency`` per controller name);
+  limiter and its own pool of worker threads (at most ``concurrency`` per controller name), started on
+  demand: a worker starts when a key is due and every worker of that controller is busy, and stays; a
+  controller with nothing to do has none, so the process's threads follow the work it has had, not the
+  sum of every controller's limit;
+* after activity, once the process is quiet again, glibc's free memory is handed back to the system
+  (:mod:`capa_py.runtime.allocator`);
 * every ``sync_period`` (jittered by up to 10 %, so processes do not resync in step) every cached object of a
   reconciled kind is queued again;
 * a reconcile that raises is logged and counted as an error and retried with backoff; a worker survives
@@ -28,6 +33,7 @@ from dataclasses import dataclass, field
 
 from capa_py.api.meta import KubeObject
 from capa_py.logging import get_logger
+from capa_py.runtime.allocator import DEFAULT_TRIM_INTERVAL, Trimmer
 from capa_py.runtime.informer import CachedStore, Informer, informers_for
 from capa_py.runtime.manager import Controller, Manager, key_of
 from capa_py.runtime.metrics import ControllerMetrics
@@ -40,6 +46,7 @@ _log = get_logger("runtime.process")
 DEFAULT_CONCURRENCY = 10
 SYNC_JITTER = 0.1
 INFORMER_STOP_TIMEOUT = 10.0
+WORKER_IDLE_WAKE = 60.0
 
 
 @dataclass
@@ -56,6 +63,8 @@ class ProcessOptions:
     unfiltered_kinds: Sequence[type[KubeObject]] = ()
     informed_kinds: Sequence[type[KubeObject]] = ()
     """Kinds cached even when no controller reconciles or watches them (Hegel's Hardware)."""
+    trim_interval: float = DEFAULT_TRIM_INTERVAL
+    """How often (seconds) to look whether a reconcile burst ended, to hand freed memory back; 0: never."""
 
 
 class ControllerProcess:
@@ -102,7 +111,15 @@ class ControllerProcess:
         self._informers_stop = threading.Event()
         self._workers_stop = threading.Event()
         self._workers: list[threading.Thread] = []
+        self._workers_lock = threading.Lock()
+        self._started: dict[str, int] = {c.name: 0 for c in self.controllers}
+        self._reconciling = False
         self._resyncer: threading.Thread | None = None
+        self.trimmer = Trimmer(
+            lambda: sum(self.manager.reconciles.values()),
+            lambda: not self.router.quiet(),
+            self.options.trim_interval,
+        )
 
     # -- informers ----------------------------------------------------------------------------------
     def start_informers(self) -> None:
@@ -135,19 +152,18 @@ class ControllerProcess:
         (as controller-runtime waits for its caches); False when ``stop`` was set first."""
         if not self.wait_for_sync(stop=stop):
             return False
+        # Workers run in a copy of this context, so log context follows them.
+        context = contextvars.copy_context()
+        with self._workers_lock:
+            self._reconciling = True
         for controller in self.controllers:
             queue = self.queues[controller.kind.KIND]
-            for i in range(self.concurrency_of(controller)):
-                thread = threading.Thread(
-                    target=contextvars.copy_context().run,
-                    args=(self._work, queue),
-                    name=f"capa-{controller.name}-worker-{i}",
-                    daemon=True,
-                )
-                thread.start()
-                self._workers.append(thread)
+            queue.on_starved = lambda c=controller: self._add_worker(c, context)
+            if len(queue):
+                self._add_worker(controller, context)
         self._resyncer = threading.Thread(target=self._resync_loop, name="capa-resync", daemon=True)
         self._resyncer.start()
+        self.trimmer.start(self._workers_stop)
         _log.info(
             "controllers started",
             workers={c.name: self.concurrency_of(c) for c in self.controllers},
@@ -155,9 +171,33 @@ class ControllerProcess:
         )
         return True
 
+    def workers_started(self) -> dict[str, int]:
+        """How many workers each controller has (started on demand, up to its concurrency)."""
+        with self._workers_lock:
+            return dict(self._started)
+
+    def _add_worker(self, controller: Controller, context: contextvars.Context) -> None:
+        """One more worker for ``controller``, unless it has its ``concurrency`` already."""
+        with self._workers_lock:
+            index = self._started[controller.name]
+            stopped = not self._reconciling or self._workers_stop.is_set()
+            if stopped or index >= self.concurrency_of(controller):
+                return
+            self._started[controller.name] = index + 1
+            thread = threading.Thread(
+                target=context.copy().run,
+                args=(self._work, self.queues[controller.kind.KIND]),
+                name=f"capa-{controller.name}-worker-{index}",
+                daemon=True,
+            )
+            self._workers.append(thread)
+        thread.start()
+
     def _work(self, queue: WorkQueue) -> None:
         while not self._workers_stop.is_set():
-            key = queue.get(timeout=0.2)
+            # Stopping shuts the queues down, which wakes every worker waiting here at once: the timeout
+            # is only a safety net, not how a stop is noticed (an idle worker wakes once a minute).
+            key = queue.get(timeout=WORKER_IDLE_WAKE)
             if key is None:
                 continue
             try:
@@ -172,6 +212,8 @@ class ControllerProcess:
                     _log.exception("could not requeue", key=str(key))
             finally:
                 queue.done(key)
+                if queue.in_progress() == 0 and not queue.has_due():
+                    self.trimmer.poke()  # maybe the end of a burst: the trimmer looks at every queue
 
     def resync(self) -> int:
         """Queue every cached object of every reconciled kind; returns how many."""
@@ -214,11 +256,14 @@ class ControllerProcess:
         self.stop_informers()
         self.stop_reconciling()
         deadline = time.monotonic() + grace
-        for thread in self._workers:
+        with self._workers_lock:
+            workers = list(self._workers)
+        for thread in workers:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self.trimmer.join(max(0.0, deadline - time.monotonic()))
         if self._resyncer is not None:
             self._resyncer.join(max(0.0, deadline - time.monotonic()))
-        unfinished = [t.name for t in self._workers if t.is_alive()]
+        unfinished = [t.name for t in workers if t.is_alive()]
         if unfinished:
             _log.warning("reconciles still running after the grace period", workers=unfinished)
             return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +62,10 @@ class WorkQueue:
         self._started_at: dict[ObjectKey, float] = {}
         self._shutting_down = False
         self._cond = threading.Condition()
+        self._waiting = 0
+        self.on_starved: Callable[[], None] | None = None
+        """Called (outside the queue's lock) when a key is due and no worker is waiting in :meth:`get`:
+        a process that starts its workers on demand starts another one (up to its limit)."""
 
     def add(self, key: ObjectKey, after: float = 0.0) -> None:
         self._add(key, after, count=True)
@@ -90,6 +94,9 @@ class WorkQueue:
             if self.metrics is not None:
                 self.metrics.depth(len(self._due))
             self._cond.notify()
+            starved = self._waiting == 0 and after <= 0
+        if starved and self.on_starved is not None:
+            self.on_starved()
 
     def add_rate_limited(self, key: ObjectKey) -> float:
         """Re-add after the delay the rate limiter gives this key (a retry); returns the delay."""
@@ -128,14 +135,29 @@ class WorkQueue:
                     if self.metrics is not None:
                         self.metrics.depth(len(self._due))
                         self.metrics.waited(max(0.0, now - queued_at))
-                    return key
+                    # Another key already due and nobody left waiting: one more worker (a delayed key
+                    # that came due while every worker was busy wakes no one by itself).
+                    starved = self._waiting == 0 and self._due_now(now)
+                    break
                 wait = None if not self._heap else self._heap[0][0] - now
                 if deadline is not None:
                     left = deadline - now
                     if left <= 0:
                         return None
                     wait = left if wait is None else min(wait, left)
-                self._cond.wait(wait)
+                self._waiting += 1
+                try:
+                    self._cond.wait(wait)
+                finally:
+                    self._waiting -= 1
+        if starved and self.on_starved is not None:
+            self.on_starved()
+        return key
+
+    def _due_now(self, now: float) -> bool:
+        while self._heap and self._due.get(self._heap[0][1]) != self._heap[0][0]:
+            heapq.heappop(self._heap)  # superseded entry
+        return bool(self._heap) and self._heap[0][0] <= now
 
     def done(self, key: ObjectKey) -> None:
         with self._cond:
@@ -155,6 +177,16 @@ class WorkQueue:
     def in_progress(self) -> int:
         with self._cond:
             return len(self._processing)
+
+    def waiting(self) -> int:
+        """How many workers are waiting in :meth:`get` for a key."""
+        with self._cond:
+            return self._waiting
+
+    def has_due(self) -> bool:
+        """Whether a key is due now (waiting for a worker), as opposed to queued for later."""
+        with self._cond:
+            return self._due_now(time.monotonic())
 
     def __len__(self) -> int:
         with self._cond:
@@ -192,6 +224,10 @@ class QueueRouter:
 
     def in_progress(self) -> int:
         return sum(queue.in_progress() for queue in self.queues.values())
+
+    def quiet(self) -> bool:
+        """No reconcile running and none due: the end of a burst."""
+        return not any(q.in_progress() or q.has_due() for q in self.queues.values())
 
     def __len__(self) -> int:
         return sum(len(queue) for queue in self.queues.values())

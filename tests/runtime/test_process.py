@@ -3,6 +3,7 @@ readiness probe following the informers, resync, graceful shutdown."""
 
 from __future__ import annotations
 
+import platform
 import threading
 import urllib.error
 import urllib.request
@@ -22,6 +23,7 @@ from capa_py.runtime.process import ControllerProcess, ProcessOptions
 from capa_py.runtime.queue import ObjectKey
 from capa_py.store import SQLiteStore, WatchEvent
 from capa_py.store.protocol import ObjectStore
+from tests.support.eventually import eventually
 
 SAFETY_TIMEOUT = 30.0
 """Only turns a hang into a failure; nothing waits for it on a healthy machine."""
@@ -283,3 +285,66 @@ def test_the_manager_forgets_a_deleted_object(store: SQLiteStore, built: list[Fl
     assert key not in manager._seen
     assert key not in manager._settled
     assert key not in manager.error_streaks
+
+
+def test_workers_start_on_demand_up_to_the_concurrency(store: SQLiteStore, built: list[Flaky]) -> None:
+    process = start(store, built, concurrency={"flaky": 3})
+    blocker = threading.Event()
+    built[0].blocker = blocker
+    process.start_informers()
+    process.start_workers()
+    try:
+        # Nothing to reconcile: no worker thread at all (the process's threads follow its work).
+        assert process.workers_started() == {"flaky": 0}
+        assert not [t for t in threading.enumerate() if t.name.startswith("capa-flaky-worker")]
+        for name in ("a", "b", "c", "d", "e"):
+            store.create(cluster(name))
+        # Five keys, every reconcile blocked: workers start until the limit, and no further.
+        assert built[0].started.wait(SAFETY_TIMEOUT)
+        with built[0]._cond:
+            built[0]._cond.wait_for(lambda: process.workers_started()["flaky"] == 3, SAFETY_TIMEOUT)
+        assert process.workers_started() == {"flaky": 3}
+        blocker.set()
+        assert built[0].wait_done("a", "b", "c", "d", "e")
+        assert process.workers_started() == {"flaky": 3}
+        names = sorted(t.name for t in threading.enumerate() if t.name.startswith("capa-flaky-worker"))
+        assert names == ["capa-flaky-worker-0", "capa-flaky-worker-1", "capa-flaky-worker-2"]
+    finally:
+        assert process.shutdown(SAFETY_TIMEOUT)
+
+
+def test_one_worker_is_enough_for_keys_coming_one_at_a_time(store: SQLiteStore, built: list[Flaky]) -> None:
+    process = start(store, built, concurrency={"flaky": 4})
+    process.start_informers()
+    process.start_workers()
+    try:
+        queue = process.queues["Cluster"]
+        for name in ("a", "b", "c"):
+            store.create(cluster(name))
+            assert built[0].wait_done(name)
+            eventually(lambda: queue.waiting() == 1, "the worker waiting for the next key")
+        # Each key found the first worker waiting: no second one was started.
+        assert process.workers_started() == {"flaky": 1}
+    finally:
+        assert process.shutdown(SAFETY_TIMEOUT)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_freed_memory_is_handed_back_once_a_burst_ends(store: SQLiteStore, built: list[Flaky]) -> None:
+    # An interval of an hour: the trim that follows comes from the end of the burst, not from the timer.
+    process = start(store, built, concurrency={"flaky": 2}, trim_interval=3600.0)
+    process.start_informers()
+    process.start_workers()
+    try:
+        assert process.trimmer.trims == 0, "nothing reconciled yet: nothing to hand back"
+        for name in ("a", "b", "c"):
+            store.create(cluster(name))
+        assert built[0].wait_done("a", "b", "c")
+        # The last reconcile's end is followed by a trim (one may also have come in a pause between them).
+        trimmer = process.trimmer
+        eventually(lambda: trimmer.trims >= 1 and not trimmer.behind(), "a trim after the burst")
+        trims = process.trimmer.trims
+        assert not process.trimmer.check(), "no reconcile since the last trim: no other one"
+        assert process.trimmer.trims == trims
+    finally:
+        assert process.shutdown(SAFETY_TIMEOUT)
