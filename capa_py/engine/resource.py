@@ -90,6 +90,16 @@ class ResourceClass(ABC, Generic[D]):
     """The kind whose describe also reports this kind's resources (a route table's routes and
     associations, an internet gateway's attachments): :meth:`describe_many` may be given recent
     observations of it to read from instead of describing those again."""
+    create_refuses_taken_key: ClassVar[bool] = False
+    """Whether the create call itself refuses a natural key already taken (``AlreadyExists``) and then
+    makes nothing, on every endpoint (Secrets Manager's ``CreateSecret`` of an existing name:
+    ``ResourceExistsException``), and the desired state names the key of the role's only resource. The
+    engine then creates first and looks the key up only when the create is refused: a lookup before the
+    create could only find what the refusal finds anyway."""
+    id_is_key: ClassVar[bool] = False
+    """Whether the resource's id is its natural key (a secret's name), so that a recorded id also names
+    any replacement of the resource: a delete by the recorded id needs no describe before it, and its
+    NotFound means done."""
     tracks_updates: ClassVar[bool] = False
     """Whether :meth:`update` writes every change it makes into the observation it was given (so the
     engine may keep serving it); otherwise an update that changed something makes it stale."""
