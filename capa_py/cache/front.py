@@ -183,6 +183,17 @@ class ReadThrough(Generic[D]):
         if self._observations is not None:
             self._observations.put(self.kind, observed.id, observed, self._ttl(observed))
 
+    def learn_state(self, observed: Observed) -> None:
+        """Share a poll that read the resource's state but not its tags (a load balancer provisioning),
+        with the tags last seen of it; nothing is shared when none were seen (an observation without
+        its tags would have the update flow tag it again)."""
+        if self._observations is None:
+            return
+        seen = self._observations.last_seen(self.kind, observed.id)
+        if isinstance(seen, Observed):
+            observed.tags = dict(seen.tags)
+            self.learn(observed)
+
     def remember(self, observed: Observed) -> Observed:
         """Keep what the caller changed in ``observed`` (not when it was seen)."""
         if self._observations is not None:

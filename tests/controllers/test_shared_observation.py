@@ -186,11 +186,18 @@ def test_creating_looks_up_nothing_inside_what_it_just_created(observing: Observ
     assert by_operation["secretsmanager:CreateSecret"] == 3
     assert by_operation["secretsmanager:DeleteSecret"] == 3
     assert calls.total(mutating=True) == 51
-    # The secrets cost reads too: one ListSecrets for the three machines (their lookup by tags), and a
-    # DescribeSecret by name before each create (the natural key) and before each delete.
-    assert by_operation["secretsmanager:ListSecrets"] == 1
-    assert by_operation["secretsmanager:DescribeSecret"] == 6
-    assert calls.total() <= 69, by_operation
+    # The secrets cost no reads: CreateSecret refuses a taken name (the name is described only then) and
+    # a recorded name is deleted as it is.
+    assert "secretsmanager:ListSecrets" not in by_operation
+    assert "secretsmanager:DescribeSecret" not in by_operation
+    # The load balancer's and the target group's names are looked up in the listing of the kind the
+    # lookup by tags just made; the provisioning load balancer's poll reads no tags.
+    assert by_operation["elbv2:DescribeTargetGroups"] == 1
+    assert by_operation["elbv2:DescribeLoadBalancers"] == 2
+    assert "elbv2:DescribeTags" not in by_operation
+    reads = calls.total() - calls.total(mutating=True)
+    assert reads <= 9, by_operation
+    assert calls.total() <= 60, by_operation
 
 
 def test_a_deleted_route_and_a_removed_tag_are_repaired_after_the_freshness_bound(

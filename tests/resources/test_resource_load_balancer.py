@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-from capa_py.aws.errors import DependencyViolation, NotFound
+from capa_py.aws.accounting import call_scope
+from capa_py.aws.errors import DependencyViolation, NotFound, Transient
+from capa_py.aws.observations import Observations
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.target_group import (
@@ -16,6 +18,7 @@ from resources.target_group import (
     TargetRegistration,
     TargetRegistrationDesired,
 )
+from tests.engine.support import Faults
 from tests.resources.builders import Builder
 
 
@@ -140,3 +143,58 @@ def test_registration_of_a_deleted_target_group_is_gone(build: Builder) -> None:
     assert TargetRegistration(build.aws).describe_by_id(registration.id) is None
     with pytest.raises(NotFound):
         TargetRegistration(build.aws).delete(registration.id)
+
+
+def test_a_name_is_looked_up_in_the_listing_the_lookup_by_tags_just_made(
+    build: Builder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ELBv2 has no tag filter: the lookup by tags lists every load balancer of the region, so the lookup
+    by name right after it is answered from that listing, free or taken, without a call."""
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    balancers = LoadBalancer(build.aws)
+    subnet = build.subnet(public=True)
+    other = LoadBalancerDesired("beta-apiserver", (subnet.id,))
+    balancers.create(other, build.tags("other"), None)
+    desired = LoadBalancerDesired("alpha-apiserver", (subnet.id,))
+
+    with call_scope() as calls:
+        assert balancers.describe_by_tags(build.tags("apiserver"), desired) == []
+        assert balancers.describe_by_key(desired) is None
+        taken = balancers.describe_by_key(other)
+    assert taken is not None
+    assert taken.tags == build.tags("other"), "the holder comes with its tags, for the ownership check"
+    assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 1}
+
+
+def test_after_a_create_whose_answer_was_lost_the_name_is_asked_of_aws(
+    build: Builder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto makes a second load balancer of a name that exists, so the lookup by name before a create must
+    never answer from a listing made before a create whose outcome is unknown: that listing is forgotten."""
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    balancers = LoadBalancer(build.aws)
+    subnet = build.subnet(public=True)
+    desired = LoadBalancerDesired("alpha-apiserver", (subnet.id,))
+    assert balancers.describe_by_tags(build.tags("apiserver"), desired) == []
+    faults = Faults()
+    faults.lose_response(build.aws, "CreateLoadBalancer", service="elbv2")
+    try:
+        with pytest.raises(Transient):
+            balancers.create(desired, build.tags("apiserver"), None)
+    finally:
+        faults.clear()
+
+    found = balancers.describe_by_key(desired)
+    assert found is not None, "the load balancer the lost create made is found by its name"
+    assert len(build.aws.elbv2.call("DescribeLoadBalancers")["LoadBalancers"]) == 1
+
+
+def test_the_provisioning_poll_reads_no_tags(build: Builder) -> None:
+    balancers = LoadBalancer(build.aws)
+    subnet = build.subnet(public=True)
+    created = balancers.create(LoadBalancerDesired("alpha-apiserver", (subnet.id,)), build.tags("lb"), None)
+    with call_scope() as calls:
+        polled = balancers.poll(created.id)
+    assert polled is not None
+    assert polled.state == "active"
+    assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1}
