@@ -95,6 +95,12 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
             **({"Tags": tag_list(tags)} if tags else {}),
         )
 
+    def creates_first_in(self, desired: TargetGroupDesired) -> str | None:
+        """The target group's VPC: ``CreateTargetGroup`` of a name taken with other settings is
+        ``DuplicateTargetGroupName`` (moto refuses any taken name), and with the same settings — the same
+        VPC — answers the group that has them, which in a VPC this process has just made is its own."""
+        return desired.vpc_id
+
     def describe_by_id(self, resource_id: str) -> Observed | None:
         return self._describe(TargetGroupArns=[resource_id])
 

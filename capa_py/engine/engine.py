@@ -23,9 +23,12 @@ gives the replacement a token of its own: the lost resource's token would only r
 Resources shared with the cloud provider are create/delete only.
 
 Beyond the seed: a natural key is looked up before every create that has one (what makes classes 3 and 5
-idempotent), and before a create with neither tags, token nor key the engine writes an *intent* to the
-owner's status — with the candidates that already existed — so that after a crash it can find the one
-resource its interrupted create made and adopt it, or report that it cannot decide. That adoption is
+idempotent) — unless the create itself refuses a taken key and then makes nothing (a secret's name; a target
+group in a VPC this process has just made: :meth:`~capa_py.cache.front.ReadThrough.creates_first`), when the
+key is looked up only on that refusal — and before a create with neither tags, token nor key the engine
+writes an *intent* to the owner's status — with the candidates that already existed — so that after a
+crash it can find the one resource its interrupted create made and adopt it, or report that it cannot
+decide. That adoption is
 bounded by the profile's adoption window and by what the intent's first examination saw (see
 :mod:`capa_py.engine.intents`). Whatever the engine takes without having recorded it (found by tags, by key
 or through an intent) is first compared with the desired state: a differing immutable attribute is
@@ -235,7 +238,7 @@ class Engine:
         self, reads: ReadThrough[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
     ) -> Observed:
         token = client_token(scope, role) if traits.client_token else None
-        if reads.rc.create_refuses_taken_key and traits.natural_key:
+        if traits.natural_key and reads.creates_first(desired):
             observed = self._create_or_find_taken(reads, traits, role, desired, tags, token, scope)
         else:
             known = found(reads, traits, role, desired, scope, by_tags=True, require_owned=traits.taggable)

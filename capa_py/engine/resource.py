@@ -167,6 +167,21 @@ class ResourceClass(ABC, Generic[D]):
         (the default) when the class's identity reaches beyond a parent (an account-wide name)."""
         return None
 
+    def made_after(self, desired: D) -> str | None:
+        """The resource (the cluster's VPC) that ``desired``'s kind is only ever created after, for the same
+        cluster, and deleted before (an internet gateway, a NAT gateway's elastic IP). When this process
+        created that one moments ago — its own lookup by tags had found none of the cluster's — no
+        resource of this kind can carry the cluster's tags but what this process made since: the lookup
+        by tags is answered without a Describe, as inside a :meth:`parent_of`. None (the default): ask."""
+        return None
+
+    def creates_first_in(self, desired: D) -> str | None:
+        """The resource (a VPC) that makes the create of ``desired`` safe to try before any lookup when
+        this process has just created it: the create refuses a taken key (``AlreadyExists``), or answers
+        a request with the very same settings with the resource that has them, and nothing but this
+        process can have put one with those settings there. None (the default): look up first."""
+        return None
+
     def is_ready(self, observed: Observed) -> bool:
         """Whether the resource is usable (a NAT gateway is ``available``, an instance ``running``)."""
         return True

@@ -3,6 +3,8 @@ place, deletion order, target registration states."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +12,11 @@ import pytest
 from capa_py.aws.accounting import call_scope
 from capa_py.aws.errors import DependencyViolation, NotFound, Transient
 from capa_py.aws.observations import Observations
+from capa_py.engine.engine import Engine
+from capa_py.engine.errors import NaturalKeyTaken
+from capa_py.engine.profiles import MOTO
+from capa_py.engine.tags import managed_tags
+from capa_py.store import SQLiteStore
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.target_group import (
@@ -18,8 +25,8 @@ from resources.target_group import (
     TargetRegistration,
     TargetRegistrationDesired,
 )
-from tests.engine.support import Faults
-from tests.resources.builders import Builder
+from tests.engine.support import Faults, FlakyStatusStore, Owner
+from tests.resources.builders import CLUSTER, Builder
 
 
 def test_load_balancer_is_a_network_load_balancer_ready_when_active(build: Builder) -> None:
@@ -198,3 +205,63 @@ def test_the_provisioning_poll_reads_no_tags(build: Builder) -> None:
     assert polled is not None
     assert polled.state == "active"
     assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1}
+
+
+@pytest.fixture
+def owner(tmp_path: Path) -> Iterator[Owner]:
+    with SQLiteStore(tmp_path / "state.db") as store:
+        yield Owner.create(FlakyStatusStore(store))
+
+
+def test_a_target_group_in_a_vpc_this_process_just_made_is_created_without_a_lookup(
+    build: Builder, owner: Owner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing but this process can have put a group into a VPC it has just made, and a taken name is
+    refused: the create is the only call."""
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    vpc = build.vpc()
+    build.aws.observations.born(vpc.id)
+    desired = TargetGroupDesired("alpha-apiserver-tg", vpc.id)
+
+    with call_scope() as calls:
+        created = Engine(MOTO).ensure(TargetGroup(build.aws), "apiserver-tg", desired, owner.scope())
+
+    assert calls.by_operation() == {"elbv2:CreateTargetGroup": 1}
+    assert owner.status().resources["apiserver-tg"].id == created.id
+
+
+def test_a_target_group_name_held_elsewhere_is_refused_then_looked_up(
+    build: Builder, owner: Owner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The create first is refused (DuplicateTargetGroupName): the name is looked up then, and another
+    cluster's group is never adopted."""
+    groups = TargetGroup(build.aws)
+    groups.create(TargetGroupDesired("alpha-apiserver-tg", build.vpc().id), build.tags("tg", "other"), None)
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    vpc = build.vpc("10.1.0.0/16")
+    build.aws.observations.born(vpc.id)
+
+    with pytest.raises(NaturalKeyTaken):
+        Engine(MOTO).ensure(
+            groups, "apiserver-tg", TargetGroupDesired("alpha-apiserver-tg", vpc.id), owner.scope()
+        )
+    assert "apiserver-tg" not in owner.status().resources
+    assert len(build.aws.elbv2.call("DescribeTargetGroups")["TargetGroups"]) == 1
+
+
+def test_a_target_group_in_a_vpc_made_by_an_earlier_process_is_looked_up_first(
+    build: Builder, owner: Owner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a crash the VPC is not this process's: the group the crashed pass made is found, not made
+    again."""
+    vpc = build.vpc()
+    desired = TargetGroupDesired("alpha-apiserver-tg", vpc.id)
+    made = TargetGroup(build.aws).create(
+        desired, managed_tags(CLUSTER, "apiserver-tg", store_uid=owner.scope().store_uid), None
+    )
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+
+    adopted = Engine(MOTO).ensure(TargetGroup(build.aws), "apiserver-tg", desired, owner.scope())
+
+    assert adopted.id == made.id
+    assert len(build.aws.elbv2.call("DescribeTargetGroups")["TargetGroups"]) == 1
