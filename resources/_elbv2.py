@@ -3,6 +3,7 @@ lookups by tags list the resources and read their tags, 20 ARNs a call) and desc
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import Any
@@ -17,9 +18,7 @@ from resources._common import (
     elbv2_tags,
 )
 
-IAM_ACTIONS: tuple[str, ...] = (
-    "elasticloadbalancing:AddTags",
-)
+IAM_ACTIONS: tuple[str, ...] = ("elasticloadbalancing:AddTags",)
 """The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
 
 API_SERVER_PORT = 6443
@@ -30,12 +29,48 @@ def add_tags(resource: ResourceClass[Any], arn: str, tags: Mapping[str, str]) ->
         resource.aws.elbv2.call("AddTags", after_create=True, ResourceArns=[arn], Tags=tag_list(tags))
 
 
-def tagged(resource: ResourceClass[Any], observed: list[Observed], tags: Mapping[str, str]) -> list[Observed]:
-    """Fill in each resource's tags and keep those carrying every one of ``tags``."""
+NAMES_FRESHNESS = 5.0
+"""How long the names a listing of every load balancer (or target group) of the region saw answer a
+lookup by name: the engine looks a name up right after listing the kind by tags, in the same ensure."""
+
+
+def tagged(
+    resource: ResourceClass[Any],
+    observed: list[Observed],
+    tags: Mapping[str, str],
+    whole_region: bool = False,
+) -> list[Observed]:
+    """Fill in each resource's tags and keep those carrying every one of ``tags``. With ``whole_region``
+    (``observed`` is every resource of the kind in the region) the names it holds are kept for
+    :func:`by_listed_name`."""
     found = elbv2_tags(resource.aws, [o.id for o in observed])
     for o in observed:
         o.tags = found.get(o.id, {})
+    if whole_region:
+        names = {str(o.attributes.get("name")): o for o in observed}
+        known_of(resource.aws).learn(("elbv2-names", resource.kind), names)
     return [o for o in observed if carries(o.tags, tags)]
+
+
+def by_listed_name(resource: ResourceClass[Any], name: str) -> Any:
+    """The resource named ``name`` as the region's listing of the kind made moments ago saw it (None: the
+    name was free then), or :data:`MISS` when no such listing is at hand."""
+    names = known_of(resource.aws).recalled(("elbv2-names", resource.kind), NAMES_FRESHNESS)
+    if names is MISS:
+        return MISS
+    return copy.deepcopy(names.get(name))
+
+
+def named(resource: ResourceClass[Any], observed: Observed | None, name: str) -> None:
+    """After a create of ``name``: the listing now holds it (``observed``) — or, after a create whose
+    outcome is unknown (None), the listing is forgotten and the next lookup asks AWS."""
+    known = known_of(resource.aws)
+    key = ("elbv2-names", resource.kind)
+    names = known.recalled(key, NAMES_FRESHNESS)
+    if observed is None or names is MISS:
+        known.forget(key)
+        return
+    known.learn(key, {**names, name: copy.deepcopy(observed)})
 
 
 def many(

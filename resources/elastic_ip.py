@@ -27,6 +27,10 @@ IAM_ACTIONS: tuple[str, ...] = (
 class ElasticIpDesired:
     """An address from Amazon's pool: nothing to choose beyond its tags."""
 
+    vpc_id: str | None = None
+    """The cluster's VPC whose NAT gateway it is for (not sent). The address is made only after that VPC
+    and released before it: see :meth:`ElasticIp.made_after`."""
+
 
 def _observed(address: Mapping[str, Any]) -> Observed:
     association = address.get("AssociationId")
@@ -97,6 +101,9 @@ class ElasticIp(ResourceClass[ElasticIpDesired]):
 
     def delete(self, resource_id: str) -> None:
         self.aws.ec2.call("ReleaseAddress", AllocationId=resource_id)
+
+    def made_after(self, desired: ElasticIpDesired) -> str | None:
+        return desired.vpc_id
 
     def key_of(self, desired: ElasticIpDesired) -> str:
         return "elastic-ip"

@@ -36,6 +36,10 @@ _LIVE_ATTACHMENT_STATES = frozenset({"attaching", "attached", "available"})
 class InternetGatewayDesired:
     """An internet gateway has nothing to choose: everything about it is in its tags and attachment."""
 
+    vpc_id: str | None = None
+    """The cluster's VPC it is made for (not sent: a gateway is created detached, then attached). The
+    gateway is made only after that VPC and deleted before it: see :meth:`InternetGateway.made_after`."""
+
 
 @dataclass(frozen=True)
 class InternetGatewayAttachmentDesired:
@@ -67,6 +71,9 @@ class InternetGateway(ResourceClass[InternetGatewayDesired]):
     traits = Traits(tag_on_create=True, taggable=True)
     """CreateInternetGateway accepts TagSpecifications (tag_on_create); it has no ClientToken; CreateTags tags
     it later (taggable)."""
+
+    def made_after(self, desired: InternetGatewayDesired) -> str | None:
+        return desired.vpc_id
 
     def create(
         self, desired: InternetGatewayDesired, tags: Mapping[str, str] | None, token: str | None

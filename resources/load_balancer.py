@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from capa_py.aws.errors import NotFound
-from capa_py.cache.known import known_of
+from capa_py.cache.known import MISS, known_of
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_list
 from capa_py.engine.traits import Traits
 from resources._common import (
     ATTRIBUTE_FRESHNESS,
 )
-from resources._elbv2 import add_tags, many, tagged, with_tags
+from resources._elbv2 import add_tags, by_listed_name, many, named, tagged, with_tags
 
 IAM_ACTIONS: tuple[str, ...] = (
     "ec2:DescribeSubnets",
@@ -80,7 +80,20 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
     def create(
         self, desired: LoadBalancerDesired, tags: Mapping[str, str] | None, token: str | None
     ) -> Observed:
-        response = self.aws.elbv2.call(
+        try:
+            response = self._create_call(desired, tags)
+        except Exception:
+            named(self, None, desired.name)
+            raise
+        observed = _observed_lb(response["LoadBalancers"][0])
+        observed.tags = dict(tags or {})
+        named(self, observed, desired.name)
+        # A new network load balancer does not balance across zones until told to.
+        known_of(self.aws).learn(("lb-attribute", observed.id, CROSS_ZONE), "false")
+        return observed
+
+    def _create_call(self, desired: LoadBalancerDesired, tags: Mapping[str, str] | None) -> dict[str, Any]:
+        return self.aws.elbv2.call(
             "CreateLoadBalancer",
             after_create=True,  # the subnets may be moments old
             Name=desired.name,
@@ -91,11 +104,6 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
             **({"SecurityGroups": list(desired.security_group_ids)} if desired.security_group_ids else {}),
             **({"Tags": tag_list(tags)} if tags else {}),
         )
-        observed = _observed_lb(response["LoadBalancers"][0])
-        observed.tags = dict(tags or {})
-        # A new network load balancer does not balance across zones until told to.
-        known_of(self.aws).learn(("lb-attribute", observed.id, CROSS_ZONE), "false")
-        return observed
 
     def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
         return many(
@@ -111,7 +119,21 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
             return None
         return with_tags(self, _observed_lb(lbs[0])) if lbs else None
 
+    def poll(self, resource_id: str) -> Observed | None:
+        """The load balancer's state and DNS name, without its tags (a wait's poll)."""
+        try:
+            lbs = self.aws.elbv2.call("DescribeLoadBalancers", LoadBalancerArns=[resource_id])[
+                "LoadBalancers"
+            ]
+        except NotFound:
+            return None
+        return _observed_lb(lbs[0]) if lbs else None
+
     def describe_by_key(self, desired: LoadBalancerDesired) -> Observed | None:
+        listed = by_listed_name(self, desired.name)
+        if listed is not MISS:
+            result: Observed | None = listed
+            return result
         try:
             lbs = self.aws.elbv2.call("DescribeLoadBalancers", Names=[desired.name])["LoadBalancers"]
         except NotFound:
@@ -122,7 +144,7 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
         self, tags: Mapping[str, str], desired: LoadBalancerDesired | None
     ) -> list[Observed]:
         lbs = [_observed_lb(lb) for lb in self.aws.elbv2.pages("DescribeLoadBalancers", "LoadBalancers")]
-        return tagged(self, lbs, tags)
+        return tagged(self, lbs, tags, whole_region=True)
 
     def mismatches(self, observed: Observed, desired: LoadBalancerDesired) -> list[Mismatch]:
         """Name, scheme and type, and the VPC: the desired subnets' VPC (asked only when adopting)."""

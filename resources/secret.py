@@ -70,6 +70,13 @@ class Secret(ResourceClass[SecretDesired]):
     traits = Traits(tag_on_create=True, client_token=True, natural_key=True, taggable=True)
     """CreateSecret accepts Tags (tag_on_create) and ClientRequestToken (client_token); the name is unique in
     the account and region (natural_key); TagResource tags it later (taggable)."""
+    create_refuses_taken_key = True
+    """``CreateSecret`` of a name already taken is ``ResourceExistsException`` and makes nothing (on AWS,
+    moto and LocalStack), and a role's secret has one name (``<prefix>-<index>``): the engine creates first
+    and describes the name only when the create is refused."""
+    id_is_key = True
+    """The id is the name: a recorded name is deleted without a describe first (a forced delete of a name
+    that is gone is answered as done)."""
 
     def create(self, desired: SecretDesired, tags: Mapping[str, str] | None, token: str | None) -> Observed:
         params: dict[str, Any] = {"Name": desired.name, "SecretBinary": desired.data}

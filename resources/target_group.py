@@ -12,13 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from capa_py.aws.errors import NotFound
+from capa_py.cache.known import MISS
 from capa_py.engine.resource import Mismatch, Observed, ResourceClass, compare, tag_list
 from capa_py.engine.traits import Traits
 from resources._common import (
     ATTRIBUTE_FRESHNESS,
     split_id,
 )
-from resources._elbv2 import API_SERVER_PORT, add_tags, many, tagged, with_tags
+from resources._elbv2 import API_SERVER_PORT, add_tags, by_listed_name, many, named, tagged, with_tags
 
 IAM_ACTIONS: tuple[str, ...] = (
     "elasticloadbalancing:CreateTargetGroup",
@@ -69,7 +70,18 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
     def create(
         self, desired: TargetGroupDesired, tags: Mapping[str, str] | None, token: str | None
     ) -> Observed:
-        response = self.aws.elbv2.call(
+        try:
+            response = self._create_call(desired, tags)
+        except Exception:
+            named(self, None, desired.name)
+            raise
+        observed = _observed_tg(response["TargetGroups"][0])
+        observed.tags = dict(tags or {})
+        named(self, observed, desired.name)
+        return observed
+
+    def _create_call(self, desired: TargetGroupDesired, tags: Mapping[str, str] | None) -> dict[str, Any]:
+        return self.aws.elbv2.call(
             "CreateTargetGroup",
             after_create=True,  # the VPC may be moments old
             Name=desired.name,
@@ -82,14 +94,21 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
             HealthCheckPort="traffic-port",
             **({"Tags": tag_list(tags)} if tags else {}),
         )
-        observed = _observed_tg(response["TargetGroups"][0])
-        observed.tags = dict(tags or {})
-        return observed
+
+    def creates_first_in(self, desired: TargetGroupDesired) -> str | None:
+        """The target group's VPC: ``CreateTargetGroup`` of a name taken with other settings is
+        ``DuplicateTargetGroupName`` (moto refuses any taken name), and with the same settings — the same
+        VPC — answers the group that has them, which in a VPC this process has just made is its own."""
+        return desired.vpc_id
 
     def describe_by_id(self, resource_id: str) -> Observed | None:
         return self._describe(TargetGroupArns=[resource_id])
 
     def describe_by_key(self, desired: TargetGroupDesired) -> Observed | None:
+        listed = by_listed_name(self, desired.name)
+        if listed is not MISS:
+            result: Observed | None = listed
+            return result
         return self._describe(Names=[desired.name])
 
     def describe_many(self, resource_ids: list[str], within: Sequence[Observed] = ()) -> dict[str, Observed]:
@@ -99,7 +118,7 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
 
     def describe_by_tags(self, tags: Mapping[str, str], desired: TargetGroupDesired | None) -> list[Observed]:
         tgs = [_observed_tg(tg) for tg in self.aws.elbv2.pages("DescribeTargetGroups", "TargetGroups")]
-        return tagged(self, tgs, tags)
+        return tagged(self, tgs, tags, whole_region=True)
 
     def mismatches(self, observed: Observed, desired: TargetGroupDesired) -> list[Mismatch]:
         found = observed.attributes

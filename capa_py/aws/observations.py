@@ -78,6 +78,14 @@ class Observations:
                 return MISS
             return copy.deepcopy(entry.value)
 
+    def last_seen(self, kind: str, resource_id: str) -> Any:
+        """A copy of the last observation of ``resource_id``, fresh or not, else :data:`MISS`."""
+        if not self.enabled:
+            return MISS
+        with self._lock:
+            entry = self._entries.get(kind, {}).get(resource_id)
+            return MISS if entry is None else copy.deepcopy(entry.value)
+
     def put(self, kind: str, resource_id: str, value: Any, ttl: float) -> None:
         """Remember ``value`` as seen now, to be served for ``ttl`` seconds (0 or less: known, not served)."""
         if not self.enabled:

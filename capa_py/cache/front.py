@@ -154,9 +154,10 @@ class ReadThrough(Generic[D]):
         observations = self._observations
         parent = self.rc.parent_of(desired)
         owned = {cluster_tag_key(cluster): OWNED}
-        if observations is not None and observations.born_here(parent):
-            assert parent is not None
-            return [o for _, o in observations.children(parent, self.kind)]
+        inside = self._made_in(desired)
+        if observations is not None and observations.born_here(inside):
+            assert inside is not None
+            return [o for _, o in observations.children(inside, self.kind)]
         if self.kind in self._pass.tagged:
             return self._pass.tagged[self.kind]
         if observations is not None:
@@ -166,6 +167,12 @@ class ReadThrough(Generic[D]):
                 lambda: self.rc.describe_by_tags(owned, desired),
             )
         return self.rc.describe_by_tags(owned, desired)
+
+    def _made_in(self, desired: D) -> str | None:
+        """Where what this process makes of ``desired``'s kind is noted: its parent, or the resource it is
+        only ever made after."""
+        parent = self.rc.parent_of(desired)
+        return parent if parent is not None else self.rc.made_after(desired)
 
     def by_key(self, desired: D) -> Observed | None:
         """The resource holding the natural key of ``desired``."""
@@ -177,11 +184,31 @@ class ReadThrough(Generic[D]):
             return next((o for k, o in observations.children(parent, self.kind) if k == key), None)
         return self.rc.describe_by_key(desired)
 
+    def creates_first(self, desired: D) -> bool:
+        """Whether the engine may create ``desired`` before looking its key up (the lookup is then made
+        only when the create is refused): a class whose create always refuses a taken key, or one whose
+        create is safe inside a parent this process has just created."""
+        if self.rc.create_refuses_taken_key:
+            return True
+        inside = self.rc.creates_first_in(desired)
+        return self._observations is not None and self._observations.born_here(inside)
+
     # -- what the caller learnt or changed ----------------------------------------------------------------
     def learn(self, observed: Observed) -> None:
         """Share what the caller just described itself (a wait step's poll) as a fresh observation."""
         if self._observations is not None:
             self._observations.put(self.kind, observed.id, observed, self._ttl(observed))
+
+    def learn_state(self, observed: Observed) -> None:
+        """Share a poll that read the resource's state but not its tags (a load balancer provisioning),
+        with the tags last seen of it; nothing is shared when none were seen (an observation without
+        its tags would have the update flow tag it again)."""
+        if self._observations is None:
+            return
+        seen = self._observations.last_seen(self.kind, observed.id)
+        if isinstance(seen, Observed):
+            observed.tags = dict(seen.tags)
+            self.learn(observed)
 
     def remember(self, observed: Observed) -> Observed:
         """Keep what the caller changed in ``observed`` (not when it was seen)."""
@@ -208,15 +235,17 @@ class ReadThrough(Generic[D]):
             if observations is not None:
                 # The create may have happened all the same (a lost response): what this process knows is
                 # no longer the whole truth, so the next lookup asks AWS.
-                observations.doubt(self.rc.parent_of(desired))
+                observations.doubt(self._made_in(desired))
+                observations.doubt(self.rc.creates_first_in(desired))
                 observations.forget_facts(("tagged", cluster, self.kind))
             raise
         if observations is not None:
             # A failed record must find it in the listing, not create another.
             observations.born(observed.id)
             parent = self.rc.parent_of(desired)
-            if parent is not None:
-                observations.add_child(parent, self.kind, observed.id, self.rc.key_of(desired), observed)
+            inside = self._made_in(desired)
+            if inside is not None:
+                observations.add_child(inside, self.kind, observed.id, self.rc.key_of(desired), observed)
             observations.extend_fact(_listing_key(cluster, self.kind, parent), observed)
             observations.put(self.kind, observed.id, observed, self._ttl(observed))
         return observed

@@ -38,6 +38,10 @@ class Known:
         default)."""
         self._observations.learn_fact(key, value)
 
+    def forget(self, key: tuple[Hashable, ...]) -> None:
+        """``key`` (and every key it begins) is no longer known: the next ask reads it again."""
+        self._observations.forget_facts(key)
+
     def due(self, kind: str) -> list[str]:
         """The ids of ``kind`` the next refresh of the kind will describe (a caller reading something of
         every resource anyway may read theirs in the same call)."""

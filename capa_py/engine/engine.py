@@ -23,9 +23,12 @@ gives the replacement a token of its own: the lost resource's token would only r
 Resources shared with the cloud provider are create/delete only.
 
 Beyond the seed: a natural key is looked up before every create that has one (what makes classes 3 and 5
-idempotent), and before a create with neither tags, token nor key the engine writes an *intent* to the
-owner's status — with the candidates that already existed — so that after a crash it can find the one
-resource its interrupted create made and adopt it, or report that it cannot decide. That adoption is
+idempotent) — unless the create itself refuses a taken key and then makes nothing (a secret's name; a target
+group in a VPC this process has just made: :meth:`~capa_py.cache.front.ReadThrough.creates_first`), when the
+key is looked up only on that refusal — and before a create with neither tags, token nor key the engine
+writes an *intent* to the owner's status — with the candidates that already existed — so that after a
+crash it can find the one resource its interrupted create made and adopt it, or report that it cannot
+decide. That adoption is
 bounded by the profile's adoption window and by what the intent's first examination saw (see
 :mod:`capa_py.engine.intents`). Whatever the engine takes without having recorded it (found by tags, by key
 or through an intent) is first compared with the desired state: a differing immutable attribute is
@@ -45,7 +48,7 @@ from typing import Any, TypeVar
 
 from capa_py.api.aws import RecordedResource
 from capa_py.api.meta import utcnow
-from capa_py.aws.errors import AWSError
+from capa_py.aws.errors import AlreadyExists, AWSError
 from capa_py.cache.front import ReadThrough
 from capa_py.engine.errors import NonRetryableError, RecordError, RetryableError, Waiting
 from capa_py.engine.intents import PREEXISTING, adopt_intent, write_intent
@@ -234,12 +237,42 @@ class Engine:
     def _create_tag_on_create(
         self, reads: ReadThrough[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope
     ) -> Observed:
-        observed = found(reads, traits, role, desired, scope, by_tags=True, require_owned=traits.taggable)
-        if observed is None:
-            token = client_token(scope, role) if traits.client_token else None
-            observed = create(reads, role, desired, tags, token, traits, scope)
+        token = client_token(scope, role) if traits.client_token else None
+        if traits.natural_key and reads.creates_first(desired):
+            observed = self._create_or_find_taken(reads, traits, role, desired, tags, token, scope)
+        else:
+            known = found(reads, traits, role, desired, scope, by_tags=True, require_owned=traits.taggable)
+            if known is None:
+                known = create(reads, role, desired, tags, token, traits, scope)
+            observed = known
         record_or_retry(scope, role, reads.rc, observed, traits, tags_complete=True)
         return observed
+
+    def _create_or_find_taken(
+        self,
+        reads: ReadThrough[D],
+        traits: Traits,
+        role: str,
+        desired: D,
+        tags: dict[str, str],
+        token: str | None,
+        scope: Scope,
+    ) -> Observed:
+        """Create first, for a class whose create refuses a taken key and makes nothing then: the key is
+        looked up only on that refusal (a create interrupted before its record, or a key someone else
+        holds), and what holds it is adopted only when it carries this role's and this store's tags."""
+        try:
+            return create(reads, role, desired, tags, token, traits, scope)
+        except AlreadyExists as exc:
+            holder = found(reads, traits, role, desired, scope, by_tags=False, require_owned=traits.taggable)
+            if holder is None:
+                # Refused, yet nothing live holds the key (one scheduled for deletion, or deleted since).
+                raise RetryableError(
+                    f"{reads.kind} {reads.rc.key_of(desired)}: the create was refused ({exc.code}) and "
+                    "no live resource holds the key yet"
+                ) from exc
+            _log.info("adopting what holds the key", kind=reads.kind, role=role, resource_id=holder.id)
+            return holder
 
     def _create_token_then_tag(
         self, reads: ReadThrough[D], traits: Traits, role: str, desired: D, tags: dict[str, str], scope: Scope

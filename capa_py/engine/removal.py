@@ -45,21 +45,27 @@ def remove(
     recorded = scope.recorder.recorded(role)
     known_live: str | None = None
     live: Observed | None = None
-    if recorded is not None and traits.client_token:
+    # A class whose id is its natural key names with its record any replacement too: the recorded id is
+    # deleted as it is, without a describe first (its NotFound is done).
+    by_record = recorded is not None and rc.id_is_key
+    if recorded is not None and traits.client_token and not by_record:
         # After drift under a token strategy the lost record stays until its replacement is recorded
         # (see ensure): a record whose resource is gone may hide an unrecorded replacement.
         live = rc.describe_by_id(recorded.id)
         known_live = recorded.id if live is not None else None
-    if recorded is not None and (known_live is not None or not traits.client_token):
+    if recorded is not None and (known_live is not None or not traits.client_token or by_record):
         ids.append(recorded.id)
     else:
         ids += _unrecorded(rc, role, scope, desired, traits, profile, clock)
     pending: list[str] = []
     reads = ReadThrough.of(rc, scope.reads)
     for resource_id in ids:
-        current = rc.describe_by_id(resource_id) if resource_id != known_live else live
-        if resource_id != known_live and current is None:
-            continue
+        if by_record:
+            current = None
+        else:
+            current = rc.describe_by_id(resource_id) if resource_id != known_live else live
+            if resource_id != known_live and current is None:
+                continue
         try:
             reads.delete(resource_id, scope.cluster)
         except NotFound:

@@ -90,6 +90,16 @@ class ResourceClass(ABC, Generic[D]):
     """The kind whose describe also reports this kind's resources (a route table's routes and
     associations, an internet gateway's attachments): :meth:`describe_many` may be given recent
     observations of it to read from instead of describing those again."""
+    create_refuses_taken_key: ClassVar[bool] = False
+    """Whether the create call itself refuses a natural key already taken (``AlreadyExists``) and then
+    makes nothing, on every endpoint (Secrets Manager's ``CreateSecret`` of an existing name:
+    ``ResourceExistsException``), and the desired state names the key of the role's only resource. The
+    engine then creates first and looks the key up only when the create is refused: a lookup before the
+    create could only find what the refusal finds anyway."""
+    id_is_key: ClassVar[bool] = False
+    """Whether the resource's id is its natural key (a secret's name), so that a recorded id also names
+    any replacement of the resource: a delete by the recorded id needs no describe before it, and its
+    NotFound means done."""
     tracks_updates: ClassVar[bool] = False
     """Whether :meth:`update` writes every change it makes into the observation it was given (so the
     engine may keep serving it); otherwise an update that changed something makes it stale."""
@@ -155,6 +165,21 @@ class ResourceClass(ABC, Generic[D]):
         a subnet's VPC, a NAT gateway's subnet, a route's table. When this process created that parent, the
         engine answers "does one exist already?" from what it created since, without a Describe. None
         (the default) when the class's identity reaches beyond a parent (an account-wide name)."""
+        return None
+
+    def made_after(self, desired: D) -> str | None:
+        """The resource (the cluster's VPC) that ``desired``'s kind is only ever created after, for the same
+        cluster, and deleted before (an internet gateway, a NAT gateway's elastic IP). When this process
+        created that one moments ago — its own lookup by tags had found none of the cluster's — no
+        resource of this kind can carry the cluster's tags but what this process made since: the lookup
+        by tags is answered without a Describe, as inside a :meth:`parent_of`. None (the default): ask."""
+        return None
+
+    def creates_first_in(self, desired: D) -> str | None:
+        """The resource (a VPC) that makes the create of ``desired`` safe to try before any lookup when
+        this process has just created it: the create refuses a taken key (``AlreadyExists``), or answers
+        a request with the very same settings with the resource that has them, and nothing but this
+        process can have put one with those settings there. None (the default): look up first."""
         return None
 
     def is_ready(self, observed: Observed) -> bool:

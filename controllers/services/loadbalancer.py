@@ -134,9 +134,10 @@ def wait_for_load_balancer(scope: ClusterScope) -> None:
     pending = scope.load_balancer
     rc = scope.resources.load_balancer
     if pending.to_poll is not None:
-        observed = rc.describe_by_id(pending.to_poll)
+        # The state and DNS name are what the wait needs: the tags are the ones last seen (no DescribeTags).
+        observed = rc.poll(pending.to_poll)
         if observed is not None:
-            scope.reads(rc).learn(observed)
+            scope.reads(rc).learn_state(observed)
         if observed is None:
             _log.warning("the provisioning load balancer is gone; creating it again", arn=pending.to_poll)
             _ensure_load_balancer(scope, status.name or "")

@@ -153,7 +153,9 @@ def reconcile_internet_gateway(scope: ClusterScope) -> None:
         return
     vpc_id = scope.network.vpc_id
     assert vpc_id is not None
-    gateway = scope.ensure(scope.resources.internet_gateway, "internet-gateway", InternetGatewayDesired())
+    gateway = scope.ensure(
+        scope.resources.internet_gateway, "internet-gateway", InternetGatewayDesired(vpc_id)
+    )
     scope.network.internet_gateway_id = gateway.id
     scope.ensure(
         scope.resources.internet_gateway_attachment,
@@ -194,7 +196,9 @@ def reconcile_nat_gateways(scope: ClusterScope) -> None:
 
 def _ensure_nat_gateway(scope: ClusterScope, zone: str) -> None:
     public = next(s for s in scope.network.subnets if s.is_public and s.availability_zone == zone)
-    address = scope.ensure(scope.resources.elastic_ip, f"eip-nat-{zone}", ElasticIpDesired())
+    address = scope.ensure(
+        scope.resources.elastic_ip, f"eip-nat-{zone}", ElasticIpDesired(scope.network.vpc_id)
+    )
     role = f"nat-gateway-{zone}"
     before = scope.recorder.recorded(role)
     rc = scope.resources.nat_gateway

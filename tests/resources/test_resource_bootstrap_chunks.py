@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+from capa_py.aws.accounting import call_scope
 from capa_py.aws.errors import Transient
 from capa_py.aws.session import AWSClients
 from capa_py.engine.engine import Engine, RetryableError
-from capa_py.engine.errors import NaturalKeyTaken
+from capa_py.engine.errors import ClusterOwnedElsewhere, NaturalKeyTaken
 from capa_py.engine.profiles import MOTO
 from capa_py.engine.resource import ResourceClass
 from capa_py.engine.tags import managed_tags
@@ -31,6 +32,7 @@ from resources.parameter import Parameter, ParameterDesired
 from resources.secret import Secret, SecretDesired
 from tests.engine.support import Faults, FlakyStatusStore, Owner, SimulatedCrash, records
 from tests.harness.faults import error_response
+from tests.resources.builders import CLUSTER
 
 
 @dataclass(frozen=True)
@@ -203,3 +205,59 @@ def test_remove_deletes_the_recorded_chunk_and_forgets_it(
 
     assert backend.role not in owner.status().resources
     assert backend.names(aws) == []
+
+
+# -- Secrets Manager: create first, delete by the recorded name ----------------------------------------
+
+
+def test_a_secret_is_created_without_a_lookup_first(aws: AWSClients, owner: Owner) -> None:
+    """``CreateSecret`` refuses a taken name and then makes nothing, so a lookup before it could only find
+    what its refusal finds: the create is the only call."""
+    with call_scope() as calls:
+        Engine(MOTO).ensure(Secret(aws), SECRETS.role, SECRETS.desired, owner.scope())
+    assert calls.by_operation() == {"secretsmanager:CreateSecret": 1}
+    assert owner.status().resources[SECRETS.role].id == SECRETS.desired.name
+
+
+def test_a_crash_after_create_secret_is_adopted_on_the_refusal_of_the_next_create(
+    aws: AWSClients, owner: Owner, faults: Faults
+) -> None:
+    """The proof that the lookup before the create was not needed: the secret a crashed pass made is found
+    by the next create's refusal, described by its name and adopted — one secret, recorded."""
+    faults.crash_after(aws, "CreateSecret", service="secretsmanager")
+    with pytest.raises(SimulatedCrash):
+        Engine(MOTO).ensure(Secret(aws), SECRETS.role, SECRETS.desired, owner.scope())
+    faults.clear()
+
+    with call_scope() as calls:
+        Engine(MOTO).ensure(Secret(aws), SECRETS.role, SECRETS.desired, owner.scope())
+
+    assert calls.by_operation() == {"secretsmanager:CreateSecret": 1, "secretsmanager:DescribeSecret": 1}
+    assert owner.status().resources[SECRETS.role].id == SECRETS.desired.name
+    assert _secret_names(aws) == [SECRETS.desired.name]
+
+
+def test_a_secret_another_store_made_under_the_name_is_never_adopted(aws: AWSClients, owner: Owner) -> None:
+    """This cluster's name and role, another store's uid: the refusal finds it and the engine stops."""
+    tags = managed_tags(CLUSTER, SECRETS.role, store_uid="another-store")
+    Secret(aws).create(SECRETS.desired, tags, None)
+
+    with pytest.raises(ClusterOwnedElsewhere):
+        Engine(MOTO).ensure(Secret(aws), SECRETS.role, SECRETS.desired, owner.scope())
+    assert SECRETS.role not in owner.status().resources
+    assert _secret_names(aws) == [SECRETS.desired.name]
+
+
+def test_a_recorded_secret_is_deleted_by_its_name_alone(aws: AWSClients, owner: Owner) -> None:
+    """The id is the name: no describe before the delete, and a name already gone is done."""
+    engine = Engine(MOTO)
+    engine.ensure(Secret(aws), SECRETS.role, SECRETS.desired, owner.scope())
+    with call_scope() as calls:
+        engine.remove(Secret(aws), SECRETS.role, owner.scope())
+    assert calls.by_operation() == {"secretsmanager:DeleteSecret": 1}
+    assert _secret_names(aws) == []
+
+    engine.ensure(Secret(aws), SECRETS.role, SECRETS.desired, owner.scope())
+    Secret(aws).delete(SECRETS.desired.name)  # gone behind the engine's back
+    engine.remove(Secret(aws), SECRETS.role, owner.scope())
+    assert SECRETS.role not in owner.status().resources

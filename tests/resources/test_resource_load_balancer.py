@@ -3,11 +3,20 @@ place, deletion order, target registration states."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from capa_py.aws.errors import DependencyViolation, NotFound
+from capa_py.aws.accounting import call_scope
+from capa_py.aws.errors import DependencyViolation, NotFound, Transient
+from capa_py.aws.observations import Observations
+from capa_py.engine.engine import Engine
+from capa_py.engine.errors import NaturalKeyTaken
+from capa_py.engine.profiles import MOTO
+from capa_py.engine.tags import managed_tags
+from capa_py.store import SQLiteStore
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.target_group import (
@@ -16,7 +25,8 @@ from resources.target_group import (
     TargetRegistration,
     TargetRegistrationDesired,
 )
-from tests.resources.builders import Builder
+from tests.engine.support import Faults, FlakyStatusStore, Owner
+from tests.resources.builders import CLUSTER, Builder
 
 
 def test_load_balancer_is_a_network_load_balancer_ready_when_active(build: Builder) -> None:
@@ -140,3 +150,118 @@ def test_registration_of_a_deleted_target_group_is_gone(build: Builder) -> None:
     assert TargetRegistration(build.aws).describe_by_id(registration.id) is None
     with pytest.raises(NotFound):
         TargetRegistration(build.aws).delete(registration.id)
+
+
+def test_a_name_is_looked_up_in_the_listing_the_lookup_by_tags_just_made(
+    build: Builder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ELBv2 has no tag filter: the lookup by tags lists every load balancer of the region, so the lookup
+    by name right after it is answered from that listing, free or taken, without a call."""
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    balancers = LoadBalancer(build.aws)
+    subnet = build.subnet(public=True)
+    other = LoadBalancerDesired("beta-apiserver", (subnet.id,))
+    balancers.create(other, build.tags("other"), None)
+    desired = LoadBalancerDesired("alpha-apiserver", (subnet.id,))
+
+    with call_scope() as calls:
+        assert balancers.describe_by_tags(build.tags("apiserver"), desired) == []
+        assert balancers.describe_by_key(desired) is None
+        taken = balancers.describe_by_key(other)
+    assert taken is not None
+    assert taken.tags == build.tags("other"), "the holder comes with its tags, for the ownership check"
+    assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 1}
+
+
+def test_after_a_create_whose_answer_was_lost_the_name_is_asked_of_aws(
+    build: Builder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto makes a second load balancer of a name that exists, so the lookup by name before a create must
+    never answer from a listing made before a create whose outcome is unknown: that listing is forgotten."""
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    balancers = LoadBalancer(build.aws)
+    subnet = build.subnet(public=True)
+    desired = LoadBalancerDesired("alpha-apiserver", (subnet.id,))
+    assert balancers.describe_by_tags(build.tags("apiserver"), desired) == []
+    faults = Faults()
+    faults.lose_response(build.aws, "CreateLoadBalancer", service="elbv2")
+    try:
+        with pytest.raises(Transient):
+            balancers.create(desired, build.tags("apiserver"), None)
+    finally:
+        faults.clear()
+
+    found = balancers.describe_by_key(desired)
+    assert found is not None, "the load balancer the lost create made is found by its name"
+    assert len(build.aws.elbv2.call("DescribeLoadBalancers")["LoadBalancers"]) == 1
+
+
+def test_the_provisioning_poll_reads_no_tags(build: Builder) -> None:
+    balancers = LoadBalancer(build.aws)
+    subnet = build.subnet(public=True)
+    created = balancers.create(LoadBalancerDesired("alpha-apiserver", (subnet.id,)), build.tags("lb"), None)
+    with call_scope() as calls:
+        polled = balancers.poll(created.id)
+    assert polled is not None
+    assert polled.state == "active"
+    assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1}
+
+
+@pytest.fixture
+def owner(tmp_path: Path) -> Iterator[Owner]:
+    with SQLiteStore(tmp_path / "state.db") as store:
+        yield Owner.create(FlakyStatusStore(store))
+
+
+def test_a_target_group_in_a_vpc_this_process_just_made_is_created_without_a_lookup(
+    build: Builder, owner: Owner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing but this process can have put a group into a VPC it has just made, and a taken name is
+    refused: the create is the only call."""
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    vpc = build.vpc()
+    build.aws.observations.born(vpc.id)
+    desired = TargetGroupDesired("alpha-apiserver-tg", vpc.id)
+
+    with call_scope() as calls:
+        created = Engine(MOTO).ensure(TargetGroup(build.aws), "apiserver-tg", desired, owner.scope())
+
+    assert calls.by_operation() == {"elbv2:CreateTargetGroup": 1}
+    assert owner.status().resources["apiserver-tg"].id == created.id
+
+
+def test_a_target_group_name_held_elsewhere_is_refused_then_looked_up(
+    build: Builder, owner: Owner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The create first is refused (DuplicateTargetGroupName): the name is looked up then, and another
+    cluster's group is never adopted."""
+    groups = TargetGroup(build.aws)
+    groups.create(TargetGroupDesired("alpha-apiserver-tg", build.vpc().id), build.tags("tg", "other"), None)
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    vpc = build.vpc("10.1.0.0/16")
+    build.aws.observations.born(vpc.id)
+
+    with pytest.raises(NaturalKeyTaken):
+        Engine(MOTO).ensure(
+            groups, "apiserver-tg", TargetGroupDesired("alpha-apiserver-tg", vpc.id), owner.scope()
+        )
+    assert "apiserver-tg" not in owner.status().resources
+    assert len(build.aws.elbv2.call("DescribeTargetGroups")["TargetGroups"]) == 1
+
+
+def test_a_target_group_in_a_vpc_made_by_an_earlier_process_is_looked_up_first(
+    build: Builder, owner: Owner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a crash the VPC is not this process's: the group the crashed pass made is found, not made
+    again."""
+    vpc = build.vpc()
+    desired = TargetGroupDesired("alpha-apiserver-tg", vpc.id)
+    made = TargetGroup(build.aws).create(
+        desired, managed_tags(CLUSTER, "apiserver-tg", store_uid=owner.scope().store_uid), None
+    )
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+
+    adopted = Engine(MOTO).ensure(TargetGroup(build.aws), "apiserver-tg", desired, owner.scope())
+
+    assert adopted.id == made.id
+    assert len(build.aws.elbv2.call("DescribeTargetGroups")["TargetGroups"]) == 1
