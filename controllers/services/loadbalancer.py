@@ -127,7 +127,7 @@ def _ensure_load_balancer(scope: ClusterScope, name: str) -> None:
 
 
 def wait_for_load_balancer(scope: ClusterScope) -> None:
-    """Poll the load balancer alone while it provisions, at the LoadBalancerAvailable waiter's cadence;
+    """Poll the load balancer alone while it provisions (after a tenth of its age, at most every 15 s);
     one that is gone is created again."""
     status = scope.network.load_balancer
     assert status is not None

@@ -71,7 +71,8 @@ def test_a_killed_processs_keys_and_certificate_copies_are_removed_by_the_next_p
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     ca_key = Path(killed.stdout.strip().splitlines()[-1])
     scratch = tmp / f"capa-py-{os.getuid()}" / "processes"
-    assert ca_key.is_file() and scratch in ca_key.parents  # the killed process's files are in its directory
+    assert ca_key.is_file()
+    assert scratch in ca_key.parents
     left = left_files(tmp)
     assert {p.parent.name for p in left} >= {"pki", "kube"}  # certificate copies too, not loose in TMPDIR
     assert all(scratch in p.parents for p in left), left
@@ -106,7 +107,8 @@ def test_a_live_processs_directory_is_left_alone(tmp: Path, tmp_path: Path) -> N
         assert finished.returncode == 0, finished.stderr
         assert directory.is_dir()  # its lock is held: the other process did not touch it
     finally:
-        assert holder.stdin is not None and holder.stdout is not None
+        assert holder.stdin is not None
+        assert holder.stdout is not None
         holder.stdin.close()
         holder.wait(timeout=60)
         holder.stdout.close()
