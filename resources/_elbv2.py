@@ -23,6 +23,11 @@ IAM_ACTIONS: tuple[str, ...] = (
 """The IAM actions the AWS calls of this module need (collected by ``capa iam policy``)."""
 
 API_SERVER_PORT = 6443
+ELBV2_LISTED_WHOLE = frozenset({"DescribeLoadBalancers", "DescribeTargetGroups"})
+"""The describes that list every resource of their kind when given no ARN (``DescribeListeners`` needs a
+load balancer or listener ARNs)."""
+ELBV2_PAGE_SIZE = 400
+"""``PageSize`` of an ELBv2 listing: the largest AWS allows."""
 
 
 def add_tags(resource: ResourceClass[Any], arn: str, tags: Mapping[str, str]) -> None:
@@ -48,8 +53,17 @@ def many(
 ) -> dict[str, Observed]:
     """Several ELBv2 resources by ARN with their tags: a describe per 20 ARNs, then a ``DescribeTags`` per
     20 of those found. An ARN that no longer exists fails the whole describe, so that batch is asked again
-    one ARN at a time."""
+    one ARN at a time.
+
+    More ARNs than one describe takes, of a kind the region lists whole (load balancers, target groups),
+    are read from one listing of the kind, paged by :data:`ELBV2_PAGE_SIZE`: the describes then cost the
+    same for 200 clusters as for 20."""
     found: dict[str, Observed] = {}
+    if len(arns) > ELBV2_DESCRIBE_BATCH and operation in ELBV2_LISTED_WHOLE:
+        wanted = set(arns)
+        pages = resource.aws.elbv2.pages(operation, result_key, PageSize=ELBV2_PAGE_SIZE)
+        found = {o.id: o for o in map(parse, pages) if o.id in wanted}
+        arns = []
     for start in range(0, len(arns), ELBV2_DESCRIBE_BATCH):
         batch = arns[start : start + ELBV2_DESCRIBE_BATCH]
         try:

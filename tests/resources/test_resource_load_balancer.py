@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from capa_py.aws.accounting import call_scope
 from capa_py.aws.errors import DependencyViolation, NotFound
+from resources._common import ELBV2_DESCRIBE_BATCH
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.target_group import (
@@ -140,3 +142,18 @@ def test_registration_of_a_deleted_target_group_is_gone(build: Builder) -> None:
     assert TargetRegistration(build.aws).describe_by_id(registration.id) is None
     with pytest.raises(NotFound):
         TargetRegistration(build.aws).delete(registration.id)
+
+
+def test_more_load_balancers_than_one_describe_takes_are_read_from_one_listing(build: Builder) -> None:
+    # A describe takes 20 ARNs: 200 clusters' load balancers would take ten, one listing of the region's
+    # load balancers (400 a page) takes one. Their tags still cost a DescribeTags per 20.
+    subnet = build.subnet()
+    arns = [build.load_balancer(subnet.id).id for _ in range(ELBV2_DESCRIBE_BATCH + 1)]
+    build.load_balancer(subnet.id)  # listed too, and left out
+
+    with call_scope() as calls:
+        found = LoadBalancer(build.aws).describe_many(arns)
+
+    assert sorted(found) == sorted(arns)
+    assert all(o.tags for o in found.values()), "tags are read for every one found"
+    assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 2}
