@@ -11,6 +11,7 @@ from capa_py.aws.errors import NotFound
 from capa_py.cache.known import MISS, known_of
 from capa_py.engine.resource import Observed, ResourceClass, tag_list
 from resources._common import (
+    ATTRIBUTE_FRESHNESS,
     ELBV2_DESCRIBE_BATCH,
     ELBV2_DESCRIBE_TAGS_BATCH,
     carries,
@@ -33,6 +34,7 @@ ELBV2_PAGE_SIZE = 400
 def add_tags(resource: ResourceClass[Any], arn: str, tags: Mapping[str, str]) -> None:
     if tags:
         resource.aws.elbv2.call("AddTags", after_create=True, ResourceArns=[arn], Tags=tag_list(tags))
+        known_of(resource.aws).forget(("elbv2-tags", arn))
 
 
 def tagged(resource: ResourceClass[Any], observed: list[Observed], tags: Mapping[str, str]) -> list[Observed]:
@@ -86,8 +88,13 @@ def many(
 
 
 _ELBV2_KINDS = ("load-balancer", "target-group", "listener")
-_SIBLING_TAGS_FRESHNESS = 5.0
-"""How long tags read with another ELBv2 kind's refresh serve this kind's own refresh (in the same pass)."""
+TAGS_FRESHNESS = ATTRIBUTE_FRESHNESS
+"""How long tags read with ``DescribeTags`` serve the refreshes that follow (of their kind, or of another
+ELBv2 kind in the same pass). Unlike EC2's, an ELBv2 describe returns no tags, and ``DescribeTags`` takes
+20 ARNs: reading them at every refresh would cost a call per 20 resources, 30 calls for 200 clusters'
+load balancers, target groups and listeners. Only capa-py's own ``AddTags`` (which forgets what was read)
+or a person changes them, so they are reused as long as attributes are; a tag removed by hand is seen
+within that bound."""
 
 
 def tags_with_siblings(resource: ResourceClass[Any], arns: list[str]) -> dict[str, dict[str, str]]:
@@ -98,7 +105,7 @@ def tags_with_siblings(resource: ResourceClass[Any], arns: list[str]) -> dict[st
     tags: dict[str, dict[str, str]] = {}
     unknown: list[str] = []
     for arn in arns:
-        recalled = known.recalled(("elbv2-tags", arn), _SIBLING_TAGS_FRESHNESS)
+        recalled = known.recalled(("elbv2-tags", arn), TAGS_FRESHNESS)
         if recalled is MISS:
             unknown.append(arn)
         else:
@@ -112,7 +119,7 @@ def tags_with_siblings(resource: ResourceClass[Any], arns: list[str]) -> dict[st
     wanted = unknown + siblings[:room]
     read = elbv2_tags(resource.aws, wanted)
     for arn in wanted:
-        if arn in read and arn not in unknown:
+        if arn in read:
             known.learn(("elbv2-tags", arn), read[arn])
     tags.update({arn: read[arn] for arn in unknown if arn in read})
     return tags

@@ -38,6 +38,10 @@ class Known:
         default)."""
         self._observations.learn_fact(key, value)
 
+    def forget(self, key: Hashable) -> None:
+        """What was known of ``key`` is no longer true (the caller just changed it): read it again."""
+        self._observations.forget_fact(key)
+
     def due(self, kind: str) -> list[str]:
         """The ids of ``kind`` the next refresh of the kind will describe (a caller reading something of
         every resource anyway may read theirs in the same call)."""

@@ -9,6 +9,7 @@ import pytest
 
 from capa_py.aws.accounting import call_scope
 from capa_py.aws.errors import DependencyViolation, NotFound
+from capa_py.aws.observations import Observations
 from resources._common import ELBV2_DESCRIBE_BATCH
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
@@ -157,3 +158,28 @@ def test_more_load_balancers_than_one_describe_takes_are_read_from_one_listing(b
     assert sorted(found) == sorted(arns)
     assert all(o.tags for o in found.values()), "tags are read for every one found"
     assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 2}
+
+
+def test_tags_read_once_serve_later_refreshes_until_capa_py_tags_again(
+    build: Builder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A DescribeTags per 20 ARNs at every refresh would grow with the clusters: what was read is reused
+    # (as capa controller and capa apply share it), and forgotten when capa-py tags the resource.
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    balancers = LoadBalancer(build.aws)
+    arn = build.load_balancer().id
+
+    with call_scope() as first:
+        read = balancers.describe_many([arn])
+    with call_scope() as second:
+        again = balancers.describe_many([arn])
+    balancers.tag(arn, {"team": "platform"})
+    with call_scope() as after_tagging:
+        tagged = balancers.describe_many([arn])
+
+    assert first.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 1}
+    assert second.by_operation() == {"elbv2:DescribeLoadBalancers": 1}, "the tags read moments ago"
+    assert again[arn].tags == read[arn].tags
+    assert read[arn].tags["sigs.k8s.io/cluster-api-provider-aws/cluster/alpha"] == "owned"
+    assert after_tagging.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 1}
+    assert tagged[arn].tags["team"] == "platform"
