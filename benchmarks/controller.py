@@ -163,9 +163,12 @@ def cluster_manifest(count: int, template: Path = DEFAULT_TEMPLATE) -> str:
 
 
 def child_env() -> dict[str, str]:
-    """No AWS_* settings of the user's: the controller can only reach the moto server."""
+    """No AWS_* settings of the user's: the controller can only reach the moto server. The checkout this
+    benchmark belongs to comes first on the path: the ``capa`` console script would otherwise import the
+    installed package, which may be another checkout (an editable install of a sibling worktree)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CAPA_"))}
-    env.update({"AWS_EC2_METADATA_DISABLED": "true", "NO_COLOR": "1"})
+    path = [str(REPO), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update({"AWS_EC2_METADATA_DISABLED": "true", "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(path)})
     return env
 
 
