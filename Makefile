@@ -11,7 +11,8 @@ PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` (the suite mostly waits on servers and subprocesses, so more workers
 # than cores pay off); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 4
-# Options of the controller benchmark, e.g. CONTROLLER_BENCH_ARGS="--clusters 5 --sync-period 20s"
+# Options of the controller benchmark (it runs 0, 20 and 200 clusters by default, about 45 minutes), e.g.
+# CONTROLLER_BENCH_ARGS="--clusters 0,5 --sync-period 20s" for a quick look, "--store kube-apiserver --clusters 20"
 CONTROLLER_BENCH_ARGS ?=
 # Options of the scale and AWS-like delay benchmarks, e.g. SCALE_BENCH_ARGS="--quick" DELAY_BENCH_ARGS="--quick"
 SCALE_BENCH_ARGS ?=

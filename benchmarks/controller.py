@@ -1,23 +1,30 @@
 """capa-py controller benchmark: N clusters under one ``capa controller`` process, against one moto server.
 
-    .venv/bin/python -m benchmarks.controller [--clusters N] [--sync-period 60s] [--window 120s]
-                                              [--settle 10s] [--store sqlite|kube] [--json PATH]
+    .venv/bin/python -m benchmarks.controller [--clusters N[,N...]] [--sync-period 60s] [--window 120s]
+                                              [--settle 10s] [--store sqlite|kube|kube-apiserver]
+                                              [--json PATH]
 
-Starts one moto server subprocess on 127.0.0.1 and one ``capa controller`` subprocess on a fresh SQLite
-state (``--sync-period`` as given, metrics on a free loopback port, probes off; with ``--store kube``
-through ``capa serve`` and a kubeconfig instead), then
+For each count of ``--clusters`` (default ``0,20,200``, in turn) it starts one moto server subprocess on
+127.0.0.1 and one ``capa controller`` subprocess on a fresh store (``--sync-period`` as given, metrics on a
+free loopback port, probes off): a SQLite file; with ``--store kube`` that file through ``capa serve`` and
+a kubeconfig; with ``--store kube-apiserver`` a real etcd and kube-apiserver (the upstream peers that
+``python -m tests.peers build`` builds from Go modules) with capa-py's CRDs and the admin kubeconfig. Then
 
 1. applies N clusters at once (``capa apply --no-wait`` of a generated manifest: N copies of the example,
    each with its own names and its own VPC range) and waits until every AWSCluster and AWSMachine is ready:
    the time that took, and the AWS calls and reconciles the controller spent on it (from its ``/metrics``);
+   0 clusters applies nothing (the controller idle on an empty store);
 2. lets the controller run on the ready clusters for a measurement window (default two sync periods) and
    gives reconciles per minute by controller and AWS calls per minute, in total and by operation, mutating
-   calls apart (a steady state should make none: printed, not asserted);
+   calls apart (a steady state should make none: printed, not asserted), and the calls of each resync
+   burst;
 3. reads the controller process's memory (VmRSS and VmHWM of /proc/PID/status) before the apply, once
-   converged and at the end of the window, and the CPU time the controller and moto used in each phase.
+   converged and at the end of the window, and the CPU time the controller, moto (and the store's server)
+   used in each phase.
 
-The report goes to stdout, progress to stderr. Nothing asserts a time. Every process it starts is stopped
-on the way out, also on failure or Ctrl-C. See ``benchmarks/README.md`` for what each figure means.
+A summary table compares the counts. The report goes to stdout, progress to stderr. Nothing asserts a
+time. Every process it starts is stopped on the way out, also on failure or Ctrl-C. See
+``benchmarks/README.md`` for what each figure means.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -65,6 +72,7 @@ POLL_SECONDS = 1.0
 MEMORY_SAMPLE_SECONDS = 5.0
 BURST_SAMPLE_SECONDS = 1.0
 STOP_SECONDS = 60.0
+DEFAULT_COUNTS = "0,20,200"
 STDERR_LIMIT = 6000
 
 
@@ -155,9 +163,12 @@ def cluster_manifest(count: int, template: Path = DEFAULT_TEMPLATE) -> str:
 
 
 def child_env() -> dict[str, str]:
-    """No AWS_* settings of the user's: the controller can only reach the moto server."""
+    """No AWS_* settings of the user's: the controller can only reach the moto server. The checkout this
+    benchmark belongs to comes first on the path: the ``capa`` console script would otherwise import the
+    installed package, which may be another checkout (an editable install of a sibling worktree)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CAPA_"))}
-    env.update({"AWS_EC2_METADATA_DISABLED": "true", "NO_COLOR": "1"})
+    path = [str(REPO), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update({"AWS_EC2_METADATA_DISABLED": "true", "NO_COLOR": "1", "PYTHONPATH": os.pathsep.join(path)})
     return env
 
 
@@ -481,15 +492,19 @@ def per_minute(count: float, seconds: float) -> float:
 def report_converge(figures: dict[str, Any]) -> None:
     conv = figures["converge"]
     calls = conv["calls"]
-    section(f"1. {figures['clusters']} clusters applied at once: time to ready, AWS calls, reconciles")
+    clusters = figures["clusters"]
+    section(f"1. {clusters} clusters applied at once: time to ready, AWS calls, reconciles")
+    if not clusters:
+        idle = figures.get("startupMemory", {})
+        print(f"  no cluster applied: the controller idle on an empty store, RSS {mib(idle.get('rssKiB'))}")
+        return
     print(
         f"  all {conv['awsclusters']} AWSClusters and {conv['awsmachines']} AWSMachines ready "
         f"{conv['seconds']:.1f} s after `capa apply --no-wait` returned (polled every {POLL_SECONDS:g} s)"
     )
     print(
         f"  AWS calls: {calls['total']} ({calls['mutating']} mutating, {calls['total'] - calls['mutating']} "
-        f"reads); per cluster {calls['total'] / figures['clusters']:.1f} "
-        f"({calls['mutating'] / figures['clusters']:.1f} mutating)"
+        f"reads); per cluster {calls['total'] / clusters:.1f} ({calls['mutating'] / clusters:.1f} mutating)"
     )
     if calls["errors"]:
         print("  calls answered with an error: " + ", ".join(f"{k} {v}" for k, v in calls["errors"].items()))
@@ -573,7 +588,7 @@ def report_steady(figures: dict[str, Any]) -> None:
     if resync:
         print(
             f"  AWS calls per resync (the window's calls over its {resync['resyncsInWindow']:g} sync "
-            f"periods): {resync['total']:.1f} in total, {resync['perCluster']:.2f} per cluster, "
+            f"periods): {resync['total']:.1f} in total, {per_cluster_text(resync['perCluster'])}, "
             f"{resync['mutating']:.1f} mutating, {resync['operations']} operations"
         )
         if resync["byOperation"]:
@@ -584,9 +599,11 @@ def report_steady(figures: dict[str, Any]) -> None:
         if bursts["complete"]:
             print(
                 f"  AWS calls per resync burst (the window's {bursts['complete']} complete bursts): "
-                f"{bursts['meanCalls']:.1f} on average, {bursts['perCluster']:.2f} per cluster; each: "
+                f"{bursts['meanCalls']:.1f} on average, {per_cluster_text(bursts['perCluster'])}; each: "
                 + ", ".join(str(c) for c in bursts["callsPerBurst"])
             )
+        elif not bursts["bursts"]:
+            print("  AWS calls per resync burst: none, no AWS call in the window")
         else:
             print("  AWS calls per resync burst: no complete burst in the window (make it longer)")
         if bursts["partialCalls"]:
@@ -602,14 +619,18 @@ def report_steady(figures: dict[str, Any]) -> None:
     )
     serve_memory_line("at the end of the window", steady)
     print(f"  CPU used in the window: {cpu_text(steady['cpu'])}")
+    per_resync = steady.get("controllerCpuSecondsPerResync")
+    if per_resync is not None:
+        print(f"  controller CPU per resync (the window's over its sync periods): {per_resync:.2f} s")
+
+
+def per_cluster_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} per cluster"
 
 
 def serve_memory_line(when: str, figures: Mapping[str, Any]) -> None:
-    serve = figures.get("serveMemory")
-    if serve:
-        print(
-            f"  capa serve memory {when}: RSS {mib(serve.get('rssKiB'))}, peak {mib(serve.get('peakRssKiB'))}"
-        )
+    for name, serve in figures.get("serverMemory", {}).items():
+        print(f"  {name} memory {when}: RSS {mib(serve.get('rssKiB'))}, peak {mib(serve.get('peakRssKiB'))}")
 
 
 # -- the benchmark -------------------------------------------------------------------------------------------
@@ -658,16 +679,32 @@ def wait_until_ready(
 STORES = {
     "sqlite": "the SQLite store (--state)",
     "kube": "the kube store (--kubeconfig) through capa serve",
+    "kube-apiserver": "the kube store (--kubeconfig) on a real kube-apiserver and etcd",
 }
 
 
-def start_store(
-    kind: str, work: Path, state: Path, stack: contextlib.ExitStack
-) -> tuple[list[str], Background | None]:
-    """The global options that select the store for every capa command, and the ``capa serve`` process
-    when the store is ``kube`` (the SQLite file served over the Kubernetes API, capa-py's CRDs applied)."""
+@dataclass
+class StoreSetup:
+    """How every capa command of the run reaches the store, and the processes serving it (measured beside
+    the controller)."""
+
+    args: list[str]
+    servers: dict[str, int] = field(default_factory=dict)
+    """name -> pid of each process serving the store (none for SQLite)"""
+    check_alive: Callable[[], None] = lambda: None
+    open_reader: Callable[[], ObjectStore] | None = None
+    """A store this process reads readiness from (the SQLite file unless set)."""
+
+
+def start_store(kind: str, work: Path, state: Path, stack: contextlib.ExitStack) -> StoreSetup:
+    """The global options that select the store for every capa command, and the processes serving it:
+    ``capa serve`` on the SQLite file for ``kube``; etcd and kube-apiserver (the upstream peers built from
+    Go modules, ``python -m tests.peers build``) for ``kube-apiserver``. capa-py's CRDs are applied to
+    either."""
     if kind == "sqlite":
-        return ["--state", str(state)], None
+        return StoreSetup(["--state", str(state)])
+    if kind == "kube-apiserver":
+        return start_kube_apiserver(work, stack)
     kubeconfig = work / "capa.kubeconfig"
     progress("starting capa serve (the store over the Kubernetes API)")
     serve = Background(
@@ -680,7 +717,43 @@ def start_store(
     crds = work / "crds.yaml"
     crds.write_text(run_capa(["manifests", "crds"]))
     run_capa(["--kubeconfig", str(kubeconfig), "apply", "-f", str(crds), "--no-wait"])
-    return ["--kubeconfig", str(kubeconfig)], serve
+    return StoreSetup(["--kubeconfig", str(kubeconfig)], {"serve": serve.pid}, serve.check_alive)
+
+
+def start_kube_apiserver(work: Path, stack: contextlib.ExitStack) -> StoreSetup:
+    """etcd and kube-apiserver on loopback (no controller-manager: nothing here needs one), capa-py's CRDs
+    Established, and the admin kubeconfig (system:masters) for the controller and the benchmark."""
+    from capa_py.store.kube import KubeStore
+    from tests.peers.build import GoMissing
+    from tests.peers.cluster import PeerCluster, start
+    from tests.peers.crds import install_capa_crds
+
+    progress("starting etcd and kube-apiserver (the upstream peers)")
+    try:
+        cluster: PeerCluster = start(work / "peers", controller_manager=False)
+    except (GoMissing, RuntimeError, OSError) as exc:
+        raise BenchmarkFailed(f"the real kube-apiserver could not start: {exc}") from exc
+    stack.callback(stop_peers, cluster)
+    install_capa_crds(cluster)
+    processes = {name: cluster.processes[name] for name in ("kube-apiserver", "etcd")}
+
+    def check_alive() -> None:
+        for name, process in processes.items():
+            if process.poll() is not None:
+                raise BenchmarkFailed(f"{name} exited ({process.returncode})")
+
+    kubeconfig = cluster.admin_kubeconfig
+    return StoreSetup(
+        ["--kubeconfig", str(kubeconfig)],
+        {name: process.pid for name, process in processes.items()},
+        check_alive,
+        lambda: KubeStore.from_kubeconfig(kubeconfig),
+    )
+
+
+def stop_peers(cluster: Any) -> None:
+    progress("stopping kube-apiserver and etcd")
+    cluster.stop()
 
 
 def stop_process(process: Background, what: str) -> None:
@@ -689,14 +762,15 @@ def stop_process(process: Background, what: str) -> None:
 
 
 def measure(
-    args: argparse.Namespace, work: Path, endpoint: str, moto_pid: int, figures: dict[str, Any]
+    args: argparse.Namespace, clusters: int, work: Path, endpoint: str, moto_pid: int, figures: dict[str, Any]
 ) -> None:
     with contextlib.ExitStack() as stack:
-        _measure(args, work, endpoint, moto_pid, figures, stack)
+        _measure(args, clusters, work, endpoint, moto_pid, figures, stack)
 
 
 def _measure(
     args: argparse.Namespace,
+    clusters: int,
     work: Path,
     endpoint: str,
     moto_pid: int,
@@ -705,17 +779,18 @@ def _measure(
 ) -> None:
     state = work / "state.db"
     manifest = work / "clusters.yaml"
-    manifest.write_text(cluster_manifest(args.clusters, args.template))
-    store_args, serve = start_store(args.store, work, state, stack)
+    if clusters:
+        manifest.write_text(cluster_manifest(clusters, args.template))
+    store = start_store(args.store, work, state, stack)
 
-    def serve_memory() -> dict[str, dict[str, int]]:
-        return {"serveMemory": memory(serve.pid)} if serve is not None else {}
+    def server_memory() -> dict[str, dict[str, dict[str, int]]]:
+        return {"serverMemory": {n: memory(pid) for n, pid in store.servers.items()}} if store.servers else {}
 
     progress(f"starting capa controller (sync period {args.sync_period})")
     controller = Background(
         "controller",
         [
-            *store_args, "controller", "--aws-endpoint", endpoint,
+            *store.args, "controller", "--aws-endpoint", endpoint,
             "--metrics-bind-address", "127.0.0.1:0", "--health-probe-bind-address", "0",
             "--sync-period", args.sync_period, "--graceful-shutdown-timeout", "10s",
         ],
@@ -727,20 +802,24 @@ def _measure(
     controller.wait_for_line(r"controllers running:", timeout=60)
     before = scrape(metrics_url)
     figures["startupMemory"] = memory(controller.pid)
-    pids = {"controller": controller.pid, "moto": moto_pid}
-    if serve is not None:
-        pids["serve"] = serve.pid
+    pids = {"controller": controller.pid, "moto": moto_pid, **store.servers}
 
-    progress(f"applying {args.clusters} clusters (capa apply --no-wait)")
-    run_capa([*store_args, "apply", "-f", str(manifest), "--no-wait"])
     applied = time.monotonic()
     cpu_applied = cpu_readings(pids)
-    # Readiness is read from the SQLite file in both modes (capa serve keeps its objects there).
-    reader = open_store(state, create=False)
-    try:
-        counts = wait_until_ready(reader, controller, applied + args.converge_timeout, args.converge_timeout)
-    finally:
-        reader.close()
+    counts = dict.fromkeys(("awsclusters", "awsclustersNotReady", "awsmachines", "awsmachinesNotReady"), 0)
+    if clusters:
+        progress(f"applying {clusters} clusters (capa apply --no-wait)")
+        run_capa([*store.args, "apply", "-f", str(manifest), "--no-wait"], timeout=600.0)
+        applied = time.monotonic()
+        cpu_applied = cpu_readings(pids)
+        # Readiness is read from the SQLite file (capa serve keeps its objects there) or the API server.
+        reader = store.open_reader() if store.open_reader else open_store(state, create=False)
+        try:
+            counts = wait_until_ready(
+                reader, controller, applied + args.converge_timeout, args.converge_timeout
+            )
+        finally:
+            reader.close()
     converged_at = time.monotonic()
     converged = scrape(metrics_url)
     cpu_converged = cpu_readings(pids)
@@ -752,7 +831,7 @@ def _measure(
         "reconciles": reconcile_figures(converged, before),
         "timing": timing_figures(converged, before),
         "memory": memory(controller.pid),
-        **serve_memory(),
+        **server_memory(),
         "cpu": cpu_figures(cpu_converged, cpu_applied, converged_at - applied),
     }
     report_converge(figures)
@@ -771,8 +850,7 @@ def _measure(
     while (left := end_at - time.monotonic()) > 0:
         time.sleep(min(BURST_SAMPLE_SECONDS, left))
         controller.check_alive()
-        if serve is not None:
-            serve.check_alive()
+        store.check_alive()
         reading = scrape(metrics_url)
         samples.append((reading.at, float(sum(reading.aws.values()))))
         if reading.at >= next_memory:
@@ -786,23 +864,25 @@ def _measure(
     reconciles = reconcile_figures(end, start)
     mem = memory(controller.pid)
     mem["windowMaxRssKiB"] = max(window_max, mem.get("rssKiB", 0))
+    cpu = cpu_figures(cpu_end, cpu_start, seconds)
     figures["steadyState"] = {
         "windowSeconds": round(seconds, 1),
         "reconciles": reconciles,
         "reconcilesPerMinute": {c: per_minute(sum(r.values()), seconds) for c, r in reconciles.items()},
         "timing": timing_figures(end, start),
-        "resyncPerMinute": resync_rates(manifest, args.sync_seconds),
+        "resyncPerMinute": resync_rates(manifest if clusters else None, args.sync_seconds),
         "calls": calls,
         "awsCallsPerMinute": per_minute(calls["total"], seconds),
         "mutatingCallsPerMinute": per_minute(calls["mutating"], seconds),
         "awsCallsPerMinuteByOperation": {
             op: per_minute(n, seconds) for op, n in calls["byOperation"].items()
         },
-        "callsPerResync": per_resync(calls, seconds, args.sync_seconds, args.clusters),
-        "resyncBursts": burst_figures(call_bursts(samples, quiet_gap(args.sync_seconds)), args.clusters),
+        "callsPerResync": per_resync(calls, seconds, args.sync_seconds, clusters),
+        "resyncBursts": burst_figures(call_bursts(samples, quiet_gap(args.sync_seconds)), clusters),
         "memory": mem,
-        **serve_memory(),
-        "cpu": cpu_figures(cpu_end, cpu_start, seconds),
+        **server_memory(),
+        "cpu": cpu,
+        "controllerCpuSecondsPerResync": cpu_per_resync(cpu, seconds, args.sync_seconds),
     }
     report_steady(figures)
     sys.stdout.flush()
@@ -817,6 +897,17 @@ class Burst:
     calls: float
     complete: bool
     """False when the burst touches the window's first or last reading (it may go on outside)."""
+
+
+def cpu_per_resync(
+    cpu: Mapping[str, Mapping[str, float]], window: float, sync_seconds: float
+) -> float | None:
+    """The controller's CPU seconds in the window spread over the sync periods it holds: what one resync
+    of every object costs it (None without a periodic resync)."""
+    used = cpu.get("controller", {}).get("cpuSeconds")
+    if used is None or sync_seconds <= 0 or window <= 0:
+        return None
+    return round(used * sync_seconds / window, 2)
 
 
 def quiet_gap(sync_seconds: float) -> float:
@@ -877,14 +968,17 @@ def per_resync(
         "resyncsInWindow": round(resyncs, 2),
         "total": round(calls["total"] / resyncs, 1),
         "mutating": round(calls["mutating"] / resyncs, 1),
-        "perCluster": round(calls["total"] / resyncs / clusters, 2),
+        "perCluster": round(calls["total"] / resyncs / clusters, 2) if clusters else None,
         "byOperation": {op: round(n / resyncs, 1) for op, n in calls["byOperation"].items()},
         "operations": len(calls["byOperation"]),
     }
 
 
-def resync_rates(manifest: Path, sync_seconds: float) -> dict[str, float]:
-    """Reconciles per minute the resync alone makes: every object once per sync period, per controller."""
+def resync_rates(manifest: Path | None, sync_seconds: float) -> dict[str, float]:
+    """Reconciles per minute the resync alone makes: every object once per sync period, per controller
+    (none without a manifest: no cluster applied)."""
+    if manifest is None:
+        return {}
     kinds = {
         "Cluster": "cluster",
         "Machine": "machine",
@@ -906,7 +1000,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "running N clusters against a local moto server."
     )
     parser.add_argument(
-        "--clusters", type=int, default=20, metavar="N", help="clusters to apply (default 20)"
+        "--clusters",
+        default=DEFAULT_COUNTS,
+        metavar="N[,N...]",
+        help=f"clusters to apply, or a list of counts run in turn, each on a fresh moto server and store "
+        f"(default {DEFAULT_COUNTS}; 0: the controller idle on an empty store)",
     )
     parser.add_argument(
         "--sync-period",
@@ -930,9 +1028,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--store",
-        choices=("sqlite", "kube"),
+        choices=tuple(STORES),
         default="sqlite",
-        help="sqlite: the controller on the SQLite file (default); kube: through capa serve and a kubeconfig",
+        help="sqlite: the controller on the SQLite file (default); kube: through capa serve and a "
+        "kubeconfig; kube-apiserver: on a real kube-apiserver and etcd (the upstream peers)",
     )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write the figures as JSON to PATH")
     parser.add_argument(
@@ -953,9 +1052,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.window <= 0:
         parser.error("--window must be positive (a --sync-period of 0 needs an explicit --window)")
     limit = max_clusters(args.template)
-    if not 1 <= args.clusters <= limit:
-        parser.error(f"--clusters must be between 1 and {limit}")
+    try:
+        args.counts = cluster_counts(args.clusters, limit)
+    except ValueError as exc:
+        parser.error(str(exc))
     return args
+
+
+def cluster_counts(text: str, limit: int) -> list[int]:
+    """``"0,20,200"`` -> ``[0, 20, 200]``, each between 0 and ``limit``."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or not all(0 <= n <= limit for n in counts):
+        raise ValueError(f"--clusters must be counts between 0 and {limit}, separated by commas: {text!r}")
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -963,44 +1075,100 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.monotonic()
     figures: dict[str, Any] = {
-        "clusters": args.clusters,
+        "counts": args.counts,
         "syncPeriodSeconds": args.sync_seconds,
         "environment": environment(store=args.store),
+        "runs": [],
     }
+    print("capa-py controller benchmark")
+    print(
+        f"  {', '.join(map(str, args.counts))} clusters in turn, each a copy of {args.template.name}, "
+        "each count on a fresh moto server and store"
+    )
+    print(
+        f"  python {platform.python_version()} on {platform.system()} {platform.machine()}, "
+        f"{os.cpu_count()} CPUs"
+    )
+    print(f"  capa controller --sync-period {args.sync_period}, on {STORES[args.store]}")
     status = 0
-    env: MotoEnv | None = None
     with sigterm_unwinds():
-        try:
-            progress("starting a moto server on 127.0.0.1")
-            env = MotoEnv.start()
-            print("capa-py controller benchmark")
-            print(
-                f"  {args.clusters} clusters, each a copy of {args.template.name}; "
-                f"one moto server on {env.url}"
-            )
-            print(
-                f"  python {platform.python_version()} on {platform.system()} {platform.machine()}, "
-                f"{os.cpu_count()} CPUs"
-            )
-            print(f"  capa controller --sync-period {args.sync_period}, on {STORES[args.store]}")
-            with tempfile.TemporaryDirectory(prefix="capa-controller-bench-") as tmp:
-                measure(args, Path(tmp), env.url, env.server.process.pid, figures)
-        except BenchmarkFailed as exc:
-            sys.stdout.flush()
-            print(f"\nerror: {exc}", file=sys.stderr)
-            figures["error"] = str(exc).splitlines()[0]
-            status = 1
-        except (KeyboardInterrupt, Interrupted):
-            sys.stdout.flush()
-            print("\ninterrupted", file=sys.stderr)
-            figures["error"] = "interrupted"
-            status = 130
-        finally:
-            if env is not None:
-                env.stop()
+        for clusters in args.counts:
+            run: dict[str, Any] = {"clusters": clusters, "syncPeriodSeconds": args.sync_seconds}
+            figures["runs"].append(run)
+            status = run_count(args, clusters, run)
+            if status:
+                break
+    report_summary(figures["runs"], args.sync_seconds)
     return finish(
         "controller benchmark", "controller-bench", figures, time.monotonic() - started, status, args.json
     )
+
+
+def run_count(args: argparse.Namespace, clusters: int, figures: dict[str, Any]) -> int:
+    """One count: a fresh moto server and store, the controller measured on them; the exit status."""
+    started = time.monotonic()
+    env: MotoEnv | None = None
+    status = 0
+    try:
+        progress(f"{clusters} clusters: starting a moto server on 127.0.0.1")
+        env = MotoEnv.start()
+        print()
+        print(f"# {clusters} clusters (moto server on {env.url})")
+        with tempfile.TemporaryDirectory(prefix="capa-controller-bench-") as tmp:
+            measure(args, clusters, Path(tmp), env.url, env.server.process.pid, figures)
+    except BenchmarkFailed as exc:
+        sys.stdout.flush()
+        print(f"\nerror: {exc}", file=sys.stderr)
+        figures["error"] = str(exc).splitlines()[0]
+        status = 1
+    except (KeyboardInterrupt, Interrupted):
+        sys.stdout.flush()
+        print("\ninterrupted", file=sys.stderr)
+        figures["error"] = "interrupted"
+        status = 130
+    finally:
+        if env is not None:
+            env.stop()
+    figures["seconds"] = round(time.monotonic() - started, 1)
+    return status
+
+
+def summary_row(run: Mapping[str, Any], sync_seconds: float) -> list[Any]:
+    conv = run.get("converge", {})
+    steady = run.get("steadyState", {})
+    bursts = steady.get("resyncBursts") or {}
+    resync = steady.get("callsPerResync") or {}
+    mem = steady.get("memory", {})
+    per_resync = steady.get("controllerCpuSecondsPerResync")
+    return [
+        run["clusters"],
+        f"{conv['seconds']:.0f} s" if conv and run["clusters"] else "-",
+        conv.get("calls", {}).get("total", "-") if conv else "-",
+        "-" if bursts.get("meanCalls") is None else f"{bursts['meanCalls']:.1f}",
+        "-" if not resync else f"{resync['total']:.1f}",
+        mib(run.get("startupMemory", {}).get("rssKiB")),
+        mib(conv.get("memory", {}).get("rssKiB")) if conv else "-",
+        mib(mem.get("rssKiB")),
+        "-" if per_resync is None else f"{per_resync:.2f} s",
+        f"{run.get('seconds', 0):.0f} s",
+    ]
+
+
+def report_summary(runs: Sequence[Mapping[str, Any]], sync_seconds: float) -> None:
+    """One line per count: what the issue asks to compare across 0, 20 and 200 clusters."""
+    section("Summary")
+    headers = [
+        "clusters", "to ready", "calls to ready", "calls/burst", "calls/resync", "RSS idle",
+        "RSS converged", "RSS end", "CPU/resync", "run took",
+    ]  # fmt: skip
+    print(table(headers, [summary_row(run, sync_seconds) for run in runs]))
+    print(
+        "  (calls/burst: the mean of the window's complete resync bursts; calls/resync: the window's calls "
+        f"over its {sync_seconds:g} s sync periods; CPU/resync: the controller's, the same way)"
+    )
+    failed = [f"{r['clusters']}: {r['error']}" for r in runs if r.get("error")]
+    if failed:
+        print("  failed: " + "; ".join(failed))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 from capa_py.aws.errors import NotFound
 from capa_py.aws.session import AWSClient, AWSClients
 from capa_py.engine.resource import tag_list
+from capa_py.engine.tags import STORE_TAG
 
 IAM_ACTIONS: tuple[str, ...] = (
     "ec2:CreateTags",
@@ -22,8 +23,21 @@ ELBV2_DESCRIBE_TAGS_BATCH = 20
 """ELBv2 ``DescribeTags`` takes at most 20 resource ARNs per call."""
 ELBV2_DESCRIBE_BATCH = 20
 """ELBv2 describes take at most 20 ARNs (or names) per call."""
-EC2_FILTER_VALUES = 100
-"""Filter values sent in one EC2 describe (a batch of ids larger than this takes several calls)."""
+EC2_FILTER_VALUES = 200
+"""The most values AWS takes in one filter of an EC2 describe: a batch of ids larger than this is not sent
+as one filter (:func:`ec2_by_filter`)."""
+EC2_ID_FIELDS: dict[str, str] = {
+    "allocation-id": "AllocationId",
+    "group-id": "GroupId",
+    "internet-gateway-id": "InternetGatewayId",
+    "nat-gateway-id": "NatGatewayId",
+    "route-table-id": "RouteTableId",
+    "subnet-id": "SubnetId",
+    "vpc-id": "VpcId",
+}
+"""The member of a described item holding the id an id filter matches (``instance-id`` and
+``association.route-table-association-id`` match ids nested in the item: :func:`_ids_in`)."""
+_NESTED_IDS = frozenset({"instance-id", "association.route-table-association-id"})
 ATTRIBUTE_FRESHNESS = 3600.0
 """How long an attribute read with a call of its own (a VPC's DNS settings, a load balancer's cross-zone
 flag) is reused: they change only when someone changes them, and each costs a call per resource."""
@@ -59,16 +73,70 @@ def ec2_items(client: AWSClient, operation: str, result_key: str, **params: Any)
 
 
 def ec2_by_filter(
-    client: AWSClient, operation: str, result_key: str, filter_name: str, ids: Iterable[str]
+    client: AWSClient,
+    operation: str,
+    result_key: str,
+    filter_name: str,
+    ids: Iterable[str],
+    page_size: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Items whose ``filter_name`` is one of ``ids``, in one call. A filter, unlike an id list, does not
-    fail the whole call when one id no longer exists."""
+    """Items whose ``filter_name`` is one of ``ids``. A filter, unlike an id list, does not fail the whole
+    call when one id no longer exists. Every listing follows ``NextToken`` through its pages; ``page_size``
+    is sent as ``MaxResults`` (None: the service's own page size).
+
+    Up to :data:`EC2_FILTER_VALUES` ids are one filter, so one listing. More than that (a region holding
+    200 clusters: 1,200 subnets) would take a listing per 200 ids, so the cost of one refresh would grow
+    with the number of clusters; instead every resource capa-py created (they all carry
+    :data:`~capa_py.engine.tags.STORE_TAG`) is listed at once, and only the ids that listing did not return
+    (resources capa-py did not create, such as a cluster's own VPC) are asked for, 200 to a filter. The
+    caller keeps the items it asked for: the wider listing returns others too."""
     wanted = sorted(set(ids))
+    if not wanted:
+        return []
+    if len(wanted) <= EC2_FILTER_VALUES or filter_name not in _NESTED_IDS | EC2_ID_FIELDS.keys():
+        return _by_id_filter(client, operation, result_key, filter_name, wanted, page_size)
+    tag_key = [{"Name": "tag-key", "Values": [STORE_TAG]}]
+    items = _listed(client, operation, result_key, tag_key, page_size)
+    seen = {i for item in items for i in _ids_in(filter_name, item)}
+    missing = [i for i in wanted if i not in seen]
+    return items + _by_id_filter(client, operation, result_key, filter_name, missing, page_size)
+
+
+def _by_id_filter(
+    client: AWSClient,
+    operation: str,
+    result_key: str,
+    filter_name: str,
+    ids: list[str],
+    page_size: int | None,
+) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
-    for start in range(0, len(wanted), EC2_FILTER_VALUES):
-        batch = wanted[start : start + EC2_FILTER_VALUES]
-        items += ec2_items(client, operation, result_key, Filters=[{"Name": filter_name, "Values": batch}])
+    for start in range(0, len(ids), EC2_FILTER_VALUES):
+        batch = ids[start : start + EC2_FILTER_VALUES]
+        items += _listed(client, operation, result_key, [{"Name": filter_name, "Values": batch}], page_size)
     return items
+
+
+def _listed(
+    client: AWSClient, operation: str, result_key: str, filters: list[dict[str, Any]], page_size: int | None
+) -> list[dict[str, Any]]:
+    return ec2_items(
+        client,
+        operation,
+        result_key,
+        Filters=filters,
+        **({"MaxResults": page_size} if page_size is not None else {}),
+    )
+
+
+def _ids_in(filter_name: str, item: Mapping[str, Any]) -> list[str]:
+    """The ids in a described item that ``filter_name`` matches."""
+    if filter_name == "instance-id":  # a reservation
+        return [i["InstanceId"] for i in item.get("Instances", [])]
+    if filter_name == "association.route-table-association-id":  # a route table
+        return [a["RouteTableAssociationId"] for a in item.get("Associations", [])]
+    value = item.get(EC2_ID_FIELDS[filter_name])
+    return [value] if value else []
 
 
 def ec2_create_tags(aws: AWSClients, resource_id: str, tags: Mapping[str, str]) -> None:

@@ -271,9 +271,18 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
                     )
         missing = sorted(wanted - found.keys())
         if missing:
-            filters = [{"Name": "association.route-table-association-id", "Values": missing}]
+            tables = ec2_by_filter(
+                self.aws.ec2,
+                "DescribeRouteTables",
+                "RouteTables",
+                "association.route-table-association-id",
+                missing,
+            )
             found.update(
-                {o.id: o for o in self._all(filters, lambda a: a.get("RouteTableAssociationId") in wanted)}
+                {
+                    o.id: o
+                    for o in self._in_tables(tables, lambda a: a.get("RouteTableAssociationId") in wanted)
+                }
             )
         return found
 
@@ -287,6 +296,11 @@ class RouteTableAssociation(ResourceClass[RouteTableAssociationDesired]):
         self, filters: list[dict[str, Any]], matches: Callable[[Mapping[str, Any]], bool]
     ) -> list[Observed]:
         tables = ec2_items(self.aws.ec2, "DescribeRouteTables", "RouteTables", Filters=filters)
+        return self._in_tables(tables, matches)
+
+    def _in_tables(
+        self, tables: list[dict[str, Any]], matches: Callable[[Mapping[str, Any]], bool]
+    ) -> list[Observed]:
         found: list[Observed] = []
         for table in tables:
             for association in table.get("Associations", []):

@@ -122,14 +122,30 @@ def test_help_and_a_refused_option() -> None:
     for option in ("--clusters", "--sync-period", "--window", "--settle", "--store", "--json"):
         assert option in shown.stdout
     refused = subprocess.run(
-        [sys.executable, str(SCRIPT), "--clusters", "0"],
+        [sys.executable, str(SCRIPT), "--clusters", "0,257"],
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert refused.returncode == 2
-    assert "--clusters must be between 1 and 256" in refused.stderr
+    assert "--clusters must be counts between 0 and 256, separated by commas: '0,257'" in refused.stderr
+
+
+def test_cluster_counts_are_a_list_run_in_turn() -> None:
+    assert bench.parse_args([]).counts == [0, 20, 200], "make bench runs 0, 20 and 200 clusters"
+    assert bench.parse_args(["--clusters", "5"]).counts == [5]
+    assert bench.cluster_counts("0,20,200", 256) == [0, 20, 200]
+    for text in ("", "20,", "a", "-1", "257"):
+        with pytest.raises(ValueError, match="between 0 and 256"):
+            bench.cluster_counts(text, 256)
+
+
+def test_controller_cpu_per_resync_is_the_windows_over_its_sync_periods() -> None:
+    cpu = {"controller": {"cpuSeconds": 12.0, "coreShare": 0.1}}
+    assert bench.cpu_per_resync(cpu, window=120.0, sync_seconds=60.0) == 6.0
+    assert bench.cpu_per_resync(cpu, window=120.0, sync_seconds=0.0) is None
+    assert bench.cpu_per_resync({}, window=120.0, sync_seconds=60.0) is None
 
 
 def test_resync_bursts_are_the_calls_between_quiet_gaps_and_edges_are_partial() -> None:

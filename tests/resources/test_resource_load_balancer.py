@@ -17,6 +17,7 @@ from capa_py.engine.errors import NaturalKeyTaken
 from capa_py.engine.profiles import MOTO
 from capa_py.engine.tags import managed_tags
 from capa_py.store import SQLiteStore
+from resources._common import ELBV2_DESCRIBE_BATCH
 from resources.listener import Listener, ListenerDesired
 from resources.load_balancer import LoadBalancer, LoadBalancerDesired
 from resources.target_group import (
@@ -265,3 +266,43 @@ def test_a_target_group_in_a_vpc_made_by_an_earlier_process_is_looked_up_first(
 
     assert adopted.id == made.id
     assert len(build.aws.elbv2.call("DescribeTargetGroups")["TargetGroups"]) == 1
+
+
+def test_more_load_balancers_than_one_describe_takes_are_read_from_one_listing(build: Builder) -> None:
+    # A describe takes 20 ARNs: 200 clusters' load balancers would take ten, one listing of the region's
+    # load balancers (400 a page) takes one. Their tags still cost a DescribeTags per 20.
+    subnet = build.subnet()
+    arns = [build.load_balancer(subnet.id).id for _ in range(ELBV2_DESCRIBE_BATCH + 1)]
+    build.load_balancer(subnet.id)  # listed too, and left out
+
+    with call_scope() as calls:
+        found = LoadBalancer(build.aws).describe_many(arns)
+
+    assert sorted(found) == sorted(arns)
+    assert all(o.tags for o in found.values()), "tags are read for every one found"
+    assert calls.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 2}
+
+
+def test_tags_read_once_serve_later_refreshes_until_capa_py_tags_again(
+    build: Builder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A DescribeTags per 20 ARNs at every refresh would grow with the clusters: what was read is reused
+    # (as capa controller and capa apply share it), and forgotten when capa-py tags the resource.
+    monkeypatch.setattr(build.aws, "observations", Observations(enabled=True))
+    balancers = LoadBalancer(build.aws)
+    arn = build.load_balancer().id
+
+    with call_scope() as first:
+        read = balancers.describe_many([arn])
+    with call_scope() as second:
+        again = balancers.describe_many([arn])
+    balancers.tag(arn, {"team": "platform"})
+    with call_scope() as after_tagging:
+        tagged = balancers.describe_many([arn])
+
+    assert first.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 1}
+    assert second.by_operation() == {"elbv2:DescribeLoadBalancers": 1}, "the tags read moments ago"
+    assert again[arn].tags == read[arn].tags
+    assert read[arn].tags["sigs.k8s.io/cluster-api-provider-aws/cluster/alpha"] == "owned"
+    assert after_tagging.by_operation() == {"elbv2:DescribeLoadBalancers": 1, "elbv2:DescribeTags": 1}
+    assert tagged[arn].tags["team"] == "platform"
