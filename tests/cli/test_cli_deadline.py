@@ -83,7 +83,7 @@ def test_apply_starts_no_aws_call_after_its_timeout_and_says_what_was_in_progres
     assert "AWSCluster default/demo (pending)" in progress[0], progress
     stopped = [line for line in result.stderr.splitlines() if line.startswith("stopped at the deadline: ")]
     assert stopped, f"the apply does not say which reconcile the deadline cut short:\n{result}"
-    assert any(" before ec2:" in line or " before elasticloadbalancing:" in line for line in stopped), stopped
+    assert any(" before ec2:" in line or " before elbv2:" in line for line in stopped), stopped
 
 
 def test_delete_wait_starts_no_aws_call_after_its_timeout(
