@@ -80,6 +80,22 @@ def named(resource: ResourceClass[Any], observed: Observed | None, name: str) ->
     known.learn(key, {**names, name: copy.deepcopy(observed)})
 
 
+def create_named(
+    resource: ResourceClass[Any], name: str, create: Callable[[], Observed], tags: Mapping[str, str] | None
+) -> Observed:
+    """Create ``name`` through ``create`` (the call, its answer parsed), tagged with ``tags``; the region's
+    listing then holds it, or is forgotten when the call failed and its outcome is unknown (see
+    :func:`named`)."""
+    try:
+        observed = create()
+    except Exception:
+        named(resource, None, name)
+        raise
+    observed.tags = dict(tags or {})
+    named(resource, observed, name)
+    return observed
+
+
 def many(
     resource: ResourceClass[Any],
     operation: str,

@@ -22,7 +22,7 @@ from capa_py.engine.traits import Traits
 from resources._common import (
     ATTRIBUTE_FRESHNESS,
 )
-from resources._elbv2 import add_tags, by_listed_name, many, named, tagged, with_tags
+from resources._elbv2 import add_tags, by_listed_name, create_named, many, tagged, with_tags
 
 IAM_ACTIONS: tuple[str, ...] = (
     "ec2:DescribeSubnets",
@@ -80,14 +80,12 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
     def create(
         self, desired: LoadBalancerDesired, tags: Mapping[str, str] | None, token: str | None
     ) -> Observed:
-        try:
-            response = self._create_call(desired, tags)
-        except Exception:
-            named(self, None, desired.name)
-            raise
-        observed = _observed_lb(response["LoadBalancers"][0])
-        observed.tags = dict(tags or {})
-        named(self, observed, desired.name)
+        observed = create_named(
+            self,
+            desired.name,
+            lambda: _observed_lb(self._create_call(desired, tags)["LoadBalancers"][0]),
+            tags,
+        )
         # A new network load balancer does not balance across zones until told to.
         known_of(self.aws).learn(("lb-attribute", observed.id, CROSS_ZONE), "false")
         return observed
@@ -111,13 +109,8 @@ class LoadBalancer(ResourceClass[LoadBalancerDesired]):
         )
 
     def describe_by_id(self, resource_id: str) -> Observed | None:
-        try:
-            lbs = self.aws.elbv2.call("DescribeLoadBalancers", LoadBalancerArns=[resource_id])[
-                "LoadBalancers"
-            ]
-        except NotFound:
-            return None
-        return with_tags(self, _observed_lb(lbs[0])) if lbs else None
+        observed = self.poll(resource_id)
+        return None if observed is None else with_tags(self, observed)
 
     def poll(self, resource_id: str) -> Observed | None:
         """The load balancer's state and DNS name, without its tags (a wait's poll)."""

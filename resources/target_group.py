@@ -19,7 +19,7 @@ from resources._common import (
     ATTRIBUTE_FRESHNESS,
     split_id,
 )
-from resources._elbv2 import API_SERVER_PORT, add_tags, by_listed_name, many, named, tagged, with_tags
+from resources._elbv2 import API_SERVER_PORT, add_tags, by_listed_name, create_named, many, tagged, with_tags
 
 IAM_ACTIONS: tuple[str, ...] = (
     "elasticloadbalancing:CreateTargetGroup",
@@ -70,15 +70,12 @@ class TargetGroup(ResourceClass[TargetGroupDesired]):
     def create(
         self, desired: TargetGroupDesired, tags: Mapping[str, str] | None, token: str | None
     ) -> Observed:
-        try:
-            response = self._create_call(desired, tags)
-        except Exception:
-            named(self, None, desired.name)
-            raise
-        observed = _observed_tg(response["TargetGroups"][0])
-        observed.tags = dict(tags or {})
-        named(self, observed, desired.name)
-        return observed
+        return create_named(
+            self,
+            desired.name,
+            lambda: _observed_tg(self._create_call(desired, tags)["TargetGroups"][0]),
+            tags,
+        )
 
     def _create_call(self, desired: TargetGroupDesired, tags: Mapping[str, str] | None) -> dict[str, Any]:
         return self.aws.elbv2.call(
